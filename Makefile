@@ -1,0 +1,64 @@
+# One command is CI: `.ci/run` calls `make test`. Every target creates and
+# reuses the local .venv; nothing is installed by hand.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.deps-stamp
+# The extension is rebuilt when any Rust source or manifest changes.
+RUST_SRC := $(shell find rust -name '*.rs' -o -name 'Cargo.toml') Cargo.toml Cargo.lock pyproject.toml
+EXT_STAMP := $(VENV)/.ext-stamp
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: all venv build test test-rust test-python demo bench lint fmt soak fuzz wheel clean
+
+all: test
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q "torch>=2.15,<2.17" "numpy>=1.26" "maturin>=1.9,<2" \
+	    "pytest>=8" "hypothesis>=6.100" "networkx>=3.2" "ruff>=0.6"
+	touch $@
+
+venv: $(STAMP)
+
+$(EXT_STAMP): $(STAMP) $(RUST_SRC)
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release -q
+	touch $@
+
+build: $(EXT_STAMP)
+
+test-rust:
+	cargo test --workspace --exclude aotgrad-rust -q
+
+test-python: build
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test: test-rust test-python
+
+demo: build
+	$(PY) -m aotgrad demo
+
+bench: build
+	cargo bench -p aotgrad-bench
+	$(PY) benches/flow_vs_networkx.py
+
+lint: $(STAMP)
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
+
+fmt: $(STAMP)
+	cargo fmt --all
+	$(VENV)/bin/ruff format python tests benches
+
+wheel: $(STAMP)
+	$(PIP) wheel . --no-deps -w dist
+
+clean:
+	rm -rf target dist $(VENV)/.ext-stamp

@@ -1,0 +1,1 @@
+"""aotgrad: an independent AOT Autograd for PyTorch."""

@@ -1,0 +1,11 @@
+//! aotgrad's pure-Rust core: the graph store, its verifier and printer, the
+//! max-flow min-cut solver and the partitioners. No Python here; the pyo3
+//! binding crate (`rust/binding`) is a thin layer over this crate.
+
+pub mod error;
+pub mod ids;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use ids::{NodeId, OpId};
+pub use store::{flags, GraphStore, NodeKind};

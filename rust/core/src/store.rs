@@ -1,0 +1,120 @@
+//! The graph store: a joint graph held as flat arenas with CSR adjacency.
+//!
+//! Built from a validated node table (`crate::table`), never mutated in place
+//! by passes: a pass reads the store and returns its own result type.
+
+use crate::ids::{NodeId, OpId};
+
+/// Node kinds, as encoded in the table's `kind` column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum NodeKind {
+    /// A forward input (`primals_*`, parameters, buffers, user inputs).
+    Primal = 0,
+    /// A backward input (`tangents_*`).
+    Tangent = 1,
+    /// A `call_function` node.
+    Call = 2,
+    /// A `get_attr` node (a constant held by the graph module).
+    GetAttr = 3,
+}
+
+impl NodeKind {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Self::Primal),
+            1 => Some(Self::Tangent),
+            2 => Some(Self::Call),
+            3 => Some(Self::GetAttr),
+            _ => None,
+        }
+    }
+}
+
+/// Per-node flag bits (`docs/node_table.md`).
+pub mod flags {
+    pub const SYMBOLIC_SIZE: u32 = 1 << 0;
+    pub const RANDOM: u32 = 1 << 1;
+    pub const VIEW: u32 = 1 << 2;
+    pub const IMPURE: u32 = 1 << 3;
+    pub const COMPUTE_INTENSIVE: u32 = 1 << 4;
+    pub const TANGENT_DERIVED: u32 = 1 << 5;
+    pub const SYMINT: u32 = 1 << 6;
+    pub const MUST_SAVE: u32 = 1 << 7;
+    pub const MUST_RECOMPUTE: u32 = 1 << 8;
+    pub const NON_TENSOR: u32 = 1 << 9;
+    pub const MULTI_OUTPUT: u32 = 1 << 10;
+    /// Bits a table may carry on input (`TANGENT_DERIVED` is computed, not read).
+    pub const KNOWN_INPUT: u32 = (1 << 11) - 1;
+}
+
+/// A joint forward+backward graph in topological order.
+///
+/// Invariants (established by `GraphStore::from_table`, checked by
+/// `crate::verify`): every argument id is smaller than its reader's id;
+/// `users` is the exact transpose of `args`; `TANGENT_DERIVED` is set exactly
+/// on tangents and on nodes reading a tangent-derived node.
+#[derive(Clone, Debug, Default)]
+pub struct GraphStore {
+    pub kind: Vec<NodeKind>,
+    pub op: Vec<OpId>,
+    pub op_names: Vec<String>,
+    /// CSR: the arguments of node `i` are `arg_idx[arg_ptr[i]..arg_ptr[i+1]]`.
+    pub arg_ptr: Vec<u32>,
+    pub arg_idx: Vec<NodeId>,
+    /// CSR transpose of the arguments (each reader once per argument slot).
+    pub user_ptr: Vec<u32>,
+    pub user_idx: Vec<NodeId>,
+    pub nbytes: Vec<u64>,
+    pub flags: Vec<u32>,
+    pub region: Vec<i32>,
+    /// Graph outputs in order; `None` for a non-node output.
+    pub outputs: Vec<Option<NodeId>>,
+    pub num_fwd_outputs: usize,
+}
+
+impl GraphStore {
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.kind.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_empty()
+    }
+
+    #[inline]
+    pub fn args(&self, n: NodeId) -> &[NodeId] {
+        let i = n.index();
+        &self.arg_idx[self.arg_ptr[i] as usize..self.arg_ptr[i + 1] as usize]
+    }
+
+    #[inline]
+    pub fn users(&self, n: NodeId) -> &[NodeId] {
+        let i = n.index();
+        &self.user_idx[self.user_ptr[i] as usize..self.user_ptr[i + 1] as usize]
+    }
+
+    #[inline]
+    pub fn has_flag(&self, n: NodeId, bit: u32) -> bool {
+        self.flags[n.index()] & bit != 0
+    }
+
+    #[inline]
+    pub fn op_name(&self, n: NodeId) -> &str {
+        &self.op_names[self.op[n.index()].index()]
+    }
+
+    pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator {
+        (0..self.len() as u32).map(NodeId)
+    }
+
+    pub fn fwd_outputs(&self) -> &[Option<NodeId>] {
+        &self.outputs[..self.num_fwd_outputs]
+    }
+
+    pub fn bwd_outputs(&self) -> &[Option<NodeId>] {
+        &self.outputs[self.num_fwd_outputs..]
+    }
+}
