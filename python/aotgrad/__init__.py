@@ -1,1 +1,28 @@
-"""aotgrad: an independent AOT Autograd for PyTorch."""
+"""aotgrad: an independent AOT Autograd for PyTorch.
+
+Traces the joint forward+backward graph of a function ahead of time, partitions
+it in Rust (max-flow min-cut: what to save, what to recompute), compiles both
+halves (Inductor, or any functorch-style compiler) and wraps them in an
+``autograd.Function``. ``torch.compile(model, backend="aotgrad")`` uses it.
+"""
+
+from __future__ import annotations
+
+from . import errors, partition
+from .api import AotFunction, AotModule, aot_function, aot_module, aot_module_simplified
+from .compile import make_boxed_func, nop
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AotFunction",
+    "AotModule",
+    "__version__",
+    "aot_function",
+    "aot_module",
+    "aot_module_simplified",
+    "errors",
+    "make_boxed_func",
+    "nop",
+    "partition",
+]

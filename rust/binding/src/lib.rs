@@ -1,10 +1,17 @@
 //! `aotgrad._rust`: thin pyo3 bindings over `aotgrad-core`. One small file per
 //! exposed type; no algorithm code here.
 
+pub mod enter;
+pub mod errors;
+pub mod store;
+
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_VERSION", 1u32)?;
+    errors::register(m)?;
+    m.add_class::<store::PyGraphStore>()?;
+    m.add_function(wrap_pyfunction!(enter::_panic_for_tests, m)?)?;
     Ok(())
 }

@@ -4,8 +4,16 @@
 
 pub mod error;
 pub mod ids;
+pub mod printer;
 pub mod store;
+pub mod table;
+pub mod verify;
 
 pub use error::{Error, Result};
 pub use ids::{NodeId, OpId};
 pub use store::{flags, GraphStore, NodeKind};
+pub use table::{Columns, TableView, FORMAT_VERSION};
+pub use verify::verify;
+pub mod flow;
+pub mod partition;
+pub mod synth;

@@ -54,7 +54,7 @@ pub mod flags {
 /// `crate::verify`): every argument id is smaller than its reader's id;
 /// `users` is the exact transpose of `args`; `TANGENT_DERIVED` is set exactly
 /// on tangents and on nodes reading a tangent-derived node.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GraphStore {
     pub kind: Vec<NodeKind>,
     pub op: Vec<OpId>,

@@ -1,0 +1,379 @@
+"""Partitioning (and tracing) speed and saved memory: aotgrad against torch, same graph.
+
+For transformer stacks of ``--blocks`` blocks (``aotgrad.models.transformer_stack``):
+
+1. the joint graph is traced ONCE with aotgrad's tracer;
+2. end-to-end partitioning (joint FX graph in, forward and backward GraphModules
+   out) is timed, median of ``--repeats`` runs, for aotgrad's
+   ``min_cut_rematerialization_partition`` and torch's
+   ``torch._functorch.partitioners.min_cut_rematerialization_partition`` — each run
+   on its own copy of the joint graph (torch's DCEs/CSEs it in place; copying is
+   not timed);
+3. saved activation bytes of each: the forward module's outputs beyond
+   ``num_fwd_outputs`` that are tensors, summed the same way for both;
+4. tracing: aotgrad's trace (``collect_metadata`` + ``trace_joint``) against the
+   first call of torch's ``functorch.compile.aot_function`` with nop compilers and
+   torch's (cheap) default partition; also both first calls end to end.
+
+    .venv/bin/python benches/partition_vs_torch.py --blocks 4,16,64 --json /tmp/part.json
+
+Goals: partitioning >= 20x faster than torch's and saved bytes <= torch's at every
+size; tracing ratio (aotgrad / torch) <= 1.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (
+    environment,
+    format_table,
+    graph_size,
+    import_aotgrad,
+    median_time,
+    saved_activation_bytes,
+    saved_activations,
+    saved_storage_bytes,
+    timed,
+    write_json,
+)
+
+MB = 1024 * 1024
+SPEEDUP_GOAL = 20.0
+TRACE_RATIO_GOAL = 1.0
+
+
+def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy with its own nodes (meta dicts copied, their values shared)."""
+    g = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    out = g.graph_copy(gm.graph, env)
+    g.output(out)
+    new = fx.GraphModule(gm, g)
+    for old, fresh in env.items():
+        assert fresh.meta is not old.meta
+    return new
+
+
+# ------------------------------------------------------------------ the model
+
+
+class Workload:
+    """A transformer stack as a flat function of (params..., x) → [y]."""
+
+    def __init__(self, n_blocks: int, width: int, batch: int, seq: int, aotgrad: Any) -> None:
+        torch.manual_seed(0)
+        self.model = aotgrad.models.transformer_stack(n_blocks, width=width)
+        self.names = [n for n, _ in self.model.named_parameters()]
+        self.params = [p.detach().clone().requires_grad_(True) for p in self.model.parameters()]
+        self.x = torch.randn(batch, seq, width)
+
+    def fn(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(
+            self.model, dict(zip(self.names, params, strict=True)), (x,)
+        )
+
+    def flat_fn(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        return [self.fn(list(tensors[:-1]), tensors[-1])]
+
+    def flat_inputs(self) -> list[torch.Tensor]:
+        return [*self.params, self.x]
+
+
+def trace_with_aotgrad(aotgrad: Any, w: Workload) -> Any:
+    from aotgrad import trace
+
+    fake_mode = trace.make_fake_mode(False)
+    fake_args = trace.fakify(fake_mode, w.flat_inputs(), dynamic=False)
+    metadata = trace.collect_metadata(w.flat_fn, fake_args, fake_mode)
+    return trace.trace_joint(w.flat_fn, fake_args, fake_mode, metadata)
+
+
+# ------------------------------------------------------------------ partitioning
+
+
+def run_partition(
+    name: str, fn: Callable[..., tuple[fx.GraphModule, fx.GraphModule]], joint: Any, repeats: int
+) -> dict[str, Any]:
+    """Median seconds of ``fn`` on fresh copies of the joint graph, and its saved bytes."""
+    times = []
+    fw = bw = None
+    for _ in range(repeats):
+        gm = copy_graph_module(joint.gm)
+        gc.collect()
+        t, (fw, bw) = timed(
+            lambda gm=gm: fn(gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs)
+        )
+        times.append(t)
+    assert fw is not None and bw is not None
+    saved = saved_activations(fw, joint.num_fwd_outputs)
+    times.sort()
+    return {
+        "name": name,
+        "median_s": times[len(times) // 2],
+        "times_s": times,
+        "saved_bytes": saved_activation_bytes(fw, joint.num_fwd_outputs),
+        "saved_storage": saved_storage_bytes(fw, joint.num_fwd_outputs),
+        "saved_values": len(saved),
+        "saved_tensors": sum(isinstance(n.meta.get("val"), torch.Tensor) for n in saved),
+        "fw_nodes": graph_size(fw),
+        "bw_nodes": graph_size(bw),
+    }
+
+
+# ------------------------------------------------------------------ tracing
+
+
+def _timed_partition(fn: Callable[..., Any], box: list[float]) -> Callable[..., Any]:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        t, out = timed(lambda: fn(*args, **kwargs))
+        box.append(t)
+        return out
+
+    return wrapped
+
+
+def trace_times(aotgrad: Any, w: Workload, repeats: int) -> dict[str, Any]:
+    """aotgrad's trace alone, and both first calls end to end (fresh function each time)."""
+    from functorch.compile import aot_function, nop
+    from torch._functorch.partitioners import default_partition
+
+    ours_trace, _, _ = median_time(lambda: trace_with_aotgrad(aotgrad, w), repeats)
+
+    ours_first = []
+    ours_parts: list[dict[str, float]] = []
+    for _ in range(repeats):
+        f = aotgrad.aot_function(
+            w.fn, aotgrad.nop, aotgrad.nop, partition_fn=aotgrad.partition.default_partition
+        )
+        t, _ = timed(lambda f=f: f(w.params, w.x))
+        ours_first.append(t)
+        ours_parts.append(dict(f.artifacts[0].timings))
+
+    torch_first = []
+    torch_part: list[float] = []
+    for _ in range(repeats):
+        box: list[float] = []
+        f = aot_function(w.fn, nop, nop, partition_fn=_timed_partition(default_partition, box))
+        t, _ = timed(lambda f=f: f(w.params, w.x))
+        torch_first.append(t)
+        torch_part.append(sum(box))
+
+    def med(xs: list[float]) -> float:
+        return sorted(xs)[len(xs) // 2]
+
+    ours_first_m = med(ours_first)
+    ours_partition = med([p.get("partition", 0.0) for p in ours_parts])
+    torch_first_m = med(torch_first)
+    torch_partition = med(torch_part)
+    return {
+        "aotgrad_trace_s": ours_trace,
+        "aotgrad_first_call_s": ours_first_m,
+        "aotgrad_first_call_timings": ours_parts[len(ours_parts) // 2],
+        "aotgrad_first_call_minus_partition_s": ours_first_m - ours_partition,
+        "torch_first_call_s": torch_first_m,
+        "torch_default_partition_s": torch_partition,
+        "ratio_trace_vs_torch_first_call": ours_trace / torch_first_m,
+        "ratio_first_call": ours_first_m / torch_first_m,
+        "ratio_first_call_minus_partition": (ours_first_m - ours_partition)
+        / max(1e-9, torch_first_m - torch_partition),
+    }
+
+
+# ------------------------------------------------------------------ main
+
+
+def bench_size(aotgrad: Any, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    from torch._functorch.partitioners import min_cut_rematerialization_partition as torch_min_cut
+
+    w = Workload(n, args.width, args.batch, args.seq, aotgrad)
+    t_trace, joint = timed(lambda: trace_with_aotgrad(aotgrad, w))
+    nodes = graph_size(joint.gm)
+    print(f"\n[{n} blocks] joint graph: {nodes} nodes, traced in {t_trace:.2f}s", flush=True)
+    repeats = args.repeats if nodes < 4000 else max(1, args.repeats_large)
+
+    ours = run_partition(
+        "aotgrad", aotgrad.partition.min_cut_rematerialization_partition, joint, repeats
+    )
+    print(
+        f"  aotgrad min-cut  {ours['median_s'] * 1e3:9.1f} ms  "
+        f"saved {ours['saved_bytes'] / MB:.3f} MB ({ours['saved_values']} values)",
+        flush=True,
+    )
+    # The Rust partitioner's own account of what it saved (must agree with the fw module).
+    result = aotgrad.partition.partition_joint(
+        copy_graph_module(joint.gm), num_fwd_outputs=joint.num_fwd_outputs, kind="min_cut"
+    )
+    ours["rust_saved_bytes"] = int(result.saved_bytes)
+    ours["recomputed"] = len(result.recomputed)
+
+    theirs = run_partition("torch", torch_min_cut, joint, repeats)
+    print(
+        f"  torch min-cut    {theirs['median_s'] * 1e3:9.1f} ms  "
+        f"saved {theirs['saved_bytes'] / MB:.3f} MB ({theirs['saved_values']} values)",
+        flush=True,
+    )
+
+    row: dict[str, Any] = {
+        "blocks": n,
+        "nodes": nodes,
+        "aotgrad": ours,
+        "torch": theirs,
+        "speedup": theirs["median_s"] / ours["median_s"],
+        "saved_ratio": ours["saved_bytes"] / max(1, theirs["saved_bytes"]),
+    }
+    if not args.no_trace:
+        trace_repeats = args.repeats if nodes < 4000 else max(1, args.repeats_large)
+        row["trace"] = trace_times(aotgrad, w, trace_repeats)
+        tr = row["trace"]
+        print(
+            f"  trace: aotgrad {tr['aotgrad_trace_s']:.2f}s vs torch first call "
+            f"{tr['torch_first_call_s']:.2f}s (ratio {tr['ratio_trace_vs_torch_first_call']:.2f});"
+            f" first calls {tr['aotgrad_first_call_s']:.2f}s vs {tr['torch_first_call_s']:.2f}s "
+            f"(ratio {tr['ratio_first_call']:.2f})",
+            flush=True,
+        )
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--blocks", default="4,16,64", help="comma-separated block counts")
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=5, help="runs per measurement (median)")
+    p.add_argument("--repeats-large", type=int, default=3, help="runs for graphs >= 4000 nodes")
+    p.add_argument("--no-trace", action="store_true", help="skip the tracing comparison")
+    p.add_argument("--json", default=None, help="write a JSON report here")
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    logging.getLogger("torch").setLevel(logging.ERROR)
+
+    aotgrad, err = import_aotgrad()
+    if aotgrad is None:
+        print("aotgrad does not import:\n" + (err or ""))
+        return 2
+    import aotgrad.models
+
+    # Warm both stacks up (imports, dispatcher caches) on a tiny model, untimed.
+    warm = Workload(1, args.width, 2, 8, aotgrad)
+    trace_times(aotgrad, warm, 1)
+
+    rows = [bench_size(aotgrad, int(b), args) for b in args.blocks.split(",") if b]
+
+    headers = [
+        "blocks",
+        "nodes",
+        "aotgrad ms",
+        "torch ms",
+        "speedup",
+        "aotgrad saved MB",
+        "torch saved MB",
+        "aotgrad act MB*",
+        "torch act MB*",
+    ]
+    table = [
+        [
+            r["blocks"],
+            r["nodes"],
+            f"{r['aotgrad']['median_s'] * 1e3:.1f}",
+            f"{r['torch']['median_s'] * 1e3:.1f}",
+            f"{r['speedup']:.1f}x",
+            f"{r['aotgrad']['saved_bytes'] / MB:.3f}",
+            f"{r['torch']['saved_bytes'] / MB:.3f}",
+            f"{r['aotgrad']['saved_storage']['activations'] / MB:.3f}",
+            f"{r['torch']['saved_storage']['activations'] / MB:.3f}",
+        ]
+        for r in rows
+    ]
+    print("\npartitioning (joint graph in -> fw/bw GraphModules out, median)")
+    print(format_table(headers, table))
+    print(
+        "saved MB: sum of nbytes of the saved tensors (the goal's measure); "
+        "act MB*: saved views counted as their base, each base once, graph inputs left out"
+    )
+    if not args.no_trace:
+        print(
+            "\ntracing (aotgrad trace vs torch aot_function first call, nop compilers, "
+            "default partition)"
+        )
+        print(
+            format_table(
+                [
+                    "blocks",
+                    "aotgrad trace s",
+                    "torch 1st call s",
+                    "ratio",
+                    "aotgrad 1st call s",
+                    "ratio 1st calls",
+                ],
+                [
+                    [
+                        r["blocks"],
+                        f"{r['trace']['aotgrad_trace_s']:.2f}",
+                        f"{r['trace']['torch_first_call_s']:.2f}",
+                        f"{r['trace']['ratio_trace_vs_torch_first_call']:.2f}",
+                        f"{r['trace']['aotgrad_first_call_s']:.2f}",
+                        f"{r['trace']['ratio_first_call']:.2f}",
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+
+    goals = []
+    for r in rows:
+        goals.append(
+            (f"{r['blocks']} blocks: speedup >= {SPEEDUP_GOAL:.0f}x", r["speedup"] >= SPEEDUP_GOAL)
+        )
+        goals.append(
+            (
+                f"{r['blocks']} blocks: saved bytes <= torch's",
+                r["aotgrad"]["saved_bytes"] <= r["torch"]["saved_bytes"],
+            )
+        )
+        goals.append(
+            (
+                f"{r['blocks']} blocks: Rust saved_bytes == fw module's",
+                r["aotgrad"]["rust_saved_bytes"] == r["aotgrad"]["saved_bytes"],
+            )
+        )
+        if "trace" in r:
+            goals.append(
+                (
+                    f"{r['blocks']} blocks: trace ratio <= {TRACE_RATIO_GOAL}",
+                    r["trace"]["ratio_trace_vs_torch_first_call"] <= TRACE_RATIO_GOAL,
+                )
+            )
+    print("\ngoals")
+    for text, ok in goals:
+        print(f"  [{'ok' if ok else 'MISS'}] {text}")
+
+    write_json(
+        args.json,
+        {
+            "environment": environment(),
+            "args": vars(args),
+            "rows": rows,
+            "goals": [{"goal": t, "met": ok} for t, ok in goals],
+            "timestamp": time.time(),
+        },
+    )
+    return 0 if all(ok for _, ok in goals) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

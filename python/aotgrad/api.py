@@ -1,0 +1,328 @@
+"""The public entry points: ``aot_function``, ``aot_module``, ``aot_module_simplified``.
+
+Signatures and semantics follow ``functorch.compile`` so that code written for
+torch's AOT Autograd ports by changing the import. Unlike torch's, every
+compiled artefact is guarded (``aotgrad.guards``): a call that breaks an
+assumption of the first compilation gets its own compiled graph instead of a
+stale answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+from . import guards, trace
+from .compile import Compiler, run_compiler
+from .errors import GuardError
+from .runtime import ForwardLayout, make_inference_function, make_training_function
+
+
+def _default_partition(*args: Any, **kwargs: Any) -> Any:
+    from .partition import min_cut_rematerialization_partition
+
+    return min_cut_rematerialization_partition(*args, **kwargs)
+
+
+@dataclass
+class AotOptions:
+    """Everything that shapes one compilation; passed down explicitly, never read from globals."""
+
+    fw_compiler: Compiler
+    bw_compiler: Compiler | None = None
+    partition_fn: Callable[..., tuple[fx.GraphModule, fx.GraphModule]] = _default_partition
+    decompositions: dict[Any, Any] | None = None
+    num_params_buffers: int = 0
+    keep_inference_input_mutations: bool = False
+    inference_compiler: Compiler | None = None
+    dynamic: bool = False
+    #: Compiled artefacts kept per function before a ``GuardError`` is raised.
+    recompile_limit: int = 8
+
+
+@dataclass
+class CompiledArtifact:
+    """One compiled specialisation of a function, and what it is made of (for reports)."""
+
+    run: Callable[..., tuple[Any, ...]]
+    training: bool
+    forward: fx.GraphModule
+    backward: fx.GraphModule | None
+    joint: fx.GraphModule | None
+    layout: ForwardLayout
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
+    """(saved tensors, saved SymInts) from the forward graph's outputs."""
+    outs = fw.graph.output_node().args[0]
+    saved = list(outs)[num_fwd_outputs:]  # type: ignore[arg-type]
+    n_sym = sum(
+        1
+        for s in saved
+        if isinstance(s, fx.Node) and not isinstance(s.meta.get("val"), torch.Tensor)
+    )
+    return len(saved) - n_sym, n_sym
+
+
+def compile_flat(
+    flat_fn: Callable[..., list[Any]],
+    fake_args: Sequence[Any],
+    fake_mode: Any,
+    options: AotOptions,
+    *,
+    training: bool,
+) -> CompiledArtifact:
+    """Trace, partition and compile ``flat_fn`` (flat graph inputs → flat outputs)."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    metadata = trace.collect_metadata(flat_fn, fake_args, fake_mode)
+    if not training:
+        g = trace.trace_inference(
+            flat_fn,
+            fake_args,
+            fake_mode,
+            metadata,
+            options.decompositions,
+            options.keep_inference_input_mutations,
+        )
+        timings["trace"] = time.perf_counter() - t0
+        mutated = [] if options.keep_inference_input_mutations else metadata.mutated_inputs
+        layout = ForwardLayout(g.num_user_outputs, mutated, [])
+        t1 = time.perf_counter()
+        compiler = options.inference_compiler or options.fw_compiler
+        fw = run_compiler(compiler, g.gm)
+        timings["compile"] = time.perf_counter() - t1
+        return CompiledArtifact(
+            make_inference_function(fw, layout), False, g.gm, None, None, layout, timings
+        )
+
+    joint = trace.trace_joint(flat_fn, fake_args, fake_mode, metadata, options.decompositions)
+    timings["trace"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    fw_gm, bw_gm = options.partition_fn(
+        joint.gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
+    )
+    timings["partition"] = time.perf_counter() - t1
+    n_tensors, n_sym = _saved_split(fw_gm, joint.num_fwd_outputs)
+    layout = ForwardLayout(
+        joint.num_user_outputs,
+        metadata.mutated_inputs,
+        metadata.tangent_outputs,
+        n_tensors,
+        n_sym,
+    )
+    t2 = time.perf_counter()
+    fw = run_compiler(options.fw_compiler, fw_gm)
+    bw = run_compiler(options.bw_compiler or options.fw_compiler, bw_gm)
+    timings["compile"] = time.perf_counter() - t2
+    run = make_training_function(fw, bw, layout, len(fake_args))
+    return CompiledArtifact(run, True, fw_gm, bw_gm, joint.gm, layout, timings)
+
+
+def _needs_autograd(graph_inputs: Sequence[Any]) -> bool:
+    return torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in graph_inputs
+    )
+
+
+class AotFunction:
+    """A guarded, compiled function (what ``aot_function`` returns)."""
+
+    def __init__(self, fn: Callable[..., Any], options: AotOptions) -> None:
+        self.fn = fn
+        self.options = options
+        self.cache: dict[tuple, tuple[CompiledArtifact, Any]] = {}
+        self.last_key: tuple | None = None
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat, in_spec = pytree.tree_flatten((args, kwargs))
+        key = guards.call_key(flat, dynamic=self.options.dynamic, extra=(in_spec,))
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self._compile(flat, in_spec, key)
+        artifact, out_spec = hit
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        outs = artifact.run(*tensors)
+        return pytree.tree_unflatten(list(outs), out_spec)
+
+    def _compile(self, flat: list[Any], in_spec: Any, key: tuple) -> tuple[CompiledArtifact, Any]:
+        if len(self.cache) >= self.options.recompile_limit:
+            assert self.last_key is not None
+            raise GuardError(
+                f"{getattr(self.fn, '__qualname__', self.fn)} was recompiled "
+                f"{len(self.cache)} times (recompile_limit={self.options.recompile_limit}); "
+                f"the assumption that keeps changing: {guards.describe_change(self.last_key, key)}"
+            )
+        positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+        out_spec_box: list[Any] = [None]
+        fn = self.fn
+
+        def flat_fn(*tensors: Any) -> list[Any]:
+            full = list(flat)
+            for p, t in zip(positions, tensors):
+                full[p] = t
+            a, kw = pytree.tree_unflatten(full, in_spec)
+            out_flat, out_spec_box[0] = pytree.tree_flatten(fn(*a, **kw))
+            return out_flat
+
+        tensors = [flat[i] for i in positions]
+        fake_mode = trace.make_fake_mode(self.options.dynamic)
+        fake_args = trace.fakify(fake_mode, tensors, dynamic=self.options.dynamic)
+        artifact = compile_flat(
+            flat_fn, fake_args, fake_mode, self.options, training=_needs_autograd(tensors)
+        )
+        entry = (artifact, out_spec_box[0])
+        self.cache[key] = entry
+        self.last_key = key
+        return entry
+
+    @property
+    def artifacts(self) -> list[CompiledArtifact]:
+        return [a for a, _ in self.cache.values()]
+
+
+def aot_function(
+    fn: Callable[..., Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    partition_fn: Callable[..., Any] = _default_partition,
+    decompositions: dict[Any, Any] | None = None,
+    num_params_buffers: int = 0,
+    keep_inference_input_mutations: bool = False,
+    inference_compiler: Compiler | None = None,
+    *,
+    dynamic: bool = False,
+    recompile_limit: int = 8,
+) -> AotFunction:
+    """Compile ``fn`` ahead of time: trace its joint forward+backward graph, partition it
+    (aotgrad's min-cut by default), compile both halves and wrap them in an
+    ``autograd.Function``. Compilation happens on the first call and again for any call
+    that breaks an assumption of the earlier ones (see ``aotgrad.guards``)."""
+    options = AotOptions(
+        fw_compiler,
+        bw_compiler,
+        partition_fn,
+        decompositions,
+        num_params_buffers,
+        keep_inference_input_mutations,
+        inference_compiler,
+        dynamic,
+        recompile_limit,
+    )
+    return AotFunction(fn, options)
+
+
+class AotModule(torch.nn.Module):
+    """The module ``aot_module`` returns: calls the compiled functional form of ``orig_module``."""
+
+    def __init__(self, orig_module: torch.nn.Module, compiled: AotFunction) -> None:
+        super().__init__()
+        self.orig_module = orig_module
+        self._compiled = compiled
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        named = _named_state(self.orig_module)
+        return self._compiled(named, self.orig_module.training, *args, **kwargs)
+
+
+def _named_state(mod: torch.nn.Module) -> dict[str, torch.Tensor]:
+    state = dict(mod.named_parameters(remove_duplicate=False))
+    state.update(mod.named_buffers(remove_duplicate=False))
+    return state
+
+
+def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
+    """``aot_function`` for an ``nn.Module``: parameters and buffers become graph inputs
+    (read on every call), and the module's ``training`` flag is part of the guard."""
+
+    def functional_call(named: dict[str, torch.Tensor], training: bool, *a: Any, **kw: Any):
+        was = mod.training
+        mod.train(training)
+        try:
+            return torch.func.functional_call(mod, named, a, kw)
+        finally:
+            mod.train(was)
+
+    n = len(_named_state(mod))
+    kwargs.setdefault("num_params_buffers", n)
+    compiled = aot_function(functional_call, *args, **kwargs)
+    return AotModule(mod, compiled)
+
+
+def aot_module_simplified(
+    mod: torch.nn.Module | fx.GraphModule,
+    args: Sequence[Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    partition_fn: Callable[..., Any] = _default_partition,
+    decompositions: dict[Any, Any] | None = None,
+    keep_inference_input_mutations: bool = False,
+    inference_compiler: Compiler | None = None,
+    **kwargs: Any,
+) -> Callable[..., Any]:
+    """The low-overhead entry point for frontends such as Dynamo: ``mod`` takes flat
+    positional inputs (parameters already lifted to inputs) and returns a flat tuple.
+    Compiles eagerly for ``args``; returns a callable taking the same flat inputs."""
+    from torch._guards import TracingContext, detect_fake_mode
+
+    options = AotOptions(
+        fw_compiler,
+        bw_compiler,
+        partition_fn,
+        decompositions,
+        0,
+        keep_inference_input_mutations,
+        inference_compiler,
+        dynamic=bool(kwargs.get("dynamic", False)),
+    )
+    graph_inputs = list(args)
+    tc = TracingContext.try_get()
+    fake_mode = detect_fake_mode(graph_inputs)
+    if fake_mode is None:
+        fake_mode = trace.make_fake_mode(options.dynamic)
+    fake_args = _fakify_with_context(fake_mode, graph_inputs, tc, options.dynamic)
+
+    def flat_fn(*inputs: Any) -> list[Any]:
+        out = mod(*inputs)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    artifact = compile_flat(
+        flat_fn, fake_args, fake_mode, options, training=_needs_autograd(graph_inputs)
+    )
+    run = artifact.run
+
+    def forward(*runtime_args: Any) -> tuple[Any, ...]:
+        return run(*runtime_args)
+
+    forward.artifact = artifact  # type: ignore[attr-defined]
+    forward.zero_grad = getattr(mod, "zero_grad", None)  # type: ignore[attr-defined]
+    return forward
+
+
+def _fakify_with_context(fake_mode: Any, inputs: Sequence[Any], tc: Any, dynamic: bool) -> list:
+    """Fakify Dynamo's real inputs with Dynamo's own symbols when a tracing context has them."""
+    out = []
+    contexts = getattr(tc, "tensor_to_context", None) if tc is not None else None
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and not isinstance(x, torch._subclasses.FakeTensor):
+            ctx = contexts.get(x) if contexts is not None else None
+            if ctx is not None:
+                out.append(
+                    fake_mode.from_tensor(
+                        x, symbolic_context=ctx, source=ctx.tensor_source, trace=False
+                    )
+                )
+            else:
+                out.append(fake_mode.from_tensor(x, static_shapes=not dynamic))
+        else:
+            out.append(x)
+    return out

@@ -1,0 +1,186 @@
+"""torch.compile backends: ``"aotgrad"`` (Inductor codegen) and ``"aotgrad_eager"`` (no codegen).
+
+Registered through the ``torch_dynamo_backends`` entry point in pyproject, so
+``torch.compile(model, backend="aotgrad")`` works after ``pip install aotgrad``
+without importing aotgrad first. Only the entry point registers them (a second
+``register_backend`` of the same name would be a duplicate).
+
+Dynamo's graph goes through aotgrad's trace, partition and runtime; Inductor
+(``compile_fx_inner``, with Inductor's decomposition table and joint-graph
+passes) compiles the forward, backward and inference graphs: C++ kernels on
+CPU, Triton kernels on GPU. When aotgrad cannot compile a graph the backend
+warns once with the reason and runs that graph eagerly, unless ``strict``.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .api import aot_module_simplified
+from .compile import nop
+from .errors import AotgradError
+from .partition import default_partition, min_cut_rematerialization_partition
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Options of the aotgrad backends (``torch.compile(..., options={...})``)."""
+
+    #: Raise instead of falling back to eager when a graph can't be compiled.
+    strict: bool = False
+    #: ``"min_cut"`` (default) or ``"default"`` (save everything the backward reads).
+    partitioner: str = "min_cut"
+
+    @staticmethod
+    def from_kwargs(kwargs: dict[str, Any]) -> BackendOptions:
+        given = dict(kwargs.get("options") or {})
+        known = {k: given.pop(k) for k in list(given) if k in ("strict", "partitioner")}
+        if given:
+            raise AotgradError(f"unknown aotgrad backend options: {sorted(given)}")
+        return BackendOptions(**known)
+
+
+def _partitioner(options: BackendOptions) -> Callable[..., Any]:
+    if options.partitioner == "min_cut":
+        return min_cut_rematerialization_partition
+    if options.partitioner == "default":
+        return default_partition
+    raise AotgradError(f"unknown partitioner {options.partitioner!r}: use 'min_cut' or 'default'")
+
+
+# ----------------------------------------------------------------------- Inductor
+
+
+def _device_of(inputs: Sequence[Any]) -> torch.device | None:
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device
+    return None
+
+
+def _fake_mode_of(gm: fx.GraphModule) -> Any:
+    from torch._guards import detect_fake_mode
+
+    vals = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+    return detect_fake_mode(vals)
+
+
+def _run_joint_graph_passes(gm: fx.GraphModule, inputs: Sequence[Any]) -> fx.GraphModule:
+    """Inductor's joint-graph passes (pattern rewrites, random-op replacement): required
+    before ``compile_fx_inner`` sees a graph containing ``aten.rand``."""
+    from torch._inductor.fx_passes.joint_graph import joint_graph_passes
+    from torch._inductor.virtualized import V
+
+    with V.set_fake_mode(_fake_mode_of(gm)):
+        return joint_graph_passes(gm, _device_of(inputs)) or gm
+
+
+def _mark_user_visible(gm: fx.GraphModule, count: int | None) -> None:
+    out = gm.graph.output_node()
+    args = list(out.args[0])  # type: ignore[arg-type]
+    n = len(args) if count is None else count
+    out.meta["user_visible_output_idxs"] = [i for i in range(n) if isinstance(args[i], fx.Node)]
+
+
+def inductor_partition(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run Inductor's joint-graph passes, then ``partition_fn``."""
+
+    @functools.wraps(partition_fn)
+    def partition(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any):
+        flat_inputs = [x for group in joint_inputs for x in group]
+        joint = _run_joint_graph_passes(joint, flat_inputs)
+        fw, bw = partition_fn(joint, joint_inputs, **kwargs)
+        _mark_user_visible(fw, kwargs.get("num_fwd_outputs"))
+        return fw, bw
+
+    return partition
+
+
+def inductor_forward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    if "user_visible_output_idxs" not in gm.graph.output_node().meta:
+        _mark_user_visible(gm, None)
+    return compile_fx_inner(gm, example_inputs)
+
+
+def inductor_inference(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    gm = _run_joint_graph_passes(gm, example_inputs)
+    _mark_user_visible(gm, None)
+    return compile_fx_inner(gm, example_inputs, is_inference=True)
+
+
+def inductor_backward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    num_saved = sum(1 for p in placeholders if not p.name.startswith("tangents"))
+    gm.graph.output_node().meta["user_visible_output_idxs"] = []
+    return compile_fx_inner(
+        gm, example_inputs, is_backward=True, static_input_idxs=list(range(num_saved))
+    )
+
+
+@functools.cache
+def inductor_decompositions() -> dict[Any, Any]:
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
+
+
+# ----------------------------------------------------------------------- backends
+
+_warned: set[str] = set()
+
+
+def _warn_once(reason: str) -> None:
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"aotgrad: running this graph eagerly: {reason}", stacklevel=3)
+
+
+def _compile(
+    gm: fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any], *, codegen: bool
+) -> Callable[..., Any]:
+    options = BackendOptions.from_kwargs(kwargs)
+    partition_fn = _partitioner(options)
+    try:
+        if codegen:
+            compiled = aot_module_simplified(
+                gm,
+                example_inputs,
+                fw_compiler=inductor_forward,
+                bw_compiler=inductor_backward,
+                inference_compiler=inductor_inference,
+                partition_fn=inductor_partition(partition_fn),
+                decompositions=inductor_decompositions(),
+            )
+        else:
+            compiled = aot_module_simplified(
+                gm, example_inputs, fw_compiler=nop, partition_fn=partition_fn
+            )
+    except AotgradError as e:
+        if options.strict:
+            raise
+        _warn_once(f"{type(e).__name__}: {e}")
+        return gm.forward
+    return torch._dynamo.disable(compiled, reason="do not trace an aotgrad-compiled graph")
+
+
+def aotgrad_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any):
+    """``torch.compile(model, backend="aotgrad")``: aotgrad + Inductor."""
+    return _compile(gm, example_inputs, kwargs, codegen=True)
+
+
+def aotgrad_eager_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any):
+    """``torch.compile(model, backend="aotgrad_eager")``: aotgrad, graphs run without codegen."""
+    return _compile(gm, example_inputs, kwargs, codegen=False)

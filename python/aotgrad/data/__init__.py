@@ -1,0 +1,1 @@
+"""Data shipped with aotgrad (the demo corpus)."""

@@ -1,0 +1,94 @@
+"""aotgrad's exceptions: one hierarchy rooted at :class:`AotgradError`.
+
+Raised by Rust (defined in ``aotgrad._rust``, re-exported here):
+
+- :class:`TableError`: a node table breaks the format contract
+  (``docs/node_table.md``). ``err.column`` names the column, ``err.node`` the
+  row (or ``None``); the message says what is wrong.
+- :class:`GraphError`: a graph is not a valid joint graph (a broken store
+  invariant, a value read where it cannot be). ``err.node`` names the node;
+  messages from the verifier print the nodes around it.
+- :class:`FlowError`: bad input to a max-flow / min-cut primitive.
+- :class:`PartitionError`: a partition cannot satisfy its constraints (e.g. a
+  forward output that depends on a tangent).
+- :class:`InternalError`: Rust code panicked. Always a bug in aotgrad.
+
+Raised by Python:
+
+- :class:`TraceError`: a function cannot be traced (a data-dependent branch,
+  an op without a fake kernel). The message names the op and the user's line.
+- :class:`UnsupportedError`: a feature aotgrad does not handle (yet).
+- :class:`GuardError`: a compiled artefact's assumptions keep failing (too
+  many recompilations), or a guard cannot be expressed.
+- :class:`CompileError`: the downstream compiler (Inductor, a user's
+  ``fw_compiler``) failed on a graph aotgrad produced.
+
+``except aotgrad.errors.AotgradError`` catches all of them.
+"""
+
+from __future__ import annotations
+
+from ._rust import (
+    AotgradError,
+    FlowError,
+    GraphError,
+    InternalError,
+    PartitionError,
+    TableError,
+)
+
+__all__ = [
+    "AotgradError",
+    "CompileError",
+    "FlowError",
+    "GraphError",
+    "GuardError",
+    "InternalError",
+    "PartitionError",
+    "TableError",
+    "TraceError",
+    "UnsupportedError",
+]
+
+
+def _with_context(message: str, op: object | None, where: str | None) -> str:
+    parts = [message]
+    if op is not None:
+        parts.append(f"op: {op}")
+    if where is not None:
+        parts.append(f"at: {where}")
+    return "; ".join(parts)
+
+
+class TraceError(AotgradError):
+    """A function that cannot be traced into a joint graph.
+
+    ``op`` (the failing op) and ``where`` (the user's ``file:line``) are kept as
+    attributes and appended to the message when given.
+    """
+
+    def __init__(self, message: str, *, op: object | None = None, where: str | None = None):
+        super().__init__(_with_context(message, op, where))
+        self.op = op
+        self.where = where
+
+
+class UnsupportedError(AotgradError):
+    """A program or feature aotgrad does not support (yet)."""
+
+
+class GuardError(AotgradError):
+    """A compiled artefact's assumptions failed too often, or cannot be guarded."""
+
+
+class CompileError(AotgradError):
+    """The downstream compiler failed on a forward, backward or inference graph."""
+
+
+def table_error(column: str, node: int | None, detail: str) -> TableError:
+    """A :class:`TableError` raised from Python, worded and shaped like Rust's."""
+    at = f" at node {node}" if node is not None else ""
+    err = TableError(f"malformed node table: column `{column}`{at}: {detail}")
+    err.column = column
+    err.node = node
+    return err

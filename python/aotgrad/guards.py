@@ -1,0 +1,80 @@
+"""Guards: what a compiled artefact assumed about its call, checked cheaply on every call.
+
+A compiled graph is specialised on grad mode, which inputs require grad, input
+dtypes/devices/shapes/strides (only ranks and size relations under
+``dynamic=True``), which inputs share storage, and the values of non-tensor
+arguments. ``call_key`` turns one call into a hashable key; equal keys may
+share a compiled artefact. ``describe_change`` says which assumption differs
+between two keys, for the recompilation-limit error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def _dynamic_shape(t: torch.Tensor) -> tuple[Any, ...]:
+    # Sizes 0 and 1 are specialised; equal sizes share one symbol (duck sizing).
+    first: dict[int, int] = {}
+    pattern = []
+    for d, s in enumerate(t.shape):
+        if s < 2:
+            pattern.append(("const", s))
+        else:
+            pattern.append(("sym", first.setdefault(s, d)))
+    return tuple(pattern)
+
+
+def _alias_groups(tensors: Sequence[torch.Tensor]) -> tuple[int, ...]:
+    """For each tensor input, the index of the first input sharing its storage."""
+    seen: dict[int, int] = {}
+    return tuple(seen.setdefault(t.untyped_storage().data_ptr(), i) for i, t in enumerate(tensors))
+
+
+def call_key(flat_args: Sequence[Any], *, dynamic: bool, extra: tuple[Any, ...] = ()) -> tuple:
+    """The guard key of one call (see the module docstring)."""
+    tensors: list[torch.Tensor] = []
+    parts: list[Any] = []
+    for a in flat_args:
+        if isinstance(a, torch.Tensor):
+            tensors.append(a)
+            shape = _dynamic_shape(a) if dynamic else (tuple(a.shape), a.stride())
+            parts.append((a.dtype, a.device, a.requires_grad, shape))
+        else:
+            try:
+                hash(a)
+                parts.append(("const", type(a), a))
+            except TypeError:
+                parts.append(("const-id", type(a), id(a)))
+    aliases = _alias_groups(tensors) if len(tensors) > 1 else ()
+    mode = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
+    return (mode, tuple(parts), aliases, extra)
+
+
+_FIELD_NAMES = ("grad mode / inference mode", "inputs", "input aliasing", "module state")
+
+
+def describe_change(old: tuple, new: tuple) -> str:
+    """Name the first assumption that differs between two call keys."""
+    for name, a, b in zip(_FIELD_NAMES, old, new):
+        if a == b:
+            continue
+        if name == "inputs" and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b)):
+                if x != y:
+                    return f"input {i}: {_describe_input(x, y)}"
+        return f"{name} changed"
+    return "nothing (identical keys)"
+
+
+def _describe_input(x: Any, y: Any) -> str:
+    if x[0] in ("const", "const-id") or y[0] in ("const", "const-id"):
+        return f"non-tensor argument value {x[-1]!r} -> {y[-1]!r}"
+    labels = ("dtype", "device", "requires_grad", "shape/stride")
+    for label, a, b in zip(labels, x, y):
+        if a != b:
+            return f"{label} {a} -> {b}"
+    return "changed"

@@ -1,0 +1,102 @@
+"""Stage 3 from Python's side: joint FX graph → node table → Rust partition → split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch.fx as fx
+
+from .. import _rust
+from ..split import split_joint
+from ..table import to_table
+
+SAVED_REASONS = (
+    "read by backward",
+    "min-cut boundary",
+    "must-save tag",
+    "never-recompute op",
+    "primal input",
+    "symbolic size",
+)
+
+
+@dataclass
+class PartitionResult:
+    """A partition decision over the rows of a node table, with the fx nodes it refers to."""
+
+    nodes: list[fx.Node]
+    placement: np.ndarray
+    saved: np.ndarray
+    saved_reason: np.ndarray
+    recomputed: np.ndarray
+    saved_bytes: int
+
+    def saved_nodes(self) -> list[fx.Node]:
+        return [self.nodes[i] for i in self.saved]
+
+    def recomputed_nodes(self) -> list[fx.Node]:
+        return [self.nodes[i] for i in self.recomputed]
+
+    def reasons(self) -> list[str]:
+        return [SAVED_REASONS[r] for r in self.saved_reason]
+
+
+def _as_array(buf: Any, dtype: Any) -> np.ndarray:
+    return np.frombuffer(buf, dtype=dtype) if not isinstance(buf, np.ndarray) else buf
+
+
+def partition_joint(
+    joint_module: fx.GraphModule, *, num_fwd_outputs: int, kind: str = "min_cut", **options: Any
+) -> PartitionResult:
+    """Run a Rust partitioner on ``joint_module`` and return its decision (no graphs built)."""
+    table, nodes = to_table(joint_module, num_fwd_outputs=num_fwd_outputs)
+    store = _rust.GraphStore.from_table(table)
+    if kind == "min_cut":
+        raw = _rust.partition_min_cut(store, options or None)
+    elif kind == "default":
+        raw = _rust.partition_default(store, options or None)
+    else:
+        raise ValueError(f"unknown partition kind {kind!r}")
+    return PartitionResult(
+        nodes=nodes,
+        placement=_as_array(raw.placement, np.uint8),
+        saved=_as_array(raw.saved, np.uint32),
+        saved_reason=_as_array(raw.saved_reason, np.uint8),
+        recomputed=_as_array(raw.recomputed, np.uint32),
+        saved_bytes=int(raw.saved_bytes),
+    )
+
+
+def _partition(
+    kind: str, joint_module: fx.GraphModule, num_fwd_outputs: int, options: dict[str, Any]
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    result = partition_joint(joint_module, num_fwd_outputs=num_fwd_outputs, kind=kind, **options)
+    return split_joint(
+        joint_module, result.nodes, result.placement, result.saved, num_fwd_outputs
+    )
+
+
+# torch passes keyword arguments of its own (static_lifetime_input_indices, ...);
+# they carry nothing aotgrad's partitioners need.
+_TORCH_KWARGS = frozenset({"static_lifetime_input_indices", "static_lifetime_input_nodes"})
+
+
+def _own_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k not in _TORCH_KWARGS}
+
+
+def default_partition(
+    joint_module: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int, **kwargs: Any
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Save every forward value the backward reads; recompute nothing."""
+    return _partition("default", joint_module, num_fwd_outputs, _own_options(kwargs))
+
+
+def min_cut_rematerialization_partition(
+    joint_module: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int, **kwargs: Any
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Choose saved values by a max-flow min-cut over byte sizes, recomputing cheap ops
+    in the backward where that saves memory (the policy torch.compile users rely on)."""
+    return _partition("min_cut", joint_module, num_fwd_outputs, _own_options(kwargs))

@@ -1,0 +1,115 @@
+"""Stage 4 — split: a partition decision + the joint FX graph → forward and backward GraphModules.
+
+Each graph is built in one pass over the joint graph's nodes. Conventions follow
+torch's AOT Autograd so that Inductor and torch's runtime read our graphs:
+
+* forward: every primal as a placeholder; outputs = the joint's forward outputs,
+  then the saved values (tensors first, then SymInts);
+* backward: one placeholder per saved value (same order), then the tangents;
+  outputs = the joint's gradient outputs (``None`` where there is none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch.fx as fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.fx.node import map_arg
+
+from .errors import GraphError
+
+IN_FORWARD = 1
+IN_BACKWARD = 2
+
+
+def _copy_node(graph: fx.Graph, node: fx.Node, env: dict[fx.Node, fx.Node]) -> fx.Node:
+    # create_node without args, then assign them: skips create_node's pytree walk.
+    new = graph.create_node(node.op, node.target, name=node.name)
+    lookup = env.__getitem__
+    new.args = map_arg(node.args, lookup)  # type: ignore[assignment]
+    new.kwargs = map_arg(node.kwargs, lookup)  # type: ignore[assignment]
+    new.meta = dict(node.meta)
+    env[node] = new
+    return new
+
+
+def _placeholder(graph: fx.Graph, node: fx.Node, env: dict[fx.Node, fx.Node], name: str) -> None:
+    new = graph.placeholder(name)
+    new.meta = dict(node.meta)
+    env[node] = new
+
+
+def _map_outputs(values: Sequence[Any], env: dict[fx.Node, fx.Node], which: str) -> list[Any]:
+    out = []
+    for v in values:
+        if isinstance(v, fx.Node):
+            if v not in env:
+                raise GraphError(f"the {which} graph's output {v.name} was not placed in it")
+            out.append(env[v])
+        else:
+            out.append(v)
+    return out
+
+
+def split_joint(
+    joint: fx.GraphModule,
+    nodes: Sequence[fx.Node],
+    placement: Sequence[int],
+    saved: Sequence[int],
+    num_fwd_outputs: int,
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Build the forward and backward graphs.
+
+    ``nodes[i]`` is the joint graph's node for table row ``i``; ``placement[i]``
+    has bit 0 when the node is computed in the forward, bit 1 when the backward
+    reads or recomputes it; ``saved`` lists the rows passed from forward to
+    backward, in order.
+    """
+    output_node = joint.graph.output_node()
+    outputs = list(output_node.args[0])  # type: ignore[arg-type]
+    saved_nodes = [nodes[i] for i in saved]
+    saved_set = set(saved_nodes)
+
+    fw_graph, bw_graph = fx.Graph(), fx.Graph()
+    fw_env: dict[fx.Node, fx.Node] = {}
+    bw_env: dict[fx.Node, fx.Node] = {}
+
+    # Backward placeholders first: saved values in order, then tangents (below).
+    used_names: set[str] = set()
+    for n in saved_nodes:
+        name = n.name if not n.name.startswith("tangents") else f"saved_{n.name}"
+        used_names.add(name)
+        _placeholder(bw_graph, n, bw_env, name)
+
+    for i, node in enumerate(nodes):
+        where = placement[i]
+        if node.op == "placeholder":
+            if node.meta.get("aotgrad_role", "primal") == "tangent" or node.name.startswith(
+                "tangents"
+            ):
+                _placeholder(bw_graph, node, bw_env, node.name)
+            else:
+                _placeholder(fw_graph, node, fw_env, node.name)
+            continue
+        if where & IN_FORWARD:
+            _copy_node(fw_graph, node, fw_env)
+        if where & IN_BACKWARD and node not in saved_set:
+            try:
+                _copy_node(bw_graph, node, bw_env)
+            except KeyError as e:
+                raise GraphError(
+                    f"backward node {node.name} reads {e.args[0]}, which is neither saved, "
+                    "a tangent, nor recomputed"
+                ) from None
+
+    fw_outs = _map_outputs(outputs[:num_fwd_outputs], fw_env, "forward")
+    fw_outs += _map_outputs(saved_nodes, fw_env, "forward")
+    fw_graph.output(tuple(fw_outs))
+    bw_outs = _map_outputs(outputs[num_fwd_outputs:], bw_env, "backward")
+    bw_graph.output(tuple(bw_outs))
+
+    fw = _LazyGraphModule(joint, fw_graph)
+    bw = _LazyGraphModule(joint, bw_graph)
+    return fw, bw

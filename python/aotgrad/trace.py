@@ -1,0 +1,370 @@
+"""Stage 1 — trace: a function and example inputs → the joint forward+backward FX graph.
+
+The function runs on fake tensors, functionalized, under ``make_fx``; then
+``torch.autograd.grad`` with tangent placeholders records the backward into the
+same graph. Placeholders carry their role in ``node.meta["aotgrad_role"]``
+(``"primal"`` / ``"tangent"``), so later stages never match on names. Names
+still follow torch's ``primals_N`` / ``tangents_N`` so that Inductor and
+torch's own tooling read our graphs.
+
+A first, cheap pass (``_collect_metadata``) runs the function once on fakes to
+learn which outputs need tangents and which inputs it mutates; the second pass
+(``trace_joint`` / ``trace_inference``) records the graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from .errors import TraceError, UnsupportedError
+
+ROLE = "aotgrad_role"
+PRIMAL = "primal"
+TANGENT = "tangent"
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """What the metadata pass learned about one flat forward output."""
+
+    is_tensor: bool
+    requires_grad: bool
+    #: The output gets a tangent in the backward (a differentiable float tensor).
+    needs_tangent: bool
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """What the metadata pass learned about one flat tensor input."""
+
+    requires_grad: bool
+    mutates_data: bool
+    mutates_metadata: bool
+    mutated_under_no_grad: bool
+
+
+@dataclass
+class TraceMetadata:
+    inputs: list[InputInfo]
+    outputs: list[OutputInfo]
+    #: The flat outputs as fakes (shapes, dtypes, devices for tangents and guards).
+    fake_outputs: list[Any]
+
+    @property
+    def mutated_inputs(self) -> list[int]:
+        return [i for i, info in enumerate(self.inputs) if info.mutates_data]
+
+    @property
+    def tangent_outputs(self) -> list[int]:
+        return [i for i, info in enumerate(self.outputs) if info.needs_tangent]
+
+
+@dataclass
+class JointGraph:
+    """A traced joint graph and the facts the later stages need.
+
+    Placeholders: ``num_primals`` primals, then one tangent per entry of
+    ``metadata.tangent_outputs``. Outputs: the user's flat outputs, then the new
+    values of mutated inputs (``metadata.mutated_inputs``) — together the
+    ``num_fwd_outputs`` forward outputs — then one gradient per primal (``None``
+    where the primal needs no gradient).
+    """
+
+    gm: fx.GraphModule
+    metadata: TraceMetadata
+    fake_mode: FakeTensorMode
+    fake_primals: list[Any]
+    fake_tangents: list[Any]
+    num_user_outputs: int
+    num_fwd_outputs: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_primals(self) -> int:
+        return len(self.fake_primals)
+
+    @property
+    def joint_inputs(self) -> list[list[Any]]:
+        return [list(self.fake_primals), list(self.fake_tangents)]
+
+
+@dataclass
+class InferenceGraph:
+    """A traced forward-only graph: outputs are the user's, then mutated inputs' new values."""
+
+    gm: fx.GraphModule
+    metadata: TraceMetadata
+    fake_mode: FakeTensorMode
+    fake_primals: list[Any]
+    num_user_outputs: int
+
+
+# --------------------------------------------------------------------------- fakes
+
+
+def make_fake_mode(dynamic: bool) -> FakeTensorMode:
+    if dynamic:
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        return FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=False)
+    return FakeTensorMode(allow_non_fake_inputs=False)
+
+
+def fakify(fake_mode: FakeTensorMode, flat_args: Sequence[Any], *, dynamic: bool) -> list[Any]:
+    """Real tensors → fakes of ``fake_mode``; fakes and SymInts of that mode pass through."""
+    out: list[Any] = []
+    for a in flat_args:
+        if isinstance(a, torch.Tensor) and not isinstance(a, torch._subclasses.FakeTensor):
+            out.append(fake_mode.from_tensor(a, static_shapes=not dynamic))
+        else:
+            out.append(a)
+    return out
+
+
+# ---------------------------------------------------------------------- functional
+
+
+def _to_functional(x: Any) -> Any:
+    return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
+
+
+def _from_functional(x: Any) -> Any:
+    if isinstance(x, FunctionalTensor):
+        torch._sync(x)
+        return torch._from_functional_tensor(x.elem)
+    return x
+
+
+def _input_info(wrapped: Any, original: Any) -> InputInfo:
+    if not isinstance(wrapped, FunctionalTensor):
+        return InputInfo(False, False, False, False)
+    torch._sync(wrapped)
+    data = bool(torch._functionalize_has_data_mutation(wrapped.elem))  # type: ignore[attr-defined]
+    meta = bool(torch._functionalize_has_metadata_mutation(wrapped.elem))
+    hidden = bool(
+        data
+        and torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(wrapped.elem)
+    )
+    return InputInfo(bool(original.requires_grad), data, meta, hidden)
+
+
+def _output_info(o: Any) -> OutputInfo:
+    if not isinstance(o, torch.Tensor):
+        return OutputInfo(False, False, False)
+    rg = bool(o.requires_grad)
+    return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
+
+
+def _tangent_like(o: torch.Tensor) -> torch.Tensor:
+    # Tangents are contiguous; the runtime makes the real ones contiguous too.
+    return torch.empty(o.shape, dtype=o.dtype, device=o.device)
+
+
+def _flat_call(fn: Callable[..., Any], args: Sequence[Any]) -> list[Any]:
+    out = fn(*args)
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+# ------------------------------------------------------------------ the two passes
+
+
+@contextlib.contextmanager
+def _tracing_modes(fake_mode: FakeTensorMode):
+    with fake_mode, enable_python_dispatcher(), FunctionalTensorMode():
+        yield
+
+
+def collect_metadata(
+    fn: Callable[..., Any], fake_args: Sequence[Any], fake_mode: FakeTensorMode
+) -> TraceMetadata:
+    """Run ``fn`` once on fakes, functionalized; record mutations and output facts."""
+    with _tracing_modes(fake_mode), _trace_errors(fn):
+        wrapped = [_to_functional(a) for a in fake_args]
+        outs = _flat_call(fn, wrapped)
+        inputs = [_input_info(w, a) for w, a in zip(wrapped, fake_args)]
+        outputs = [_output_info(o) for o in outs]
+        fake_outputs = [_from_functional(o) for o in outs]
+    for i, info in enumerate(inputs):
+        if info.mutates_metadata:
+            raise UnsupportedError(
+                f"input {i} has its metadata mutated in place (e.g. t_/transpose_/resize_): "
+                "not supported yet"
+            )
+    return TraceMetadata(inputs, outputs, fake_outputs)
+
+
+def _mark_roles(gm: fx.GraphModule, num_primals: int) -> None:
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        node.meta[ROLE] = PRIMAL if i < num_primals else TANGENT
+
+
+def _flatten_codegen(gm: fx.GraphModule) -> None:
+    gm.graph._codegen = fx.graph.CodeGen()
+    gm.recompile()
+
+
+def _is_impure_keep_random(node: fx.Node) -> bool:
+    """DCE predicate: keep mutations, drop unused random ops (their values are not observable)."""
+    if node.op in ("placeholder", "output"):
+        return True
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.is_mutable
+    return False
+
+
+def trace_joint(
+    fn: Callable[..., Any],
+    fake_args: Sequence[Any],
+    fake_mode: FakeTensorMode,
+    metadata: TraceMetadata,
+    decompositions: dict[Any, Any] | None = None,
+) -> JointGraph:
+    """Trace forward and backward of ``fn`` into one graph (see ``JointGraph``)."""
+    mutated = metadata.mutated_inputs
+    tangent_outputs = metadata.tangent_outputs
+    num_user_outputs = len(metadata.outputs)
+
+    def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+        fp = [_to_functional(p) for p in primals]
+        ft = [_to_functional(t) for t in tangents]
+        with torch.enable_grad():
+            outs = _flat_call(fn, fp)
+        needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
+        diff_outs = [outs[i] for i in tangent_outputs]
+        grads: Sequence[Any] = ()
+        if needs and diff_outs:
+            grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
+        it = iter(grads)
+        per_primal = [
+            (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
+            for p in fp
+        ]
+        new_values = [fp[i] for i in mutated]
+        fwd = [_from_functional(o) for o in outs] + [_from_functional(v) for v in new_values]
+        return fwd, [_from_functional(g) for g in per_primal]
+
+    with fake_mode:
+        fake_tangents = [_tangent_like(metadata.fake_outputs[i]) for i in tangent_outputs]
+    with _tracing_modes(fake_mode), _trace_errors(fn):
+        gm = make_fx(joint, decomposition_table=decompositions or {})(
+            list(fake_args), fake_tangents
+        )
+    _flatten_codegen(gm)
+    gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
+    gm.recompile()
+    _mark_roles(gm, len(fake_args))
+    return JointGraph(
+        gm=gm,
+        metadata=metadata,
+        fake_mode=fake_mode,
+        fake_primals=list(fake_args),
+        fake_tangents=fake_tangents,
+        num_user_outputs=num_user_outputs,
+        num_fwd_outputs=num_user_outputs + len(mutated),
+    )
+
+
+def trace_inference(
+    fn: Callable[..., Any],
+    fake_args: Sequence[Any],
+    fake_mode: FakeTensorMode,
+    metadata: TraceMetadata,
+    decompositions: dict[Any, Any] | None = None,
+    keep_input_mutations: bool = False,
+) -> InferenceGraph:
+    """Trace the forward alone. With ``keep_input_mutations`` the graph writes into its
+    inputs itself (``aten.copy_``) and returns only the user's outputs."""
+    mutated = metadata.mutated_inputs
+
+    def forward(primals: list[Any]) -> list[Any]:
+        fp = [_to_functional(p) for p in primals]
+        outs = _flat_call(fn, fp)
+        flat = [_from_functional(o) for o in outs]
+        if keep_input_mutations:
+            for i in mutated:
+                primals[i].copy_(_from_functional(fp[i]))
+            return flat
+        return flat + [_from_functional(fp[i]) for i in mutated]
+
+    with _tracing_modes(fake_mode), _trace_errors(fn), torch.no_grad():
+        gm = make_fx(forward, decomposition_table=decompositions or {})(list(fake_args))
+    _flatten_codegen(gm)
+    gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
+    gm.recompile()
+    _mark_roles(gm, len(fake_args))
+    return InferenceGraph(gm, metadata, fake_mode, list(fake_args), len(metadata.outputs))
+
+
+# ------------------------------------------------------------------------ errors
+
+_TORCH_DIRS = (torch.__file__.rsplit("/", 1)[0], __file__.rsplit("/", 1)[0])
+
+
+def _user_frame(tb: Any) -> str:
+    """The innermost frame of the traceback that is user code (not torch, not aotgrad)."""
+    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(_TORCH_DIRS)]
+    if not frames:
+        return "<unknown location>"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno} ({f.line})"
+
+
+def _failing_op(exc: BaseException) -> str:
+    func = getattr(exc, "func", None)
+    if func is not None:
+        return str(func)
+    return type(exc).__name__
+
+
+@contextlib.contextmanager
+def _trace_errors(fn: Callable[..., Any]):
+    """Turn torch's tracing failures into a ``TraceError`` naming the op and the user's line."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        UnsupportedOperatorException,
+    )
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    try:
+        yield
+    except (TraceError, UnsupportedError):
+        raise
+    except UnsupportedOperatorException as e:
+        raise TraceError(
+            f"cannot trace {name}: op {_failing_op(e)} has no fake (meta) kernel; "
+            f"called at {_user_frame(e.__traceback__)}"
+        ) from e
+    except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        raise TraceError(
+            f"cannot trace {name}: op {_failing_op(e)} has a data-dependent output; "
+            f"called at {_user_frame(e.__traceback__)}"
+        ) from e
+    except GuardOnDataDependentSymNode as e:
+        raise TraceError(
+            f"cannot trace {name}: data-dependent control flow (a Python branch or "
+            f"conversion on a tensor's value) at {_user_frame(e.__traceback__)}"
+        ) from e
+    except RuntimeError as e:
+        msg = str(e)
+        if "data-dependent" in msg or "Cannot access data pointer" in msg or "item()" in msg:
+            raise TraceError(
+                f"cannot trace {name}: data-dependent operation at "
+                f"{_user_frame(e.__traceback__)}: {msg.splitlines()[0]}"
+            ) from e
+        raise

@@ -1,0 +1,34 @@
+//! The default partition: the forward computes what the original forward
+//! computed, and saves every forward value that the backward reads.
+//!
+//! Arguments: a store.
+//! Returns: the partition: forward = the forward outputs' ancestors plus every
+//! non-tangent-derived node the backward reads (and their ancestors); saved =
+//! the forward values that tangent-derived nodes or gradient outputs read
+//! (SymInts last, as ints); backward = the tangent-derived nodes and what they
+//! need. Nodes tagged `MUST_RECOMPUTE` are recomputed in the backward (their
+//! inputs saved instead), as torch's default partition does for activation
+//! checkpointing. Errors: [`crate::Error::Graph`] if a forward output is
+//! tangent-derived.
+//! Complexity: `O(N + E)`.
+//! Reference: `torch._functorch.partitioners.default_partition`.
+
+use super::classify::NodeInfo;
+use super::derive::{common_reason, derive};
+use super::result::{Partition, SavedReason};
+use super::rules::OpRules;
+use crate::error::Result;
+use crate::store::GraphStore;
+
+/// Partitions `store` the way the original program ran (see the module docs).
+pub fn partition_default(store: &GraphStore) -> Result<Partition> {
+    let rules = OpRules::new(store);
+    let info = NodeInfo::new(store)?;
+    Ok(derive(
+        store,
+        &rules,
+        &info,
+        |v| rules.must_recompute(v),
+        |v| common_reason(store, &rules, v).unwrap_or(SavedReason::ReadByBackward),
+    ))
+}

@@ -1,0 +1,104 @@
+//! From "which forward values does the backward recompute?" to a full
+//! [`Partition`]: the one derivation both partitioners share.
+//!
+//! Arguments: the store, its resolved rules and roles, a predicate `recompute`
+//! on non-tangent-derived nodes that the backward needs, and a `reason` for
+//! each saved value.
+//! Returns: the partition. The backward is walked from the gradient outputs
+//! through the arguments: tangent-derived nodes are computed there; any other
+//! node is recomputed if `recompute` says so and the rules allow it, saved
+//! otherwise (primals are always saved). The forward is everything the forward
+//! outputs and the saved values need. So the result is valid by construction,
+//! whatever the predicate.
+//! Complexity: `O(N + E)`.
+
+use super::classify::NodeInfo;
+use super::result::{placement, Partition, SavedReason};
+use super::rules::OpRules;
+use crate::ids::NodeId;
+use crate::store::{flags, GraphStore, NodeKind};
+
+pub(crate) fn derive(
+    store: &GraphStore,
+    rules: &OpRules,
+    info: &NodeInfo,
+    recompute: impl Fn(NodeId) -> bool,
+    reason: impl Fn(NodeId) -> SavedReason,
+) -> Partition {
+    let n = store.len();
+    let mut in_bw = vec![false; n];
+    let mut saved = vec![false; n];
+    let mut stack: Vec<NodeId> = store.bwd_outputs().iter().flatten().copied().collect();
+    while let Some(v) = stack.pop() {
+        let i = v.index();
+        if in_bw[i] {
+            continue;
+        }
+        in_bw[i] = true;
+        let kind = store.kind[i];
+        if kind == NodeKind::Tangent {
+            continue;
+        }
+        let computed_here = info.td[i]
+            || (kind != NodeKind::Primal
+                && rules.never_recompute(store, v).is_none()
+                && recompute(v));
+        if computed_here {
+            stack.extend_from_slice(store.args(v));
+        } else {
+            saved[i] = true;
+        }
+    }
+
+    let mut in_fw = vec![false; n];
+    let mut stack: Vec<NodeId> = store.fwd_outputs().iter().flatten().copied().collect();
+    stack.extend((0..n as u32).map(NodeId).filter(|v| saved[v.index()]));
+    while let Some(v) = stack.pop() {
+        if !in_fw[v.index()] {
+            in_fw[v.index()] = true;
+            stack.extend_from_slice(store.args(v));
+        }
+    }
+
+    let mut p = Partition {
+        placement: vec![0; n],
+        ..Partition::default()
+    };
+    let mut symints = Vec::new();
+    for v in store.node_ids() {
+        let i = v.index();
+        let kind = store.kind[i];
+        let fw = in_fw[i] || kind == NodeKind::Primal;
+        let bw = in_bw[i] || kind == NodeKind::Tangent;
+        p.placement[i] =
+            u8::from(fw) * placement::FORWARD | u8::from(bw) * placement::BACKWARD;
+        if saved[i] {
+            if store.has_flag(v, flags::SYMINT) {
+                symints.push(v);
+            } else {
+                p.saved.push(v);
+                p.saved_bytes = p.saved_bytes.saturating_add(store.nbytes[i]);
+            }
+        } else if fw && bw && kind == NodeKind::Call {
+            p.recomputed.push(v);
+        }
+    }
+    p.num_saved_symints = symints.len();
+    p.saved.extend(symints);
+    p.saved_reason = p.saved.iter().map(|&v| reason(v)).collect();
+    p
+}
+
+/// The reasons every partitioner shares, in precedence order; `None` leaves
+/// the choice to the partitioner.
+pub(crate) fn common_reason(store: &GraphStore, rules: &OpRules, v: NodeId) -> Option<SavedReason> {
+    if rules.must_save(v) {
+        Some(SavedReason::MustSave)
+    } else if store.kind[v.index()] == NodeKind::Primal {
+        Some(SavedReason::Primal)
+    } else if store.has_flag(v, flags::SYMINT) {
+        Some(SavedReason::SymbolicSize)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,217 @@
+//! Min-cut rematerialization: save the cheapest set of forward values from
+//! which the backward can recompute everything else it needs.
+//!
+//! Arguments: a store and [`PartitionOptions`].
+//! Returns: the partition, or [`Error::Graph`] (a tangent-derived forward
+//! output) / [`Error::Partition`] (a value the backward needs can be neither
+//! saved nor recomputed; the message shows the chain of constraints).
+//!
+//! The flow network has two nodes per graph node `i`, `2*i` (in) and
+//! `2*i + 1` (out), joined by an edge whose capacity is the cost of saving
+//! `i`; then a source `2N` and a sink `2N + 1`. Only nodes the backward
+//! (transitively) needs take part. Edges:
+//! - `out(i) -> in(u)`, infinite, for each reader `u` (data dependencies);
+//! - `source -> in(i)`, infinite, when `i` is banned from recomputation
+//!   ([`super::bans`]: primals, never-recompute ops, heuristics);
+//! - `in(i) -> sink`, infinite, when `i` is tangent-derived or tagged
+//!   `MUST_RECOMPUTE` (it is computed in the backward);
+//! - `out(i) -> sink`, infinite, when `i` is a gradient output not derived
+//!   from a tangent (the backward needs its value).
+//!
+//! The cost of saving `i`: 1 for a SymInt; infinite for a non-tensor or a
+//! tuple (its `getitem`s are saved instead); otherwise `nbytes` scaled by
+//! `1.1^clamp(dist_from_bw, 1, 100)` (prefer saving values close to the
+//! backward), doubled when every reader could fuse it (prefer saving values
+//! that are materialized anyway). A minimum cut saves the nodes whose in-node
+//! is on the source side and out-node on the sink side; the source side is
+//! the residual reachability of [`crate::flow::dinic`]. The partition is then
+//! derived ([`super::derive`]) so it is valid by construction.
+//!
+//! Complexity: `O(N + E)` to build, plus the max flow (Dinic's `O(V² E)`
+//! bound; near-linear on these layered networks in practice).
+//! Reference: `torch._functorch.partitioners.solve_min_cut`; the idea is from
+//! "Min-cut optimal(*) recomputation (i.e. activation checkpointing) with
+//! AOTAutograd" (H. He, 2022).
+
+use super::bans::{compute_bans, Ban, BanInput};
+use super::classify::NodeInfo;
+use super::derive::{common_reason, derive};
+use super::result::{Partition, SavedReason};
+use super::rules::{OpRules, PartitionOptions};
+use crate::error::{Error, Result};
+use crate::flow::{cut, dinic, FlowNetwork};
+use crate::ids::NodeId;
+use crate::store::{flags, GraphStore, NodeKind};
+
+const INF: f64 = f64::INFINITY;
+
+/// Partitions `store` by min-cut rematerialization (see the module docs).
+pub fn partition_min_cut(store: &GraphStore, opts: &PartitionOptions) -> Result<Partition> {
+    let p = prepare(store, opts)?;
+    if let Some(path) = p.net.infinite_path() {
+        return Err(explain_infinite_path(store, &p.bans, &path));
+    }
+    let flow = dinic(&p.net)?;
+    let source_side = cut::cut_of_flow(&p.net, &flow).source_side;
+    let (rules, bans) = (&p.rules, &p.bans);
+    Ok(derive(
+        store,
+        rules,
+        &p.info,
+        |v| !source_side[2 * v.index()],
+        |v| {
+            common_reason(store, rules, v).unwrap_or(match bans[v.index()] {
+                Ban::Op => SavedReason::NeverRecompute,
+                _ => SavedReason::MinCutBoundary,
+            })
+        },
+    ))
+}
+
+/// The flow network [`partition_min_cut`] cuts (see the module docs), for
+/// inspection and benchmarks: `2*i` / `2*i + 1` are node `i`'s in / out,
+/// `2N` the source and `2N + 1` the sink.
+pub fn min_cut_network(store: &GraphStore, opts: &PartitionOptions) -> Result<FlowNetwork> {
+    Ok(prepare(store, opts)?.net)
+}
+
+struct Prepared {
+    rules: OpRules,
+    info: NodeInfo,
+    bans: Vec<Ban>,
+    net: FlowNetwork,
+}
+
+fn prepare(store: &GraphStore, opts: &PartitionOptions) -> Result<Prepared> {
+    let rules = OpRules::new(store);
+    let info = NodeInfo::new(store)?;
+    let (fw_order, fw_nodes) = info.fw_order();
+    let dist = info.dist_from_bw(store);
+    let bans = compute_bans(&BanInput {
+        store,
+        rules: &rules,
+        info: &info,
+        fw_order: &fw_order,
+        fw_nodes: &fw_nodes,
+        dist: &dist,
+        opts,
+    });
+    let edges = build_edges(store, &rules, &info, &bans, &dist);
+    let n = store.len();
+    let (source, sink) = (2 * n as u32, 2 * n as u32 + 1);
+    let net = FlowNetwork::from_edges(2 * n + 2, &edges.src, &edges.dst, &edges.cap, source, sink)?;
+    Ok(Prepared {
+        rules,
+        info,
+        bans,
+        net,
+    })
+}
+
+#[derive(Default)]
+struct Edges {
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    cap: Vec<f64>,
+}
+
+impl Edges {
+    #[inline]
+    fn push(&mut self, u: u32, v: u32, c: f64) {
+        self.src.push(u);
+        self.dst.push(v);
+        self.cap.push(c);
+    }
+}
+
+fn build_edges(
+    store: &GraphStore,
+    rules: &OpRules,
+    info: &NodeInfo,
+    bans: &[Ban],
+    dist: &[u32],
+) -> Edges {
+    let n = store.len() as u32;
+    let (source, sink) = (2 * n, 2 * n + 1);
+    let mut e = Edges::default();
+    let cap_hint = store.node_ids().len() * 2 + store.user_idx.len();
+    e.src.reserve(cap_hint);
+    e.dst.reserve(cap_hint);
+    e.cap.reserve(cap_hint);
+    let scale: Vec<f64> = (0..=100).map(|k| 1.1f64.powi(k)).collect();
+    for v in store.node_ids() {
+        let i = v.index();
+        if !info.needed_by_bw[i] {
+            continue;
+        }
+        let (vin, vout) = (2 * v.0, 2 * v.0 + 1);
+        if info.td[i] {
+            e.push(vin, sink, INF);
+            continue;
+        }
+        if info.required_bw[i] {
+            e.push(vout, sink, INF);
+        }
+        if rules.must_recompute(v) && bans[i] == Ban::None {
+            e.push(vin, sink, INF);
+            continue;
+        }
+        if bans[i] != Ban::None {
+            e.push(source, vin, INF);
+        }
+        e.push(vin, vout, save_cost(store, rules, v, dist[i], &scale));
+        let users = store.users(v);
+        for (k, &u) in users.iter().enumerate() {
+            if info.needed_by_bw[u.index()] && (k == 0 || users[k - 1] != u) {
+                e.push(vout, 2 * u.0, INF);
+            }
+        }
+    }
+    e
+}
+
+/// The capacity of `in(v) -> out(v)`: what saving `v` costs.
+fn save_cost(store: &GraphStore, rules: &OpRules, v: NodeId, dist: u32, scale: &[f64]) -> f64 {
+    if store.has_flag(v, flags::SYMINT) {
+        return 1.0;
+    }
+    if store.has_flag(v, flags::NON_TENSOR | flags::MULTI_OUTPUT) {
+        return INF;
+    }
+    let bytes = (store.nbytes[v.index()] as f64 * scale[dist.clamp(1, 100) as usize]).floor();
+    let materialized = store.kind[v.index()] == NodeKind::Primal
+        || !store.users(v).iter().all(|&u| rules.is_fusible(store, v, u));
+    if materialized {
+        bytes
+    } else {
+        bytes * 2.0
+    }
+}
+
+/// A [`Error::Partition`] showing why each node on an infinite path can be
+/// neither saved nor recomputed.
+fn explain_infinite_path(store: &GraphStore, bans: &[Ban], path: &[u32]) -> Error {
+    let n = store.len() as u32;
+    let mut steps = Vec::new();
+    for w in path.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let step = if a == 2 * n {
+            let v = NodeId(b / 2);
+            format!("{v} {} cannot be recomputed ({:?} ban)", store.op_name(v), bans[v.index()])
+        } else if b == 2 * n + 1 {
+            let v = NodeId(a / 2);
+            format!("{v} {} is needed by the backward", store.op_name(v))
+        } else if a / 2 == b / 2 {
+            let v = NodeId(a / 2);
+            format!("{v} {} cannot be saved (not a tensor)", store.op_name(v))
+        } else {
+            let (x, y) = (NodeId(a / 2), NodeId(b / 2));
+            format!("{y} {} reads {x}", store.op_name(y))
+        };
+        steps.push(step);
+    }
+    Error::Partition(format!(
+        "a value the backward needs can be neither saved nor recomputed: {}",
+        steps.join("; ")
+    ))
+}
