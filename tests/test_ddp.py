@@ -39,9 +39,7 @@ def _worker(rank: int, world: int, port: int, backend: str, results: dict) -> No
                 opt.zero_grad()
                 m(x).square().mean().backward()
                 opt.step()
-        diffs = [
-            (a - b).abs().max().item() for a, b in zip(ref.parameters(), ddp.parameters())
-        ]
+        diffs = [(a - b).abs().max().item() for a, b in zip(ref.parameters(), ddp.parameters())]
         results[rank] = max(diffs)
     finally:
         dist.destroy_process_group()

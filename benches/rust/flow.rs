@@ -27,7 +27,11 @@ fn random_network(n: usize, seed: u64) -> FlowNetwork {
         z ^ (z >> 31)
     };
     let e = 4 * n;
-    let (mut src, mut dst, mut cap) = (Vec::with_capacity(e), Vec::with_capacity(e), Vec::with_capacity(e));
+    let (mut src, mut dst, mut cap) = (
+        Vec::with_capacity(e),
+        Vec::with_capacity(e),
+        Vec::with_capacity(e),
+    );
     for _ in 0..e {
         src.push((next() % n as u64) as u32);
         dst.push((next() % n as u64) as u32);
@@ -36,9 +40,18 @@ fn random_network(n: usize, seed: u64) -> FlowNetwork {
     FlowNetwork::from_edges(n, &src, &dst, &cap, 0, n as u32 - 1).expect("valid network")
 }
 
-fn bench_pair(c: &mut Criterion, summary: &Summary, group: &str, name: &str, net: &FlowNetwork, oracle: bool) {
+fn bench_pair(
+    c: &mut Criterion,
+    summary: &Summary,
+    group: &str,
+    name: &str,
+    net: &FlowNetwork,
+    oracle: bool,
+) {
     let mut g = c.benchmark_group(group);
-    g.sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_secs(2));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(2));
     let id = format!("{group}/dinic/{name}");
     g.bench_function(BenchmarkId::new("dinic", name), |b| {
         b.iter_custom(|iters| summary.time(&id, iters, || dinic(net)));
@@ -56,7 +69,12 @@ fn main() {
     let summary = Summary::new();
     let mut c = Criterion::default().configure_from_args();
     let mut pairs = Vec::new();
-    for (size, oracle) in [(1_000, true), (10_000, true), (100_000, false), (1_000_000, false)] {
+    for (size, oracle) in [
+        (1_000, true),
+        (10_000, true),
+        (100_000, false),
+        (1_000_000, false),
+    ] {
         let store = transformer_like(size, 7);
         let net = min_cut_network(&store, &PartitionOptions::default()).expect("network");
         let name = format!("{}", store.len());
@@ -75,7 +93,12 @@ fn main() {
         let fast = summary.median(&format!("{group}/dinic/{name}"));
         let slow = summary.median(&format!("{group}/petgraph/{name}"));
         if let (true, Some(f), Some(s)) = (oracle, fast, slow) {
-            println!("{group}/{name}: dinic {} vs petgraph {}: {:.1}x", human(f), human(s), s / f);
+            println!(
+                "{group}/{name}: dinic {} vs petgraph {}: {:.1}x",
+                human(f),
+                human(s),
+                s / f
+            );
         }
     }
 }

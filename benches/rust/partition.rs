@@ -18,7 +18,9 @@ const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
 fn bench(c: &mut Criterion, summary: &Summary) {
     let opts = PartitionOptions::default();
     let mut group = c.benchmark_group("partition");
-    group.sample_size(10).warm_up_time(Duration::from_millis(300));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300));
     for size in SIZES {
         let store = transformer_like(size, 7);
         let n = store.len();
@@ -40,5 +42,8 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c, &summary);
     c.final_summary();
-    println!("\npartition summary (median / min per run)\n{}", summary.table());
+    println!(
+        "\npartition summary (median / min per run)\n{}",
+        summary.table()
+    );
 }

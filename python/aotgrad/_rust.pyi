@@ -75,3 +75,47 @@ class GraphStore:
         """N bytes: 1 where a node is a tangent or reads a tangent-derived node."""
     def to_columns(self) -> dict[str, Any]:
         """Columns as native-endian ``bytes`` plus version, num_fwd_outputs, op_names."""
+
+# -- max-flow min-cut (rust/binding/src/flow.rs) ----------------------------
+
+def min_cut(
+    num_nodes: int, src: Buffer, dst: Buffer, capacity: Buffer, source: int, sink: int
+) -> tuple[float, bytes]:
+    """Minimum s-t cut over int64 ``src``/``dst`` and float64 ``capacity`` buffers
+    (read zero-copy; ``inf`` = uncuttable). Returns the cut's capacity and ``num_nodes``
+    bytes, 1 on the source side. Raises ``FlowError`` on bad input or an unbounded flow."""
+
+# -- partitioners (rust/binding/src/partition.rs) ----------------------------
+
+class Partition:
+    """A partition of a joint graph (docs/node_table.md, "The partition result")."""
+
+    @property
+    def placement(self) -> bytes:
+        """uint8[N]: bit 0 in the forward graph, bit 1 in the backward graph."""
+    @property
+    def saved(self) -> bytes:
+        """uint32[S]: saved node ids, tensors first, then SymInts."""
+    @property
+    def saved_reason(self) -> bytes:
+        """uint8[S]: why each value is saved."""
+    @property
+    def recomputed(self) -> bytes:
+        """uint32[R]: CALL nodes computed in both graphs."""
+    @property
+    def saved_bytes(self) -> int: ...
+    @property
+    def num_saved_symints(self) -> int: ...
+
+def partition_default(store: GraphStore, options: dict[str, Any] | None = None) -> Partition:
+    """Save every forward value the backward reads (``options`` is checked, unused)."""
+
+def partition_min_cut(store: GraphStore, options: dict[str, Any] | None = None) -> Partition:
+    """Min-cut rematerialization. ``options``: ``PartitionOptions`` fields
+    (ban_if_not_in_allowlist, ban_if_reduction, ban_if_materialized_backward,
+    ban_if_used_far_apart, ban_if_long_fusible_chains, long_chain, max_dist_from_bw,
+    recompute_views); raises ``PartitionError`` on an unknown option or an
+    unsatisfiable graph, ``GraphError`` on a tangent-derived forward output."""
+
+def check_partition(store: GraphStore, partition: Partition) -> None:
+    """Raise ``PartitionError`` if ``partition`` is not a valid partition of ``store``."""

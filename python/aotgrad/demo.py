@@ -60,9 +60,13 @@ def run(args: argparse.Namespace) -> int:
     opt_c = torch.optim.AdamW(model.parameters(), lr=3e-3)
     times_c, times_e, worst = [], [], 0.0
     compile_time = 0.0
-    print(f"aotgrad demo: GPT {args.layers}x{args.width}, seq {args.seq}, batch {args.batch}, "
-          f"{args.steps} steps on {args.device}, backend={args.backend}")
-    for step, (x, y) in enumerate(batches(text, vocab, args.seq, args.batch, args.steps, args.seed)):
+    print(
+        f"aotgrad demo: GPT {args.layers}x{args.width}, seq {args.seq}, batch {args.batch}, "
+        f"{args.steps} steps on {args.device}, backend={args.backend}"
+    )
+    for step, (x, y) in enumerate(
+        batches(text, vocab, args.seq, args.batch, args.steps, args.seed)
+    ):
         x, y = x.to(args.device), y.to(args.device)
         t0 = time.perf_counter()
         opt_c.zero_grad(set_to_none=True)
@@ -88,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
     rows = [
         ("final loss (aotgrad / eager)", f"{loss_c.item():.5f} / {loss_e.item():.5f}"),
         ("worst per-step loss rel. diff", f"{worst:.2e}"),
-        ("step time, median (aotgrad / eager)", f"{med(times_c) * 1e3:.1f} ms / {med(times_e) * 1e3:.1f} ms"),
+        (
+            "step time, median (aotgrad / eager)",
+            f"{med(times_c) * 1e3:.1f} ms / {med(times_e) * 1e3:.1f} ms",
+        ),
         ("first step incl. compile", f"{compile_time:.2f} s"),
     ]
     w = max(len(k) for k, _ in rows)

@@ -45,6 +45,10 @@ def _apply_mutations(args: Sequence[Any], layout: ForwardLayout, fwd: Sequence[A
                 target.copy_(value)
 
 
+def _call(bw: BoxedFn, args: list[Any]) -> Any:
+    return bw(args)
+
+
 def _no_double_backward(bw: BoxedFn, args: list[Any]) -> Any:
     """Run ``bw``; under ``create_graph=True`` its results carry a grad_fn that
     refuses a second backward with a clear message instead of returning zeros."""
@@ -65,6 +69,21 @@ def _no_double_backward(bw: BoxedFn, args: list[Any]) -> Any:
     return _CompiledBackward.apply(anchor, *args)
 
 
+def _detach_from_mutated_inputs(
+    saved: Sequence[Any], mutated_args: Sequence[torch.Tensor]
+) -> list[Any]:
+    """The backward must see an input's value from before the function mutated it:
+    a saved tensor that is (a view of) a mutated input is saved as a copy, since the
+    mutation is applied to the input itself right after the forward."""
+    storages = {t.untyped_storage().data_ptr() for t in mutated_args}
+    return [
+        s.clone()
+        if isinstance(s, torch.Tensor) and s.untyped_storage().data_ptr() in storages
+        else s
+        for s in saved
+    ]
+
+
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, num_inputs: int
 ) -> Callable[..., tuple[Any, ...]]:
@@ -72,6 +91,7 @@ def make_training_function(
     n_fwd = layout.num_fwd_outputs
     n_tensors = layout.num_saved_tensors
     tangent_outputs = layout.tangent_outputs
+    mutated = layout.mutated_inputs
     nondiff = set(range(layout.num_user_outputs)) - set(tangent_outputs)
     nondiff |= set(range(layout.num_user_outputs, n_fwd))
 
@@ -81,7 +101,10 @@ def make_training_function(
             outs = fw(list(args))
             fwd = tuple(outs[:n_fwd])
             saved = outs[n_fwd:]
-            ctx.save_for_backward(*saved[:n_tensors])
+            tensors = saved[:n_tensors]
+            if mutated:
+                tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
+            ctx.save_for_backward(*tensors)
             ctx.symints = tuple(saved[n_tensors:])
             marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
             if marks:
@@ -92,11 +115,8 @@ def make_training_function(
         def backward(ctx: Any, *grads: Any) -> Any:
             tangents = [grads[i].contiguous() for i in tangent_outputs]
             args = [*ctx.saved_tensors, *ctx.symints, *tangents]
-            if torch.is_grad_enabled():
-                result = _no_double_backward(bw, args)
-            else:
-                result = bw(args)
-            return tuple(result)
+            run_bw = _no_double_backward if torch.is_grad_enabled() else _call
+            return tuple(run_bw(bw, args))
 
     def run(*args: Any) -> tuple[Any, ...]:
         fwd = CompiledFunction.apply(*args)
@@ -106,9 +126,7 @@ def make_training_function(
     return run
 
 
-def make_inference_function(
-    fw: BoxedFn, layout: ForwardLayout
-) -> Callable[..., tuple[Any, ...]]:
+def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:
     """Return ``run(*flat_tensor_args) -> user outputs`` for a forward-only graph."""
 
     def run(*args: Any) -> tuple[Any, ...]:

@@ -73,9 +73,7 @@ def _partition(
     kind: str, joint_module: fx.GraphModule, num_fwd_outputs: int, options: dict[str, Any]
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     result = partition_joint(joint_module, num_fwd_outputs=num_fwd_outputs, kind=kind, **options)
-    return split_joint(
-        joint_module, result.nodes, result.placement, result.saved, num_fwd_outputs
-    )
+    return split_joint(joint_module, result.nodes, result.placement, result.saved, num_fwd_outputs)
 
 
 # torch passes keyword arguments of its own (static_lifetime_input_indices, ...);

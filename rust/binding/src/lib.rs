@@ -3,6 +3,8 @@
 
 pub mod enter;
 pub mod errors;
+pub mod flow;
+pub mod partition;
 pub mod store;
 
 use pyo3::prelude::*;
@@ -13,5 +15,10 @@ fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<store::PyGraphStore>()?;
     m.add_function(wrap_pyfunction!(enter::_panic_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(flow::min_cut, m)?)?;
+    m.add_class::<partition::PyPartition>()?;
+    m.add_function(wrap_pyfunction!(partition::partition_default, m)?)?;
+    m.add_function(wrap_pyfunction!(partition::partition_min_cut, m)?)?;
+    m.add_function(wrap_pyfunction!(partition::check_partition, m)?)?;
     Ok(())
 }

@@ -8,19 +8,22 @@
 //! come from a small aten vocabulary (`str(OpOverload)` form), so the rule
 //! tables apply as on a real graph. Some blocks are checkpointed (selective
 //! activation checkpointing: matmuls `MUST_SAVE`, the rest `MUST_RECOMPUTE`,
-//! one region per block), some read a SymInt size in the backward.
+//! one region per block), some read a `SymInt` size in the backward.
 //!
 //! Arguments: a target node count (the result has about that many nodes,
 //! rounded to whole blocks of ~100) and a seed.
 //! Returns: a validated [`GraphStore`] (built through the node table).
 //! Complexity: `O(num_nodes_target)`.
 
+// Names follow the model's math (`h`, `q`, `k`, `w`, ...).
+#![allow(clippy::many_single_char_names)]
+
 use std::collections::HashMap;
 
 use crate::store::{flags, GraphStore};
 use crate::table::Columns;
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny deterministic generator.
+/// `SplitMix64` (Steele, Lea, Flood 2014): a tiny deterministic generator.
 struct Rng(u64);
 
 impl Rng {
@@ -40,6 +43,14 @@ impl Rng {
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[(self.next() % xs.len() as u64) as usize]
     }
+}
+
+/// At most this many blocks (10^9 nodes), so node ids fit the table's `i32` columns.
+const MAX_BLOCKS: usize = 10_000_000;
+
+/// A node id or block index as the table's `i32` (in range by [`MAX_BLOCKS`]).
+fn node_i32<T: TryInto<i32>>(v: T) -> i32 {
+    v.try_into().unwrap_or(i32::MAX)
 }
 
 /// Node-table builder with interned op names and the current checkpoint tag.
@@ -155,7 +166,7 @@ pub fn transformer_like(num_nodes_target: usize, seed: u64) -> GraphStore {
         w_mlp: d * d * 8,
         vec: d * 2,
     };
-    let blocks = num_nodes_target.div_ceil(100).max(1);
+    let blocks = num_nodes_target.div_ceil(100).clamp(1, MAX_BLOCKS);
     let mut b = Builder {
         c: Columns::new(),
         ops: HashMap::new(),
@@ -180,7 +191,7 @@ pub fn transformer_like(num_nodes_target: usize, seed: u64) -> GraphStore {
     let mut h = x;
     let mut saved = Vec::with_capacity(blocks);
     for (i, w) in weights.iter().enumerate() {
-        b.region = if rng.one_in(4) { i as i32 } else { -1 };
+        b.region = if rng.one_in(4) { node_i32(i) } else { -1 };
         let (hn, s) = forward_block(&mut b, &mut rng, dims, w, h);
         h = hn;
         saved.push(s);
@@ -191,11 +202,12 @@ pub fn transformer_like(num_nodes_target: usize, seed: u64) -> GraphStore {
     for (i, (w, s)) in weights.iter().zip(&saved).enumerate().rev() {
         let (dprev, g) = backward_block(&mut b, dims, w, s, dh);
         dh = dprev;
-        grads[1 + 9 * i..1 + 9 * (i + 1)].copy_from_slice(&g.map(Some));
+        let at = 1 + 9 * i;
+        grads[at..at + 9].copy_from_slice(&g.map(Some));
     }
     grads[0] = Some(dh);
-    b.c.outputs = std::iter::once(h as i32)
-        .chain(grads.iter().map(|g| g.map_or(-1, |v| v as i32)))
+    b.c.outputs = std::iter::once(node_i32(h))
+        .chain(grads.iter().map(|g| g.map_or(-1, node_i32)))
         .collect();
     b.c.num_fwd_outputs = 1;
     GraphStore::from_table(&b.c.view()).expect("synth builds a valid table")
@@ -247,7 +259,21 @@ fn forward_block(b: &mut Builder, rng: &mut Rng, dims: Dims, w: &Weights, h: u32
     let g = b.call("aten.gelu.default", &[u], dims.mlp, 0);
     let dn = b.call("aten.mm.default", &[g, w.w2], dims.act, 0);
     let h3 = b.call("aten.add.Tensor", &[h2, dn], dims.act, 0);
-    let saved = Saved { ln1, x1, k, qh, vv, sm, p, mask, ov, ln2, u, g, sym };
+    let saved = Saved {
+        ln1,
+        x1,
+        k,
+        qh,
+        vv,
+        sm,
+        p,
+        mask,
+        ov,
+        ln2,
+        u,
+        g,
+        sym,
+    };
     (h3, saved)
 }
 
@@ -293,21 +319,36 @@ fn backward_block(b: &mut Builder, dims: Dims, w: &Weights, s: &Saved, dh: u32) 
     let pt = b.view("aten.permute.default", &[s.p], dims.att);
     let dvv = b.call("aten.bmm.default", &[pt, dout], dims.act, 0);
     let dsm = match s.mask {
-        Some(mask) => b.call("aten.native_dropout_backward.default", &[dp, mask], dims.att, 0),
+        Some(mask) => b.call(
+            "aten.native_dropout_backward.default",
+            &[dp, mask],
+            dims.att,
+            0,
+        ),
         None => dp,
     };
-    let ds = b.call("aten._softmax_backward_data.default", &[dsm, s.sm], dims.att, 0);
+    let ds = b.call(
+        "aten._softmax_backward_data.default",
+        &[dsm, s.sm],
+        dims.att,
+        0,
+    );
     let dq = b.call("aten.bmm.default", &[ds, s.k], dims.act, 0);
     let dst = b.view("aten.permute.default", &[ds], dims.att);
     let dk = b.call("aten.bmm.default", &[dst, s.qh], dims.act, 0);
     let x1t = b.view("aten.t.default", &[s.x1], dims.act);
     let mut grads = [dw2; 9];
     let mut dx1 = None;
-    for (j, (dy, wt)) in [(dq, w.wq), (dk, w.wk), (dvv, w.wv)].into_iter().enumerate() {
+    for (j, (dy, wt)) in [(dq, w.wq), (dk, w.wk), (dvv, w.wv)]
+        .into_iter()
+        .enumerate()
+    {
         grads[1 + j] = b.call("aten.mm.default", &[x1t, dy], dims.weight, 0);
         let wtt = b.view("aten.t.default", &[wt], dims.weight);
         let part = b.call("aten.mm.default", &[dy, wtt], dims.act, 0);
-        dx1 = Some(dx1.map_or(part, |acc| b.call("aten.add.Tensor", &[acc, part], dims.act, 0)));
+        dx1 = Some(dx1.map_or(part, |acc| {
+            b.call("aten.add.Tensor", &[acc, part], dims.act, 0)
+        }));
     }
     let mut dx1 = dx1.unwrap_or(dh2);
     if let Some(sym) = s.sym {

@@ -48,6 +48,30 @@ pub fn cut_of_flow(net: &FlowNetwork, flow: &MaxFlow) -> MinCut {
     MinCut { value, source_side }
 }
 
+/// The largest source side among all minimum cuts: every node that cannot
+/// reach the sink in the residual graph of `flow` (networkx's `minimum_cut`
+/// convention, hence torch's partitioner's). Where minimum cuts tie, it cuts
+/// as close to the sink as possible.
+///
+/// Complexity: `O(V + E)`.
+pub fn max_source_side(net: &FlowNetwork, flow: &MaxFlow) -> Vec<bool> {
+    let (head, rev) = (net.head(), net.rev());
+    let mut reaches_sink = vec![false; net.num_nodes()];
+    let mut stack = vec![net.sink()];
+    reaches_sink[net.sink() as usize] = true;
+    while let Some(v) = stack.pop() {
+        for a in net.arcs(v) {
+            // `a` is v -> w; w reaches v through the paired arc w -> v.
+            let w = head[a];
+            if flow.residual[rev[a] as usize] > 0.0 && !reaches_sink[w as usize] {
+                reaches_sink[w as usize] = true;
+                stack.push(w);
+            }
+        }
+    }
+    reaches_sink.iter().map(|&r| !r).collect()
+}
+
 /// Nodes reachable from the source over arcs with positive residual capacity.
 pub(crate) fn residual_reachable(net: &FlowNetwork, residual: &[f64]) -> Vec<bool> {
     let head = net.head();

@@ -21,6 +21,9 @@
 //! (`x >= b` implies `fl(x - b) >= 0`), so the residual graph never holds a
 //! negative capacity and the final cut is read off exact zeros.
 
+// Flow notation: `s`/`t` terminals, `u`/`v`/`w` nodes, `a`/`b` arcs, `e` edges.
+#![allow(clippy::many_single_char_names)]
+
 use super::network::FlowNetwork;
 use crate::error::{Error, Result};
 
@@ -50,6 +53,12 @@ pub fn dinic(net: &FlowNetwork) -> Result<MaxFlow> {
     if let Some(path) = net.infinite_path() {
         return Err(unbounded(&path));
     }
+    Ok(dinic_bounded(net))
+}
+
+/// [`dinic`] for a caller that has already ruled out an all-infinite path
+/// with [`FlowNetwork::infinite_path`].
+pub(crate) fn dinic_bounded(net: &FlowNetwork) -> MaxFlow {
     let mut state = State {
         net,
         res: net.arc_capacity().to_vec(),
@@ -62,10 +71,10 @@ pub fn dinic(net: &FlowNetwork) -> Result<MaxFlow> {
     while state.build_levels() {
         value += state.blocking_flow();
     }
-    Ok(MaxFlow {
+    MaxFlow {
         value,
         residual: state.res,
-    })
+    }
 }
 
 struct State<'a> {

@@ -14,7 +14,7 @@ pub mod oracle;
 #[cfg(test)]
 mod tests;
 
-pub use cut::{min_cut, min_cut_edges, MinCut};
+pub use cut::{max_source_side, min_cut, min_cut_edges, MinCut};
 pub use dinic::{dinic, MaxFlow};
 pub use network::FlowNetwork;
 pub use oracle::petgraph_max_flow;

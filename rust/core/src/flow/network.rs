@@ -11,6 +11,9 @@
 //! arcs of a node keep the input edge order, so everything downstream is
 //! deterministic).
 
+// Flow notation: `s`/`t` terminals, `u`/`v`/`w` nodes, `a`/`b` arcs, `e` edges.
+#![allow(clippy::many_single_char_names)]
+
 use crate::error::{Error, Result};
 
 /// A directed network with `f64` capacities, ready for a max-flow solver.
@@ -29,6 +32,8 @@ pub struct FlowNetwork {
     cap: Vec<f64>,
     /// The forward arc of each input edge, in input order.
     edge_arc: Vec<u32>,
+    /// Whether some edge has infinite capacity.
+    has_infinite: bool,
 }
 
 fn flow_err(detail: String) -> Error {
@@ -88,9 +93,14 @@ impl FlowNetwork {
             return Err(flow_err(format!("source and sink are the same node {s}")));
         }
 
-        // Validate every edge and count arcs per tail (forward + reverse).
+        // Read and validate every edge once (the columns may be a caller's
+        // shared buffers), and count arcs per tail (forward + reverse).
+        let mut tails = Vec::with_capacity(e);
+        let mut heads = Vec::with_capacity(e);
+        let mut caps = Vec::with_capacity(e);
         let mut first = vec![0u32; num_nodes + 1];
         let mut finite_sum = 0.0f64;
+        let mut has_infinite = false;
         for j in 0..e {
             let u = node_id(src[j], num_nodes, &|| format!("edge {j}: src"))?;
             let v = node_id(dst[j], num_nodes, &|| format!("edge {j}: dst"))?;
@@ -102,9 +112,14 @@ impl FlowNetwork {
             }
             if c.is_finite() {
                 finite_sum += c;
+            } else {
+                has_infinite = true;
             }
             first[u as usize + 1] += 1;
             first[v as usize + 1] += 1;
+            tails.push(u);
+            heads.push(v);
+            caps.push(c);
         }
         if !finite_sum.is_finite() {
             return Err(flow_err(
@@ -115,7 +130,7 @@ impl FlowNetwork {
             first[v + 1] += first[v];
         }
 
-        // Place arcs: edge j's forward arc at src[j], its reverse at dst[j].
+        // Place arcs: edge j's forward arc at its tail, its reverse at its head.
         let arcs = 2 * e;
         let mut cursor: Vec<u32> = first[..num_nodes].to_vec();
         let mut head = vec![0u32; arcs];
@@ -123,9 +138,7 @@ impl FlowNetwork {
         let mut cap = vec![0.0f64; arcs];
         let mut edge_arc = vec![0u32; e];
         for j in 0..e {
-            // Ids were validated above; the conversions cannot fail.
-            let u = src[j].into() as usize;
-            let v = dst[j].into() as usize;
+            let (u, v) = (tails[j] as usize, heads[j] as usize);
             let a = cursor[u];
             cursor[u] += 1;
             let b = cursor[v];
@@ -134,7 +147,7 @@ impl FlowNetwork {
             head[b as usize] = u as u32;
             rev[a as usize] = b;
             rev[b as usize] = a;
-            cap[a as usize] = capacity[j];
+            cap[a as usize] = caps[j];
             edge_arc[j] = a;
         }
         Ok(Self {
@@ -146,6 +159,7 @@ impl FlowNetwork {
             rev,
             cap,
             edge_arc,
+            has_infinite,
         })
     }
 
@@ -217,6 +231,9 @@ impl FlowNetwork {
     /// Complexity: `O(V + E)`.
     pub fn infinite_path(&self) -> Option<Vec<u32>> {
         const UNSEEN: u32 = u32::MAX;
+        if !self.has_infinite {
+            return None;
+        }
         let mut parent = vec![UNSEEN; self.num_nodes];
         parent[self.source as usize] = self.source;
         let mut queue = std::collections::VecDeque::from([self.source]);

@@ -1,3 +1,10 @@
+// Tests compare exact flow values and build tiny tables with `as` casts.
+#![allow(
+    clippy::float_cmp,
+    clippy::cast_possible_wrap,
+    clippy::many_single_char_names
+)]
+
 use proptest::prelude::*;
 
 use super::*;
@@ -184,8 +191,8 @@ fn arb_network() -> impl Strategy<Value = (usize, Vec<(u32, u32, f64)>, u32, u32
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 
-    /// The fast solver agrees with petgraph, and its cut is a minimum cut: its
-    /// capacity equals the flow value (weak duality makes both optimal).
+    /// The fast solver agrees with petgraph, and its cuts are minimum cuts:
+    /// their capacity equals the flow value (weak duality makes both optimal).
     #[test]
     fn dinic_matches_petgraph((n, edges, s, t) in arb_network()) {
         let g = net(n, &edges, s, t);
@@ -196,6 +203,11 @@ proptest! {
                 prop_assert!(close(cut.value, fast.value), "cut {} flow {}", cut.value, fast.value);
                 prop_assert!(cut.source_side[s as usize] && !cut.source_side[t as usize]);
                 prop_assert!(fast.residual.iter().all(|&r| r >= 0.0));
+                // The largest source side is a minimum cut too, and contains the smallest.
+                let big = max_source_side(&g, &fast);
+                prop_assert!(close(g.cut_value(&big), fast.value), "max side {} flow {}", g.cut_value(&big), fast.value);
+                prop_assert!(big[s as usize] && !big[t as usize]);
+                prop_assert!(cut.source_side.iter().zip(&big).all(|(&a, &b)| !a || b));
             }
             (Err(_), Err(_)) => prop_assert!(g.infinite_path().is_some()),
             (a, b) => prop_assert!(false, "disagree: {:?} vs {:?}", a.map(|f| f.value), b),

@@ -59,10 +59,7 @@ pub(crate) fn compute_bans(x: &BanInput<'_>) -> Vec<Ban> {
 
 /// Bans `v` by a heuristic unless it is exempt or already banned.
 fn ban_if_allowed(x: &BanInput<'_>, bans: &mut [Ban], v: NodeId) {
-    if bans[v.index()] == Ban::None
-        && !x.rules.is_view(x.store, v)
-        && !x.rules.must_recompute(v)
-    {
+    if bans[v.index()] == Ban::None && !x.rules.is_view(x.store, v) && !x.rules.must_recompute(v) {
         bans[v.index()] = Ban::Heuristic;
     }
 }
@@ -212,7 +209,11 @@ fn first_unfusible(
             if uo == NOT_FW || uo > max_range {
                 continue;
             }
-            let want = if x.rules.is_fusible(x.store, node, u) { 1 } else { 2 };
+            let want = if x.rules.is_fusible(x.store, node, u) {
+                1
+            } else {
+                2
+            };
             let slot = &mut state[uo as usize];
             if *slot == 0 {
                 heap.push(Reverse(uo));

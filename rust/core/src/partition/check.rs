@@ -3,14 +3,14 @@
 //! Arguments: a store and a partition of it.
 //! Returns: `Ok(())`, or [`Error::Partition`] naming the first node at fault:
 //! - shapes: one placement per node; ids in range; `saved` in the stable order
-//!   (tensors, then SymInts, each ascending, no repeats); one reason per saved
+//!   (tensors, then `SymInt`s, each ascending, no repeats); one reason per saved
 //!   value; `saved_bytes` and `num_saved_symints` agree with `saved`;
 //! - the forward never holds a tangent or a tangent-derived node, and every
 //!   argument of a forward node is in the forward;
 //! - saved values are in both graphs and are neither tangents nor
 //!   tangent-derived;
 //! - every node computed in the backward (present there, not saved, not a
-//!   tangent) is a CALL or GET_ATTR node whose arguments are all present in
+//!   tangent) is a CALL or `GET_ATTR` node whose arguments are all present in
 //!   the backward (saved, tangents, or computed there);
 //! - `recomputed` is exactly the CALL nodes computed in both graphs, and none
 //!   of them is an op that may never be recomputed ([`OpRules::never_recompute`]);
@@ -48,11 +48,19 @@ pub fn check(store: &GraphStore, p: &Partition) -> Result<()> {
         }
         if fw {
             if let Some(a) = store.args(v).iter().find(|a| !p.in_forward(**a)) {
-                return Err(fail(store, v, &format!("forward node reads {a}, which is not in the forward")));
+                return Err(fail(
+                    store,
+                    v,
+                    &format!("forward node reads {a}, which is not in the forward"),
+                ));
             }
         }
         if saved[i] && !(fw && bw) {
-            return Err(fail(store, v, "saved value missing from the forward or the backward"));
+            return Err(fail(
+                store,
+                v,
+                "saved value missing from the forward or the backward",
+            ));
         }
         if saved[i] && (td || kind == NodeKind::Tangent) {
             return Err(fail(store, v, "a tangent or tangent-derived node is saved"));
@@ -73,21 +81,35 @@ pub fn check(store: &GraphStore, p: &Partition) -> Result<()> {
         let is_recomputed = computed_in_bw && fw && kind == NodeKind::Call;
         if is_recomputed {
             if recomputed.next_if_eq(&v).is_none() {
-                return Err(fail(store, v, "computed in both graphs but missing from `recomputed`"));
+                return Err(fail(
+                    store,
+                    v,
+                    "computed in both graphs but missing from `recomputed`",
+                ));
             }
             if let Some(why) = rules.never_recompute(store, v) {
                 return Err(fail(store, v, &format!("recomputed, but it is a {why}")));
             }
         } else if recomputed.next_if_eq(&v).is_some() {
-            return Err(fail(store, v, "listed in `recomputed` but not computed in both graphs"));
+            return Err(fail(
+                store,
+                v,
+                "listed in `recomputed` but not computed in both graphs",
+            ));
         }
     }
     for (j, o) in store.outputs.iter().enumerate() {
         let Some(o) = *o else { continue };
         let (ok, which) = if j < store.num_fwd_outputs {
-            (p.in_forward(o), "forward output not computed in the forward")
+            (
+                p.in_forward(o),
+                "forward output not computed in the forward",
+            )
         } else {
-            (p.in_backward(o), "gradient output not available in the backward")
+            (
+                p.in_backward(o),
+                "gradient output not available in the backward",
+            )
         };
         if !ok {
             return Err(fail(store, o, which));
@@ -100,13 +122,24 @@ fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
     let n = store.len();
     let bad = |what: String| Err(Error::Partition(what));
     if p.placement.len() != n {
-        return bad(format!("placement has {} entries for {n} nodes", p.placement.len()));
+        return bad(format!(
+            "placement has {} entries for {n} nodes",
+            p.placement.len()
+        ));
     }
-    if let Some(i) = p.placement.iter().position(|&b| b & !(placement::FORWARD | placement::BACKWARD) != 0) {
+    if let Some(i) = p
+        .placement
+        .iter()
+        .position(|&b| b & !(placement::FORWARD | placement::BACKWARD) != 0)
+    {
         return bad(format!("placement of %{i} has unknown bits"));
     }
     if p.saved_reason.len() != p.saved.len() {
-        return bad(format!("{} saved values but {} reasons", p.saved.len(), p.saved_reason.len()));
+        return bad(format!(
+            "{} saved values but {} reasons",
+            p.saved.len(),
+            p.saved_reason.len()
+        ));
     }
     if let Some(v) = p.saved.iter().chain(&p.recomputed).find(|v| v.index() >= n) {
         return bad(format!("node id {v} out of range (N = {n})"));
@@ -118,10 +151,19 @@ fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
     let (tensors, symints) = p.saved.split_at(split);
     for (group, want_symint) in [(tensors, false), (symints, true)] {
         if group.windows(2).any(|w| w[0] >= w[1]) {
-            return bad("saved values are not in ascending node order within their group".to_string());
+            return bad(
+                "saved values are not in ascending node order within their group".to_string(),
+            );
         }
-        if let Some(v) = group.iter().find(|&&v| store.has_flag(v, flags::SYMINT) != want_symint) {
-            return Err(fail(store, *v, "saved in the wrong group (tensors first, then SymInts)"));
+        if let Some(v) = group
+            .iter()
+            .find(|&&v| store.has_flag(v, flags::SYMINT) != want_symint)
+        {
+            return Err(fail(
+                store,
+                *v,
+                "saved in the wrong group (tensors first, then SymInts)",
+            ));
         }
     }
     if p.recomputed.windows(2).any(|w| w[0] >= w[1]) {
@@ -131,7 +173,10 @@ fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
         .iter()
         .fold(0u64, |s, v| s.saturating_add(store.nbytes[v.index()]));
     if bytes != p.saved_bytes {
-        return bad(format!("saved_bytes is {} but the saved tensors hold {bytes}", p.saved_bytes));
+        return bad(format!(
+            "saved_bytes is {} but the saved tensors hold {bytes}",
+            p.saved_bytes
+        ));
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! Returns: the partition: forward = the forward outputs' ancestors plus every
 //! non-tangent-derived node the backward reads (and their ancestors); saved =
 //! the forward values that tangent-derived nodes or gradient outputs read
-//! (SymInts last, as ints); backward = the tangent-derived nodes and what they
+//! (`SymInt`s last, as ints); backward = the tangent-derived nodes and what they
 //! need. Nodes tagged `MUST_RECOMPUTE` are recomputed in the backward (their
 //! inputs saved instead), as torch's default partition does for activation
 //! checkpointing. Errors: [`crate::Error::Graph`] if a forward output is

@@ -70,8 +70,7 @@ pub(crate) fn derive(
         let kind = store.kind[i];
         let fw = in_fw[i] || kind == NodeKind::Primal;
         let bw = in_bw[i] || kind == NodeKind::Tangent;
-        p.placement[i] =
-            u8::from(fw) * placement::FORWARD | u8::from(bw) * placement::BACKWARD;
+        p.placement[i] = (u8::from(fw) * placement::FORWARD) | (u8::from(bw) * placement::BACKWARD);
         if saved[i] {
             if store.has_flag(v, flags::SYMINT) {
                 symints.push(v);

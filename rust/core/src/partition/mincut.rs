@@ -18,20 +18,22 @@
 //! - `out(i) -> sink`, infinite, when `i` is a gradient output not derived
 //!   from a tangent (the backward needs its value).
 //!
-//! The cost of saving `i`: 1 for a SymInt; infinite for a non-tensor or a
+//! The cost of saving `i`: 1 for a `SymInt`; infinite for a non-tensor or a
 //! tuple (its `getitem`s are saved instead); otherwise `nbytes` scaled by
 //! `1.1^clamp(dist_from_bw, 1, 100)` (prefer saving values close to the
 //! backward), doubled when every reader could fuse it (prefer saving values
 //! that are materialized anyway). A minimum cut saves the nodes whose in-node
-//! is on the source side and out-node on the sink side; the source side is
-//! the residual reachability of [`crate::flow::dinic`]. The partition is then
+//! is on the source side and out-node on the sink side. Among tied minimum
+//! cuts it takes the one closest to the sink ([`crate::flow::max_source_side`]
+//! after [`crate::flow::dinic`]), as torch does through networkx, so the two
+//! save the same values. The partition is then
 //! derived ([`super::derive`]) so it is valid by construction.
 //!
 //! Complexity: `O(N + E)` to build, plus the max flow (Dinic's `O(V² E)`
 //! bound; near-linear on these layered networks in practice).
 //! Reference: `torch._functorch.partitioners.solve_min_cut`; the idea is from
 //! "Min-cut optimal(*) recomputation (i.e. activation checkpointing) with
-//! AOTAutograd" (H. He, 2022).
+//! `AOTAutograd`" (H. He, 2022).
 
 use super::bans::{compute_bans, Ban, BanInput};
 use super::classify::NodeInfo;
@@ -39,7 +41,8 @@ use super::derive::{common_reason, derive};
 use super::result::{Partition, SavedReason};
 use super::rules::{OpRules, PartitionOptions};
 use crate::error::{Error, Result};
-use crate::flow::{cut, dinic, FlowNetwork};
+use crate::flow::dinic::dinic_bounded;
+use crate::flow::{max_source_side, FlowNetwork};
 use crate::ids::NodeId;
 use crate::store::{flags, GraphStore, NodeKind};
 
@@ -51,8 +54,8 @@ pub fn partition_min_cut(store: &GraphStore, opts: &PartitionOptions) -> Result<
     if let Some(path) = p.net.infinite_path() {
         return Err(explain_infinite_path(store, &p.bans, &path));
     }
-    let flow = dinic(&p.net)?;
-    let source_side = cut::cut_of_flow(&p.net, &flow).source_side;
+    let flow = dinic_bounded(&p.net);
+    let source_side = max_source_side(&p.net, &flow);
     let (rules, bans) = (&p.rules, &p.bans);
     Ok(derive(
         store,
@@ -180,7 +183,10 @@ fn save_cost(store: &GraphStore, rules: &OpRules, v: NodeId, dist: u32, scale: &
     }
     let bytes = (store.nbytes[v.index()] as f64 * scale[dist.clamp(1, 100) as usize]).floor();
     let materialized = store.kind[v.index()] == NodeKind::Primal
-        || !store.users(v).iter().all(|&u| rules.is_fusible(store, v, u));
+        || !store
+            .users(v)
+            .iter()
+            .all(|&u| rules.is_fusible(store, v, u));
     if materialized {
         bytes
     } else {
@@ -194,19 +200,23 @@ fn explain_infinite_path(store: &GraphStore, bans: &[Ban], path: &[u32]) -> Erro
     let n = store.len() as u32;
     let mut steps = Vec::new();
     for w in path.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        let step = if a == 2 * n {
-            let v = NodeId(b / 2);
-            format!("{v} {} cannot be recomputed ({:?} ban)", store.op_name(v), bans[v.index()])
-        } else if b == 2 * n + 1 {
-            let v = NodeId(a / 2);
+        let (from, to) = (w[0], w[1]);
+        let step = if from == 2 * n {
+            let v = NodeId(to / 2);
+            format!(
+                "{v} {} cannot be recomputed ({:?} ban)",
+                store.op_name(v),
+                bans[v.index()]
+            )
+        } else if to == 2 * n + 1 {
+            let v = NodeId(from / 2);
             format!("{v} {} is needed by the backward", store.op_name(v))
-        } else if a / 2 == b / 2 {
-            let v = NodeId(a / 2);
+        } else if from / 2 == to / 2 {
+            let v = NodeId(from / 2);
             format!("{v} {} cannot be saved (not a tensor)", store.op_name(v))
         } else {
-            let (x, y) = (NodeId(a / 2), NodeId(b / 2));
-            format!("{y} {} reads {x}", store.op_name(y))
+            let (reader, read) = (NodeId(to / 2), NodeId(from / 2));
+            format!("{reader} {} reads {read}", store.op_name(reader))
         };
         steps.push(step);
     }

@@ -26,7 +26,7 @@ pub enum SavedReason {
     NeverRecompute = 3,
     /// A primal input.
     Primal = 4,
-    /// A SymInt (saved as an int).
+    /// A `SymInt` (saved as an int).
     SymbolicSize = 5,
 }
 
@@ -40,15 +40,15 @@ pub enum SavedReason {
 pub struct Partition {
     /// One [`placement`] bit set per node.
     pub placement: Vec<u8>,
-    /// Saved node ids: tensors first (in node order), then SymInts (in node order).
+    /// Saved node ids: tensors first (in node order), then `SymInt`s (in node order).
     pub saved: Vec<NodeId>,
     /// One reason per saved value.
     pub saved_reason: Vec<SavedReason>,
     /// CALL nodes computed in both the forward and the backward, in node order.
     pub recomputed: Vec<NodeId>,
-    /// Sum of `nbytes` over the saved tensors (SymInts excluded).
+    /// Sum of `nbytes` over the saved tensors (`SymInt`s excluded).
     pub saved_bytes: u64,
-    /// Number of SymInts at the end of `saved`.
+    /// Number of `SymInt`s at the end of `saved`.
     pub num_saved_symints: usize,
 }
 

@@ -14,6 +14,8 @@ use crate::store::{flags, GraphStore, NodeKind};
 /// Options of the min-cut partitioner, passed down explicitly (no globals).
 ///
 /// Defaults follow torch 2.15's `torch._functorch.config`.
+// Independent switches, one per torch config flag.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartitionOptions {
     /// Ban recomputing any op outside the recomputable allowlist
@@ -226,7 +228,7 @@ impl OpRules {
     }
 
     /// Why `n` may never be computed again in the backward, whatever the
-    /// options: only CALL and GET_ATTR nodes can be recomputed; random and
+    /// options: only CALL and `GET_ATTR` nodes can be recomputed; random and
     /// impure ops, `MUST_SAVE` values and compute-intensive ops (unless tagged
     /// `MUST_RECOMPUTE`) never are. `None` when recomputing is allowed.
     pub fn never_recompute(&self, store: &GraphStore, n: NodeId) -> Option<&'static str> {

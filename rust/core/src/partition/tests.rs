@@ -1,3 +1,10 @@
+// Tests compare exact flow values and build tiny tables with `as` casts.
+#![allow(
+    clippy::float_cmp,
+    clippy::cast_possible_wrap,
+    clippy::many_single_char_names
+)]
+
 use proptest::prelude::*;
 
 use super::*;
@@ -27,7 +34,11 @@ fn both(store: &GraphStore) -> (Partition, Partition) {
 /// x -> a = sin(x) -> b = cos(a) (forward output); backward: dx = mul(t, a).
 fn sin_cos(extra_flags_a: u32) -> GraphStore {
     let mut c = Columns::new();
-    let (sin, cos, mul) = (c.intern("aten.sin.default"), c.intern("aten.cos.default"), c.intern("aten.mul.Tensor"));
+    let (sin, cos, mul) = (
+        c.intern("aten.sin.default"),
+        c.intern("aten.cos.default"),
+        c.intern("aten.mul.Tensor"),
+    );
     let x = c.push(PRIMAL, 0, &[], 1000, 0);
     let t = c.push(TANGENT, 0, &[], 1000, 0);
     let a = c.push(CALL, sin, &[x], 1000, extra_flags_a);
@@ -54,7 +65,10 @@ fn min_cut_recomputes_cheap_pointwise() {
 #[test]
 fn tags_and_random_ops() {
     let (_, m) = both(&sin_cos(flags::MUST_SAVE));
-    assert_eq!((ids(&m.saved), m.saved_reason), (vec![2], vec![SavedReason::MustSave]));
+    assert_eq!(
+        (ids(&m.saved), m.saved_reason),
+        (vec![2], vec![SavedReason::MustSave])
+    );
     let (_, m) = both(&sin_cos(flags::RANDOM));
     assert_eq!((ids(&m.saved), m.recomputed.len()), (vec![2], 0));
     // MUST_RECOMPUTE: the default partition recomputes too.
@@ -90,7 +104,10 @@ fn compute_intensive_ops_are_saved_and_symints_come_last() {
         assert_eq!(p.num_saved_symints, 1);
         assert_eq!(p.saved_bytes, 4000);
     }
-    assert_eq!(m.saved_reason, [SavedReason::NeverRecompute, SavedReason::SymbolicSize]);
+    assert_eq!(
+        m.saved_reason,
+        [SavedReason::NeverRecompute, SavedReason::SymbolicSize]
+    );
 }
 
 #[test]
@@ -104,8 +121,14 @@ fn errors_are_typed() {
     c.outputs = vec![y as i32];
     c.num_fwd_outputs = 1;
     let g = GraphStore::from_table(&c.view()).unwrap();
-    assert!(matches!(partition_default(&g), Err(Error::Graph { node: Some(2), .. })));
-    assert!(matches!(partition_min_cut(&g, &PartitionOptions::default()), Err(Error::Graph { .. })));
+    assert!(matches!(
+        partition_default(&g),
+        Err(Error::Graph { node: Some(2), .. })
+    ));
+    assert!(matches!(
+        partition_min_cut(&g, &PartitionOptions::default()),
+        Err(Error::Graph { .. })
+    ));
 
     // A non-tensor primal the backward reads: neither savable nor recomputable.
     let mut c = Columns::new();
@@ -117,7 +140,10 @@ fn errors_are_typed() {
     c.num_fwd_outputs = 0;
     let g = GraphStore::from_table(&c.view()).unwrap();
     let e = partition_min_cut(&g, &PartitionOptions::default()).unwrap_err();
-    assert!(matches!(&e, Error::Partition(m) if m.contains("%0 placeholder cannot be recomputed")), "{e}");
+    assert!(
+        matches!(&e, Error::Partition(m) if m.contains("%0 placeholder cannot be recomputed")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -133,7 +159,10 @@ fn rule_tables_are_sorted_and_resolve_packets() {
         assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
     }
     assert!(OpClass::of("aten.mm.default").has(OpClass::COMPUTE_INTENSIVE));
-    assert!(OpClass::of("aten._scaled_dot_product_cudnn_attention.default").has(OpClass::COMPUTE_INTENSIVE));
+    assert!(
+        OpClass::of("aten._scaled_dot_product_cudnn_attention.default")
+            .has(OpClass::COMPUTE_INTENSIVE)
+    );
     assert!(OpClass::of("aten.add.Tensor").fusible());
     assert!(OpClass::of("_operator.getitem").has(OpClass::ALWAYS_RECOMPUTABLE));
     assert!(OpClass::of("aten.native_dropout.default").has(OpClass::RANDOM));
@@ -145,14 +174,27 @@ fn rule_tables_are_sorted_and_resolve_packets() {
 fn synth_graphs_partition_validly_and_min_cut_saves_less() {
     for (size, seed) in [(100, 1), (1000, 2), (5000, 3), (20_000, 4)] {
         let g = transformer_like(size, seed);
-        assert!(g.len() >= size && g.len() < size + 200, "{} nodes for {size}", g.len());
+        assert!(
+            g.len() >= size && g.len() < size + 200,
+            "{} nodes for {size}",
+            g.len()
+        );
         crate::verify(&g).expect("synth graphs verify");
         let (d, m) = both(&g);
-        assert!(m.saved_bytes <= d.saved_bytes, "{} > {}", m.saved_bytes, d.saved_bytes);
+        assert!(
+            m.saved_bytes <= d.saved_bytes,
+            "{} > {}",
+            m.saved_bytes,
+            d.saved_bytes
+        );
         assert!(!m.recomputed.is_empty());
         let a = partition_min_cut(&g, &PartitionOptions::aggressive()).unwrap();
         check(&g, &a).unwrap();
-        assert_eq!(m, partition_min_cut(&g, &PartitionOptions::default()).unwrap(), "deterministic");
+        assert_eq!(
+            m,
+            partition_min_cut(&g, &PartitionOptions::default()).unwrap(),
+            "deterministic"
+        );
     }
 }
 
@@ -160,26 +202,62 @@ fn synth_graphs_partition_validly_and_min_cut_saves_less() {
 /// backward calls that read tangent-derived values, random flags and tags.
 fn arb_joint() -> impl Strategy<Value = GraphStore> {
     let ops = [
-        "aten.mm.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.sum.dim_IntList",
-        "aten.view.default", "aten._softmax.default", "aten.native_dropout.default",
-        "_operator.getitem", "aten.cat.default", "aten.relu.default", "aten.t.default",
+        "aten.mm.default",
+        "aten.add.Tensor",
+        "aten.mul.Tensor",
+        "aten.sum.dim_IntList",
+        "aten.view.default",
+        "aten._softmax.default",
+        "aten.native_dropout.default",
+        "_operator.getitem",
+        "aten.cat.default",
+        "aten.relu.default",
+        "aten.t.default",
         "aten.zeros.default",
     ];
     // (flag, log2 of 1 / its probability)
     let flag_bits = [
-        (flags::RANDOM, 3), (flags::IMPURE, 4), (flags::COMPUTE_INTENSIVE, 3), (flags::SYMINT, 3),
-        (flags::MUST_SAVE, 3), (flags::MUST_RECOMPUTE, 2), (flags::NON_TENSOR, 6), (flags::MULTI_OUTPUT, 6),
+        (flags::RANDOM, 3),
+        (flags::IMPURE, 4),
+        (flags::COMPUTE_INTENSIVE, 3),
+        (flags::SYMINT, 3),
+        (flags::MUST_SAVE, 3),
+        (flags::MUST_RECOMPUTE, 2),
+        (flags::NON_TENSOR, 6),
+        (flags::MULTI_OUTPUT, 6),
     ];
-    let node = (0..ops.len(), prop::collection::vec(any::<u32>(), 0..4), 0u64..5000, any::<u64>(), -1i32..3);
-    (1usize..5, prop::collection::vec(node.clone(), 0..30), 1usize..3, prop::collection::vec(node, 0..30), any::<u64>())
+    let node = (
+        0..ops.len(),
+        prop::collection::vec(any::<u32>(), 0..4),
+        0u64..5000,
+        any::<u64>(),
+        -1i32..3,
+    );
+    (
+        1usize..5,
+        prop::collection::vec(node.clone(), 0..30),
+        1usize..3,
+        prop::collection::vec(node, 0..30),
+        any::<u64>(),
+    )
         .prop_map(move |(np, fwd, nt, bwd, out_seed)| {
             let mut c = Columns::new();
             let op_ids: Vec<u32> = ops.iter().map(|o| c.intern(o)).collect();
             let mut fw_nodes: Vec<u32> = (0..np).map(|_| c.push(PRIMAL, 0, &[], 64, 0)).collect();
-            let push = |c: &mut Columns, (op, args, nbytes, fbits, region): (usize, Vec<u32>, u64, u64, i32), pool: &[u32], must: Option<u32>| {
-                let mut a: Vec<u32> = args.iter().map(|r| pool[*r as usize % pool.len()]).collect();
+            let push = |c: &mut Columns,
+                        (op, args, nbytes, fbits, region): (usize, Vec<u32>, u64, u64, i32),
+                        pool: &[u32],
+                        must: Option<u32>| {
+                let mut a: Vec<u32> = args
+                    .iter()
+                    .map(|r| pool[*r as usize % pool.len()])
+                    .collect();
                 a.extend(must);
-                let f = flag_bits.iter().enumerate().filter(|(k, (_, w))| fbits >> (6 * k) & ((1 << w) - 1) == 0).fold(0, |f, (_, (b, _))| f | b);
+                let f = flag_bits
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, (_, w))| fbits >> (6 * k) & ((1 << w) - 1) == 0)
+                    .fold(0, |f, (_, (b, _))| f | b);
                 let id = c.push(CALL, op_ids[op], &a, nbytes, f);
                 c.region[id as usize] = region;
                 id
@@ -197,23 +275,33 @@ fn arb_joint() -> impl Strategy<Value = GraphStore> {
             let all = c.len() as u64;
             let pick = |k: u64| ((out_seed >> (k % 60)).wrapping_mul(k + 7) % all) as u32;
             let nf = 1 + (out_seed % 3) as usize;
-            c.outputs = (0..nf).map(|k| fw_nodes[(pick(k as u64) as usize) % fw_nodes.len()] as i32).collect();
-            c.outputs.extend((0..np as u64).map(|k| if out_seed >> k & 1 == 1 { -1 } else { pick(k + 9) as i32 }));
+            c.outputs = (0..nf)
+                .map(|k| fw_nodes[(pick(k as u64) as usize) % fw_nodes.len()] as i32)
+                .collect();
+            c.outputs.extend((0..np as u64).map(|k| {
+                if out_seed >> k & 1 == 1 {
+                    -1
+                } else {
+                    pick(k + 9) as i32
+                }
+            }));
             c.num_fwd_outputs = nf as i64;
             GraphStore::from_table(&c.view()).expect("generated table is valid")
         })
 }
 
 fn arb_options() -> impl Strategy<Value = PartitionOptions> {
-    (any::<[bool; 6]>(), 1u32..200, 0u32..8).prop_map(|(b, long_chain, max_dist)| PartitionOptions {
-        ban_if_not_in_allowlist: b[0],
-        ban_if_reduction: b[1],
-        ban_if_materialized_backward: b[2],
-        ban_if_used_far_apart: b[3],
-        ban_if_long_fusible_chains: b[4],
-        long_chain,
-        max_dist_from_bw: if b[5] { 1000 } else { max_dist },
-        recompute_views: b[5],
+    (any::<[bool; 6]>(), 1u32..200, 0u32..8).prop_map(|(b, long_chain, max_dist)| {
+        PartitionOptions {
+            ban_if_not_in_allowlist: b[0],
+            ban_if_reduction: b[1],
+            ban_if_materialized_backward: b[2],
+            ban_if_used_far_apart: b[3],
+            ban_if_long_fusible_chains: b[4],
+            long_chain,
+            max_dist_from_bw: if b[5] { 1000 } else { max_dist },
+            recompute_views: b[5],
+        }
     })
 }
 
@@ -256,5 +344,3 @@ proptest! {
         prop_assert!(partition_min_cut(&g, &opts).is_ok());
     }
 }
-
-
