@@ -11,7 +11,7 @@ RUST_SRC := $(shell find rust -name '*.rs' -o -name 'Cargo.toml') Cargo.toml Car
 EXT_STAMP := $(VENV)/.ext-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv build test test-rust test-python demo bench lint fmt soak fuzz wheel clean
+.PHONY: all venv build test test-rust test-python demo bench opinfo lint fmt wheel clean
 
 all: test
 
@@ -43,9 +43,17 @@ test: test-rust test-python
 demo: build
 	$(PY) -m aotgrad demo
 
+# The Rust criterion suite, then the Python benchmark scripts (each prints its figures).
 bench: build
 	cargo bench -p aotgrad-bench
+	$(PY) benches/table_roundtrip.py
 	$(PY) benches/flow_vs_networkx.py
+	$(PY) benches/partition_vs_torch.py
+	$(PY) benches/backend_vs_inductor.py
+
+# Every op of torch's op_db through aotgrad and through torch's aot_function.
+opinfo: build
+	$(PY) benches/opinfo_sweep.py
 
 lint: $(STAMP)
 	cargo fmt --all -- --check

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import statistics
 import sys
 import time
 import warnings
@@ -42,7 +43,6 @@ from common import (
     format_table,
     graph_size,
     import_aotgrad,
-    median_time,
     saved_activation_bytes,
     saved_activations,
     saved_storage_bytes,
@@ -104,33 +104,41 @@ def trace_with_aotgrad(aotgrad: Any, w: Workload) -> Any:
 # ------------------------------------------------------------------ partitioning
 
 
-def run_partition(
-    name: str, fn: Callable[..., tuple[fx.GraphModule, fx.GraphModule]], joint: Any, repeats: int
-) -> dict[str, Any]:
-    """Median seconds of ``fn`` on fresh copies of the joint graph, and its saved bytes."""
-    times = []
-    fw = bw = None
+PartitionFn = Callable[..., tuple[fx.GraphModule, fx.GraphModule]]
+
+
+def run_partitions(fns: dict[str, PartitionFn], joint: Any, repeats: int) -> dict[str, Any]:
+    """Each partitioner ``repeats`` times on fresh copies of the joint graph, interleaved
+    (so that load from other processes hits both alike): median seconds, saved bytes."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    last: dict[str, tuple[fx.GraphModule, fx.GraphModule]] = {}
     for _ in range(repeats):
-        gm = copy_graph_module(joint.gm)
-        gc.collect()
-        t, (fw, bw) = timed(
-            lambda gm=gm: fn(gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs)
-        )
-        times.append(t)
-    assert fw is not None and bw is not None
-    saved = saved_activations(fw, joint.num_fwd_outputs)
-    times.sort()
-    return {
-        "name": name,
-        "median_s": times[len(times) // 2],
-        "times_s": times,
-        "saved_bytes": saved_activation_bytes(fw, joint.num_fwd_outputs),
-        "saved_storage": saved_storage_bytes(fw, joint.num_fwd_outputs),
-        "saved_values": len(saved),
-        "saved_tensors": sum(isinstance(n.meta.get("val"), torch.Tensor) for n in saved),
-        "fw_nodes": graph_size(fw),
-        "bw_nodes": graph_size(bw),
-    }
+        for name, fn in fns.items():
+            gm = copy_graph_module(joint.gm)
+            gc.collect()
+            t, last[name] = timed(
+                lambda gm=gm, fn=fn: fn(
+                    gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
+                )
+            )
+            times[name].append(t)
+    out = {}
+    for name in fns:
+        fw, bw = last[name]
+        saved = saved_activations(fw, joint.num_fwd_outputs)
+        ts = sorted(times[name])
+        out[name] = {
+            "median_s": statistics.median(ts),
+            "min_s": ts[0],
+            "times_s": times[name],
+            "saved_bytes": saved_activation_bytes(fw, joint.num_fwd_outputs),
+            "saved_storage": saved_storage_bytes(fw, joint.num_fwd_outputs),
+            "saved_values": len(saved),
+            "saved_tensors": sum(isinstance(n.meta.get("val"), torch.Tensor) for n in saved),
+            "fw_nodes": graph_size(fw),
+            "bw_nodes": graph_size(bw),
+        }
+    return out
 
 
 # ------------------------------------------------------------------ tracing
@@ -150,11 +158,17 @@ def trace_times(aotgrad: Any, w: Workload, repeats: int) -> dict[str, Any]:
     from functorch.compile import aot_function, nop
     from torch._functorch.partitioners import default_partition
 
-    ours_trace, _, _ = median_time(lambda: trace_with_aotgrad(aotgrad, w), repeats)
-
-    ours_first = []
+    ours_trace_t: list[float] = []
+    ours_first: list[float] = []
     ours_parts: list[dict[str, float]] = []
-    for _ in range(repeats):
+    torch_first: list[float] = []
+    torch_part: list[float] = []
+    for _ in range(repeats):  # interleaved, so that load from elsewhere hits all alike
+        gc.collect()
+        t, _ = timed(lambda: trace_with_aotgrad(aotgrad, w))
+        ours_trace_t.append(t)
+
+        gc.collect()
         f = aotgrad.aot_function(
             w.fn, aotgrad.nop, aotgrad.nop, partition_fn=aotgrad.partition.default_partition
         )
@@ -162,18 +176,17 @@ def trace_times(aotgrad: Any, w: Workload, repeats: int) -> dict[str, Any]:
         ours_first.append(t)
         ours_parts.append(dict(f.artifacts[0].timings))
 
-    torch_first = []
-    torch_part: list[float] = []
-    for _ in range(repeats):
+        gc.collect()
         box: list[float] = []
-        f = aot_function(w.fn, nop, nop, partition_fn=_timed_partition(default_partition, box))
-        t, _ = timed(lambda f=f: f(w.params, w.x))
+        g = aot_function(w.fn, nop, nop, partition_fn=_timed_partition(default_partition, box))
+        t, _ = timed(lambda g=g: g(w.params, w.x))
         torch_first.append(t)
         torch_part.append(sum(box))
 
     def med(xs: list[float]) -> float:
-        return sorted(xs)[len(xs) // 2]
+        return statistics.median(xs)
 
+    ours_trace = med(ours_trace_t)
     ours_first_m = med(ours_first)
     ours_partition = med([p.get("partition", 0.0) for p in ours_parts])
     torch_first_m = med(torch_first)
@@ -202,29 +215,29 @@ def bench_size(aotgrad: Any, n: int, args: argparse.Namespace) -> dict[str, Any]
     t_trace, joint = timed(lambda: trace_with_aotgrad(aotgrad, w))
     nodes = graph_size(joint.gm)
     print(f"\n[{n} blocks] joint graph: {nodes} nodes, traced in {t_trace:.2f}s", flush=True)
-    repeats = args.repeats if nodes < 4000 else max(1, args.repeats_large)
+    repeats = args.repeats
 
-    ours = run_partition(
-        "aotgrad", aotgrad.partition.min_cut_rematerialization_partition, joint, repeats
+    res = run_partitions(
+        {
+            "aotgrad": aotgrad.partition.min_cut_rematerialization_partition,
+            "torch": torch_min_cut,
+        },
+        joint,
+        repeats,
     )
-    print(
-        f"  aotgrad min-cut  {ours['median_s'] * 1e3:9.1f} ms  "
-        f"saved {ours['saved_bytes'] / MB:.3f} MB ({ours['saved_values']} values)",
-        flush=True,
-    )
+    ours, theirs = res["aotgrad"], res["torch"]
     # The Rust partitioner's own account of what it saved (must agree with the fw module).
     result = aotgrad.partition.partition_joint(
         copy_graph_module(joint.gm), num_fwd_outputs=joint.num_fwd_outputs, kind="min_cut"
     )
     ours["rust_saved_bytes"] = int(result.saved_bytes)
     ours["recomputed"] = len(result.recomputed)
-
-    theirs = run_partition("torch", torch_min_cut, joint, repeats)
-    print(
-        f"  torch min-cut    {theirs['median_s'] * 1e3:9.1f} ms  "
-        f"saved {theirs['saved_bytes'] / MB:.3f} MB ({theirs['saved_values']} values)",
-        flush=True,
-    )
+    for name, r in res.items():
+        print(
+            f"  {name:8s} min-cut {r['median_s'] * 1e3:9.1f} ms (min {r['min_s'] * 1e3:.1f})  "
+            f"saved {r['saved_bytes'] / MB:.3f} MB ({r['saved_values']} values)",
+            flush=True,
+        )
 
     row: dict[str, Any] = {
         "blocks": n,
@@ -235,8 +248,7 @@ def bench_size(aotgrad: Any, n: int, args: argparse.Namespace) -> dict[str, Any]
         "saved_ratio": ours["saved_bytes"] / max(1, theirs["saved_bytes"]),
     }
     if not args.no_trace:
-        trace_repeats = args.repeats if nodes < 4000 else max(1, args.repeats_large)
-        row["trace"] = trace_times(aotgrad, w, trace_repeats)
+        row["trace"] = trace_times(aotgrad, w, args.trace_repeats)
         tr = row["trace"]
         print(
             f"  trace: aotgrad {tr['aotgrad_trace_s']:.2f}s vs torch first call "
@@ -254,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=5, help="runs per measurement (median)")
-    p.add_argument("--repeats-large", type=int, default=3, help="runs for graphs >= 4000 nodes")
+    p.add_argument("--repeats", type=int, default=5, help="partition runs (median)")
+    p.add_argument("--trace-repeats", type=int, default=3, help="tracing runs (median)")
     p.add_argument("--no-trace", action="store_true", help="skip the tracing comparison")
     p.add_argument("--json", default=None, help="write a JSON report here")
     args = p.parse_args(argv)

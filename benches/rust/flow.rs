@@ -1,6 +1,7 @@
-//! Max-flow benchmarks: the fast solver (`flow::dinic`) against the oracle
-//! (`petgraph::algo::dinics`) on the min-cut networks of synthetic joint
-//! graphs and on random sparse networks.
+//! Max-flow benchmarks: the fast solver (`flow::dinic`, levels from the sink;
+//! `dinic_fwd`, levels from the source, as the partitioner runs it) against
+//! the oracle (`petgraph::algo::dinics`) on the min-cut networks of synthetic
+//! joint graphs and on random sparse networks.
 //!
 //! `cargo bench -p aotgrad-bench --bench flow`; a summary table with the
 //! speedups follows criterion's report. petgraph is only run up to the size
@@ -9,7 +10,7 @@
 use std::time::Duration;
 
 use aotgrad_bench::{human, Summary};
-use aotgrad_core::flow::{dinic, petgraph_max_flow, FlowNetwork};
+use aotgrad_core::flow::{dinic_with, petgraph_max_flow, FlowNetwork, Levels};
 use aotgrad_core::partition::{min_cut_network, PartitionOptions};
 use aotgrad_core::synth::transformer_like;
 use criterion::{BenchmarkId, Criterion};
@@ -52,10 +53,15 @@ fn bench_pair(
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(200))
         .measurement_time(Duration::from_secs(2));
-    let id = format!("{group}/dinic/{name}");
-    g.bench_function(BenchmarkId::new("dinic", name), |b| {
-        b.iter_custom(|iters| summary.time(&id, iters, || dinic(net)));
-    });
+    for (label, levels) in [
+        ("dinic", Levels::FromSink),
+        ("dinic_fwd", Levels::FromSource),
+    ] {
+        let id = format!("{group}/{label}/{name}");
+        g.bench_function(BenchmarkId::new(label, name), |b| {
+            b.iter_custom(|iters| summary.time(&id, iters, || dinic_with(net, levels)));
+        });
+    }
     if oracle {
         let id = format!("{group}/petgraph/{name}");
         g.bench_function(BenchmarkId::new("petgraph", name), |b| {
@@ -90,15 +96,17 @@ fn main() {
     c.final_summary();
     println!("\nflow summary (median / min per run)\n{}", summary.table());
     for (group, name, oracle) in pairs {
-        let fast = summary.median(&format!("{group}/dinic/{name}"));
         let slow = summary.median(&format!("{group}/petgraph/{name}"));
-        if let (true, Some(f), Some(s)) = (oracle, fast, slow) {
-            println!(
-                "{group}/{name}: dinic {} vs petgraph {}: {:.1}x",
-                human(f),
-                human(s),
-                s / f
-            );
+        for label in ["dinic", "dinic_fwd"] {
+            let fast = summary.median(&format!("{group}/{label}/{name}"));
+            if let (true, Some(f), Some(s)) = (oracle, fast, slow) {
+                println!(
+                    "{group}/{name}: {label} {} vs petgraph {}: {:.1}x",
+                    human(f),
+                    human(s),
+                    s / f
+                );
+            }
         }
     }
 }

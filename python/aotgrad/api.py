@@ -10,6 +10,7 @@ stale answer.
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -133,28 +134,60 @@ def _needs_autograd(graph_inputs: Sequence[Any]) -> bool:
     )
 
 
+_LEAF_TYPES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device})
+
+
+@dataclass
+class _Entry:
+    """A cache entry: the artefact, how to rebuild the output pytree, where its inputs are."""
+
+    artifact: CompiledArtifact
+    unflatten: Callable[[Sequence[Any]], Any]
+    #: Positions of the tensors among the flat arguments; ``None`` when all are tensors.
+    tensor_positions: list[int] | None
+
+
+def _unflattener(spec: Any) -> Callable[[Sequence[Any]], Any]:
+    """A fast rebuild of the output pytree for the common shapes (leaf, flat tuple/list)."""
+    if spec.is_leaf():
+        return operator.itemgetter(0)
+    if all(child.is_leaf() for child in spec.children()):
+        if spec.type is tuple:
+            return tuple
+        if spec.type is list:
+            return list
+    return functools.partial(_tree_unflatten, spec=spec)
+
+
+def _tree_unflatten(outs: Sequence[Any], spec: Any) -> Any:
+    return pytree.tree_unflatten(list(outs), spec)
+
+
 class AotFunction:
     """A guarded, compiled function (what ``aot_function`` returns)."""
 
     def __init__(self, fn: Callable[..., Any], options: AotOptions) -> None:
         self.fn = fn
         self.options = options
-        self.cache: dict[tuple, tuple[CompiledArtifact, Any]] = {}
+        self.cache: dict[tuple, _Entry] = {}
         self.last_key: tuple | None = None
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        flat, in_spec = pytree.tree_flatten((args, kwargs))
-        key = guards.call_key(flat, dynamic=self.options.dynamic, extra=(in_spec,))
-        hit = self.cache.get(key)
-        if hit is None:
-            hit = self._compile(flat, in_spec, key)
-        artifact, out_spec = hit
-        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        outs = artifact.run(*tensors)
-        return pytree.tree_unflatten(list(outs), out_spec)
+        if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
+            flat: list[Any] = list(args)  # fast path: positional leaves need no pytree
+            shape: Any = len(args)
+        else:
+            flat, shape = pytree.tree_flatten((args, kwargs))
+        key = guards.call_key(flat, dynamic=self.options.dynamic, extra=shape)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._compile(flat, key)
+        positions = entry.tensor_positions
+        outs = entry.artifact.run(*(flat if positions is None else [flat[i] for i in positions]))
+        return entry.unflatten(outs)
 
-    def _compile(self, flat: list[Any], in_spec: Any, key: tuple) -> tuple[CompiledArtifact, Any]:
+    def _compile(self, flat: list[Any], key: tuple) -> _Entry:
         if len(self.cache) >= self.options.recompile_limit:
             assert self.last_key is not None
             raise GuardError(
@@ -162,6 +195,9 @@ class AotFunction:
                 f"{len(self.cache)} times (recompile_limit={self.options.recompile_limit}); "
                 f"the assumption that keeps changing: {guards.describe_change(self.last_key, key)}"
             )
+        in_spec = key[-1]
+        if isinstance(in_spec, int):  # the positional fast path
+            in_spec = pytree.tree_structure((tuple(flat), {}))
         positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
         out_spec_box: list[Any] = [None]
         fn = self.fn
@@ -180,14 +216,15 @@ class AotFunction:
         artifact = compile_flat(
             flat_fn, fake_args, fake_mode, self.options, training=_needs_autograd(tensors)
         )
-        entry = (artifact, out_spec_box[0])
+        all_tensors = len(positions) == len(flat)
+        entry = _Entry(artifact, _unflattener(out_spec_box[0]), None if all_tensors else positions)
         self.cache[key] = entry
         self.last_key = key
         return entry
 
     @property
     def artifacts(self) -> list[CompiledArtifact]:
-        return [a for a, _ in self.cache.values()]
+        return [e.artifact for e in self.cache.values()]
 
 
 def aot_function(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch.fx as fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 Compiler = Callable[[fx.GraphModule, Sequence[Any]], Callable[..., Any]]
 
@@ -32,8 +33,15 @@ def make_boxed_func(f: Callable[..., Any]) -> Callable[[list[Any]], Any]:
 
 
 def boxed(f: Callable[..., Any]) -> Callable[[list[Any]], Any]:
-    """``f`` itself when it is already boxed, else a boxed wrapper of it."""
-    return f if getattr(f, "_boxed_call", False) else make_boxed_func(f)
+    """``f`` itself when it is already boxed, else a boxed wrapper of it. A GraphModule
+    is called through its ``forward`` (no ``nn.Module.__call__`` hook dispatch per call)."""
+    if getattr(f, "_boxed_call", False):
+        return f
+    if isinstance(f, fx.GraphModule):
+        if isinstance(f, _LazyGraphModule):
+            f.real_recompile()  # else every call goes through the lazy-forward trampoline
+        return make_boxed_func(f.forward)
+    return make_boxed_func(f)
 
 
 def fake_inputs_of(gm: fx.GraphModule) -> list[Any]:

@@ -15,6 +15,6 @@ pub mod oracle;
 mod tests;
 
 pub use cut::{max_source_side, min_cut, min_cut_edges, MinCut};
-pub use dinic::{dinic, MaxFlow};
+pub use dinic::{dinic, dinic_with, Levels, MaxFlow};
 pub use network::FlowNetwork;
 pub use oracle::petgraph_max_flow;

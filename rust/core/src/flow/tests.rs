@@ -203,6 +203,10 @@ proptest! {
                 prop_assert!(close(cut.value, fast.value), "cut {} flow {}", cut.value, fast.value);
                 prop_assert!(cut.source_side[s as usize] && !cut.source_side[t as usize]);
                 prop_assert!(fast.residual.iter().all(|&r| r >= 0.0));
+                // Labelling from the source gives the same value and cut.
+                let other = dinic_with(&g, Levels::FromSource).unwrap();
+                prop_assert!(close(other.value, fast.value), "from source {} from sink {}", other.value, fast.value);
+                prop_assert_eq!(&cut::cut_of_flow(&g, &other).source_side, &cut.source_side);
                 // The largest source side is a minimum cut too, and contains the smallest.
                 let big = max_source_side(&g, &fast);
                 prop_assert!(close(g.cut_value(&big), fast.value), "max side {} flow {}", g.cut_value(&big), fast.value);

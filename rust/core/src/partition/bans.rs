@@ -18,7 +18,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::classify::{NodeInfo, FAR, NOT_FW};
+use super::classify::{NodeInfo, NOT_FW};
 use super::rules::{OpClass, OpRules, PartitionOptions};
 use crate::ids::NodeId;
 use crate::store::{flags, GraphStore, NodeKind};
@@ -113,7 +113,8 @@ fn heuristic(x: &BanInput<'_>, v: NodeId) -> bool {
         return true;
     }
     let d = x.dist[v.index()];
-    if d < FAR.min(1000) && d > x.opts.max_dist_from_bw {
+    // torch skips the check beyond 1000 (its "not connected" sentinel is 1e9).
+    if d < 1000 && d > x.opts.max_dist_from_bw {
         return true;
     }
     if x.opts.ban_if_reduction {

@@ -41,7 +41,7 @@ use super::derive::{common_reason, derive};
 use super::result::{Partition, SavedReason};
 use super::rules::{OpRules, PartitionOptions};
 use crate::error::{Error, Result};
-use crate::flow::dinic::dinic_bounded;
+use crate::flow::dinic::{dinic_bounded, Levels};
 use crate::flow::{max_source_side, FlowNetwork};
 use crate::ids::NodeId;
 use crate::store::{flags, GraphStore, NodeKind};
@@ -54,7 +54,7 @@ pub fn partition_min_cut(store: &GraphStore, opts: &PartitionOptions) -> Result<
     if let Some(path) = p.net.infinite_path() {
         return Err(explain_infinite_path(store, &p.bans, &path));
     }
-    let flow = dinic_bounded(&p.net);
+    let flow = dinic_bounded(&p.net, Levels::FromSource);
     let source_side = max_source_side(&p.net, &flow);
     let (rules, bans) = (&p.rules, &p.bans);
     Ok(derive(
