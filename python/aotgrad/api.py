@@ -22,7 +22,7 @@ import torch.utils._pytree as pytree
 
 from . import guards, trace
 from .compile import Compiler, run_compiler
-from .errors import GuardError
+from .errors import GuardError, UnsupportedError
 from .runtime import ForwardLayout, make_inference_function, make_training_function
 
 
@@ -147,6 +147,23 @@ class _Entry:
     tensor_positions: list[int] | None
 
 
+def _refuse_mutated_overlaps(
+    artifact: CompiledArtifact, views: tuple[tuple[int, int], ...], unique: list[int]
+) -> None:
+    """Inputs that share storage without being the same view, one of them mutated, need a
+    synthetic base (not implemented yet): refuse rather than answer wrongly."""
+    if not views or not artifact.layout.mutated_inputs:
+        return
+    shared = {views[k][0] for k in unique if views[k][0] != k}
+    for graph_input in artifact.layout.mutated_inputs:
+        k = unique[graph_input]
+        if views[k][0] in shared or k in shared:
+            raise UnsupportedError(
+                f"input {k} is mutated and shares storage with another input through a "
+                "different view; aliased mutated inputs (synthetic bases) are not supported yet"
+            )
+
+
 def _unflattener(spec: Any) -> Callable[[Sequence[Any]], Any]:
     """A fast rebuild of the output pytree for the common shapes (leaf, flat tuple/list)."""
     if spec.is_leaf():
@@ -198,14 +215,18 @@ class AotFunction:
         in_spec = key[-1]
         if isinstance(in_spec, int):  # the positional fast path
             in_spec = pytree.tree_structure((tuple(flat), {}))
-        positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+        all_positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+        views = key[2]  # guards.alias_groups: the same view passed twice is one graph input
+        unique = [k for k, p in enumerate(all_positions) if not views or views[k][1] == k]
+        positions = [all_positions[k] for k in unique]
+        source = {p: unique.index(views[k][1] if views else k) for k, p in enumerate(all_positions)}
         out_spec_box: list[Any] = [None]
         fn = self.fn
 
         def flat_fn(*tensors: Any) -> list[Any]:
             full = list(flat)
-            for p, t in zip(positions, tensors):
-                full[p] = t
+            for p, u in source.items():
+                full[p] = tensors[u]
             a, kw = pytree.tree_unflatten(full, in_spec)
             out_flat, out_spec_box[0] = pytree.tree_flatten(fn(*a, **kw))
             return out_flat
@@ -216,6 +237,7 @@ class AotFunction:
         artifact = compile_flat(
             flat_fn, fake_args, fake_mode, self.options, training=_needs_autograd(tensors)
         )
+        _refuse_mutated_overlaps(artifact, views, unique)
         all_tensors = len(positions) == len(flat)
         entry = _Entry(artifact, _unflattener(out_spec_box[0]), None if all_tensors else positions)
         self.cache[key] = entry
@@ -321,19 +343,28 @@ def aot_module_simplified(
         inference_compiler,
         dynamic=bool(kwargs.get("dynamic", False)),
     )
+    def flat_fn(*inputs: Any) -> Any:
+        out = mod(*inputs)
+        return tuple(out) if isinstance(out, list) else out
+
     graph_inputs = list(args)
     tc = TracingContext.try_get()
-    fake_mode = detect_fake_mode(graph_inputs)
-    if fake_mode is None:
-        fake_mode = trace.make_fake_mode(options.dynamic)
+    if tc is None or tc.fake_mode is None:
+        # Used directly, not under Dynamo: nothing else guards the call, so aotgrad does.
+        guarded = AotFunction(flat_fn, options)
+        guarded._compile(graph_inputs, _key_of(graph_inputs, options))
+        return guarded
+
+    # Under Dynamo: its guards cover the call; compile once with its symbols.
+    fake_mode = detect_fake_mode(graph_inputs) or tc.fake_mode
     fake_args = _fakify_with_context(fake_mode, graph_inputs, tc, options.dynamic)
 
-    def flat_fn(*inputs: Any) -> list[Any]:
+    def list_fn(*inputs: Any) -> list[Any]:
         out = mod(*inputs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     artifact = compile_flat(
-        flat_fn, fake_args, fake_mode, options, training=_needs_autograd(graph_inputs)
+        list_fn, fake_args, fake_mode, options, training=_needs_autograd(graph_inputs)
     )
     run = artifact.run
 
@@ -341,8 +372,11 @@ def aot_module_simplified(
         return run(*runtime_args)
 
     forward.artifact = artifact  # type: ignore[attr-defined]
-    forward.zero_grad = getattr(mod, "zero_grad", None)  # type: ignore[attr-defined]
     return forward
+
+
+def _key_of(flat: list[Any], options: AotOptions) -> tuple:
+    return guards.call_key(flat, dynamic=options.dynamic, extra=len(flat))
 
 
 def _fakify_with_context(fake_mode: Any, inputs: Sequence[Any], tc: Any, dynamic: bool) -> list:

@@ -28,10 +28,17 @@ def _dynamic_shape(t: torch.Tensor) -> tuple[Any, ...]:
     return tuple(pattern)
 
 
-def _alias_groups(tensors: Sequence[torch.Tensor]) -> tuple[int, ...]:
-    """For each tensor input, the index of the first input sharing its storage."""
-    seen: dict[int, int] = {}
-    return tuple(seen.setdefault(t.untyped_storage().data_ptr(), i) for i, t in enumerate(tensors))
+def alias_groups(tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...]:
+    """Per tensor input: (index of the first input sharing its storage, index of the first
+    input that is the very same view of it — same data pointer, sizes and strides)."""
+    storage_first: dict[int, int] = {}
+    view_first: dict[tuple, int] = {}
+    out = []
+    for i, t in enumerate(tensors):
+        s = storage_first.setdefault(t.untyped_storage().data_ptr(), i)
+        v = view_first.setdefault((t.data_ptr(), t.shape, t.stride(), t.dtype), i)
+        out.append((s, v))
+    return tuple(out)
 
 
 def call_key(flat_args: Sequence[Any], *, dynamic: bool, extra: tuple[Any, ...] = ()) -> tuple:
@@ -49,7 +56,7 @@ def call_key(flat_args: Sequence[Any], *, dynamic: bool, extra: tuple[Any, ...] 
                 parts.append(("const", type(a), a))
             except TypeError:
                 parts.append(("const-id", type(a), id(a)))
-    aliases = _alias_groups(tensors) if len(tensors) > 1 else ()
+    aliases = alias_groups(tensors) if len(tensors) > 1 else ()
     mode = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
     return (mode, tuple(parts), aliases, extra)
 
