@@ -55,7 +55,9 @@ def main() -> int:
         rows.append((label, a, t, e))
     flat = [x, y]
     cache = {guards.call_key(flat, dynamic=False): None}
-    guard_us = per_call_us(lambda *a: cache.get(guards.call_key(list(a), dynamic=False)), flat, args.calls)
+    guard_us = per_call_us(
+        lambda *a: cache.get(guards.call_key(list(a), dynamic=False)), flat, args.calls
+    )
     print(f"{'per call (µs)':30}{'aotgrad':>10}{'torch aot':>11}{'eager':>9}{'ratio':>8}")
     for label, a, t, e in rows:
         print(f"{label:30}{a:10.1f}{t:11.1f}{e:9.1f}{a / t:8.2f}")

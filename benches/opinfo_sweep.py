@@ -46,6 +46,7 @@ COTANGENT_SEED = 1234
 DEFAULT_ATOL = 1e-5  # assert_close's float32 defaults
 DEFAULT_RTOL = 1.3e-6
 IMPLS = ("aotgrad", "torch")
+_VALUE_PHASES = ("outputs", "grads")  # failures that are wrong answers, not errors
 
 
 # ------------------------------------------------------------------ timeouts
@@ -117,8 +118,11 @@ class Mismatch(AssertionError):
 
 def _first_line(e: BaseException) -> str:
     msg = str(e).strip()
-    line = msg.splitlines()[0] if msg else ""
-    return f"{type(e).__name__}: {line}"[:300]
+    if isinstance(e, Mismatch):  # keep assert_close's summary (greatest differences)
+        line = "; ".join(x.strip() for x in msg.splitlines() if x.strip())
+    else:
+        line = msg.splitlines()[0] if msg else ""
+    return f"{type(e).__name__}: {line}"[:400]
 
 
 # ------------------------------------------------------------------ ops
@@ -231,6 +235,30 @@ def compare(ref: RunResult, got: RunResult, atol: float, rtol: float, phase: lis
         raise Mismatch(f"input grads differ from eager: {e}") from None
 
 
+def perturb(tensors: list[Any], seed: int) -> list[Any]:
+    """Same shapes, dtypes and strides, other values: floats scaled by a random factor
+    near 1 (to stay in the op's domain), integer/bool tensors permuted (to stay valid
+    indices), one-element integer tensors moved by one. A compiled graph that baked an
+    input's value into itself gives a stale answer on these."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def one(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        x = t.detach().clone()
+        if x.is_floating_point() or x.is_complex():
+            x.mul_(1 + 0.25 * torch.rand(x.shape, generator=gen, dtype=x.real.dtype))
+        elif x.numel() == 1 and x.dtype != torch.bool:
+            x.add_(1)
+        elif x.numel() > 1:
+            flat = x.reshape(-1)
+            x = flat[torch.randperm(flat.numel(), generator=gen)].reshape(x.shape)
+            x = x.as_strided(t.shape, t.stride()) if x.is_contiguous() == t.is_contiguous() else x
+        return x.requires_grad_(t.requires_grad)
+
+    return [one(t) for t in tensors]
+
+
 # ------------------------------------------------------------------ compilers
 
 
@@ -292,6 +320,7 @@ def sweep_op(
     n_samples: int,
     timeout: int,
     keep_tracebacks: bool,
+    data_check: bool = True,
 ) -> OpResult:
     res = OpResult(op_full_name(op))
     res.atol, res.rtol = op_tolerance(op)
@@ -322,6 +351,19 @@ def sweep_op(
             res.skipped = f"eager not reproducible on sample {si}"
             continue
         res.samples_run += 1
+        # Eager on other values of the same shapes (for the data-specialization check).
+        ref2 = None
+        tensors2: list[Any] = []
+        if data_check:
+            tensors2 = perturb(tensors, 100 + si)
+            try:
+                with time_limit(timeout):
+                    ref2 = run_forward_backward(fn, tensors2, phase)
+                    compare(
+                        ref2, run_forward_backward(fn, tensors2, phase), res.atol, res.rtol, phase
+                    )
+            except Exception:
+                ref2 = None
         for name, make in compilers.items():
             prev = outcomes[name]
             if prev.status == "fail":
@@ -329,9 +371,18 @@ def sweep_op(
             phase = [""]
             t0 = time.perf_counter()
             try:
+                compiled = make(fn)
                 with time_limit(timeout):
-                    got = run_forward_backward(make(fn), tensors, phase)
+                    got = run_forward_backward(compiled, tensors, phase)
                 compare(ref, got, res.atol, res.rtol, phase)
+                if ref2 is not None:
+                    # The same compiled function (no recompilation: same shapes) on other values.
+                    with time_limit(timeout):
+                        got2 = run_forward_backward(compiled, tensors2, phase)
+                    try:
+                        compare(ref2, got2, res.atol, res.rtol, phase)
+                    except Mismatch as e:
+                        raise Mismatch(f"on other input values (same shapes): {e}") from None
                 outcomes[name] = Outcome("pass", seconds=prev.seconds)
             except Exception as e:
                 timed_out = _is_timeout(e)
@@ -377,6 +428,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not rerun aotgrad-only failures with other partitioners",
     )
+    p.add_argument(
+        "--no-data-check",
+        action="store_true",
+        help="skip rerunning each compiled function on other input values of the same shapes",
+    )
     p.add_argument("--json", default=None, help="write a JSON report here")
     p.add_argument("--tracebacks", action="store_true", help="print aotgrad-only tracebacks")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per op")
@@ -398,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(ops)} ops (autograd + float32 on CPU), {args.samples} samples each")
     results: list[OpResult] = []
     for i, op in enumerate(ops):
-        r = sweep_op(op, compilers, args.samples, args.timeout, True)
+        r = sweep_op(op, compilers, args.samples, args.timeout, True, not args.no_data_check)
         results.append(r)
         if args.verbose or any(o.status == "fail" for o in r.results.values()):
             cells = " ".join(
@@ -429,6 +485,14 @@ def main(argv: list[str] | None = None) -> int:
             if r.results["torch"].status == "fail" and r.results["aotgrad"].status == "pass"
         ]
 
+    wrong_vs_error = [
+        r
+        for r in ran
+        if len(compilers) == 2
+        and r.results["aotgrad"].phase in _VALUE_PHASES
+        and r.results["torch"].status == "fail"
+        and r.results["torch"].phase not in _VALUE_PHASES
+    ]
     blame: dict[str, dict[str, str]] = {}
     if only_ours and not args.no_blame:
         by_name = {op_full_name(op): op for op in ops}
@@ -438,7 +502,9 @@ def main(argv: list[str] | None = None) -> int:
                 if which == args.partition:
                     continue
                 alt = make_compilers(["aotgrad"], aotgrad, which)
-                o = sweep_op(by_name[r.name], alt, args.samples, args.timeout, False)
+                o = sweep_op(
+                    by_name[r.name], alt, args.samples, args.timeout, False, not args.no_data_check
+                )
                 res = o.results.get("aotgrad")
                 blame[r.name][which] = res.status if res else "skip"
 
@@ -466,6 +532,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {r.name} [sample {o.sample}, {o.phase}] {o.error}")
         both = [r for r in ran if all(r.results[k].status == "fail" for k in compilers)]
         print(f"\nboth fail ({len(both)}): {', '.join(r.name for r in both)}")
+        print(f"\nof those, aotgrad answers wrongly where torch refuses ({len(wrong_vs_error)}):")
+        for r in wrong_vs_error:
+            o, t = r.results["aotgrad"], r.results["torch"]
+            print(f"  {r.name} [sample {o.sample}] aotgrad: {o.error[:160]}")
+            print(f"  {'':{len(r.name)}} torch: {t.error[:160]}")
 
     write_json(
         args.json,
@@ -479,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
             "aotgrad_fails_torch_passes": [r.name for r in only_ours],
             "torch_fails_aotgrad_passes": [r.name for r in only_theirs],
             "blame": blame,
+            "aotgrad_wrong_torch_refuses": [r.name for r in wrong_vs_error],
             "ops": [asdict(r) for r in results],
         },
     )

@@ -80,3 +80,55 @@ def test_unknown_option_is_a_clear_error():
     f = torch.compile(lambda x: x + 1, backend="aotgrad_eager", options={"bogus": 1})
     with pytest.raises(Exception, match="unknown aotgrad backend options"):
         f(torch.randn(2))
+
+
+@pytest.mark.parametrize("backend", ["aotgrad_eager", "aotgrad"])
+def test_dynamic_shapes_compile_once(backend):
+    from aotgrad.backends import aotgrad_backend, aotgrad_eager_backend
+
+    inner = aotgrad_backend if backend == "aotgrad" else aotgrad_eager_backend
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    ref = copy.deepcopy(m)
+    compiles = []
+
+    def counting(gm, example_inputs, **kw):
+        compiles.append([type(e).__name__ for e in example_inputs])
+        return inner(gm, example_inputs, **kw)
+
+    c = torch.compile(m, backend=counting, dynamic=True)
+    for b in (3, 5, 7):
+        x = torch.randn(b, 8)
+        out = c(x)
+        out.sum().backward()
+        r = ref(x)
+        r.sum().backward()
+        torch.testing.assert_close(out, r)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+    assert len(compiles) == 1 and "SymInt" in compiles[0]
+
+
+def test_fallback_warns_once_and_strict_raises(monkeypatch):
+    import aotgrad.api
+    from aotgrad.errors import AotgradError, TraceError
+
+    def failing_compile(*args, **kwargs):
+        raise TraceError("cannot trace f: op aten.fake.default has no fake (meta) kernel")
+
+    monkeypatch.setattr(aotgrad.api, "compile_flat", failing_compile)
+
+    def f(x):
+        return (x * 2).sin()
+
+    torch._dynamo.reset()
+    x = torch.randn(3)
+    with pytest.warns(UserWarning, match=r"running this graph eagerly: TraceError.*aten\.fake"):
+        out = torch.compile(f, backend="aotgrad_eager")(x)
+    torch.testing.assert_close(out, f(x))  # ran eagerly, same answer
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        torch.compile(f, backend="aotgrad_eager", options={"strict": True})(x)
+    chain = [info.value, info.value.__cause__, info.value.__context__]
+    assert any(isinstance(e, AotgradError) for e in chain)

@@ -343,6 +343,7 @@ def aot_module_simplified(
         inference_compiler,
         dynamic=bool(kwargs.get("dynamic", False)),
     )
+
     def flat_fn(*inputs: Any) -> Any:
         out = mod(*inputs)
         return tuple(out) if isinstance(out, list) else out
