@@ -206,9 +206,14 @@ def collect_metadata(
     return TraceMetadata(inputs, outputs, fake_outputs)
 
 
-def _mark_roles(gm: fx.GraphModule, num_primals: int) -> None:
+def _mark_roles(gm: fx.GraphModule, num_primals: int, mutated: Sequence[int] = ()) -> None:
+    """Record each placeholder's role, and which primals the function overwrites (their
+    pre-mutation value is what the graph reads; the runtime writes the new one back)."""
+    mutated_set = set(mutated)
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         node.meta[ROLE] = PRIMAL if i < num_primals else TANGENT
+        if i in mutated_set:
+            node.meta["aotgrad_mutated"] = True
 
 
 def _flatten_codegen(gm: fx.GraphModule) -> None:
@@ -266,7 +271,7 @@ def trace_joint(
     _flatten_codegen(gm)
     gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
     gm.recompile()
-    _mark_roles(gm, len(fake_args))
+    _mark_roles(gm, len(fake_args), mutated)
     return JointGraph(
         gm=gm,
         metadata=metadata,
