@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import functools
 import operator
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,111 +20,9 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from . import guards, trace
-from .compile import Compiler, run_compiler
+from .compile import Compiler
 from .errors import GuardError, UnsupportedError
-from .runtime import ForwardLayout, make_inference_function, make_training_function
-
-
-def _default_partition(*args: Any, **kwargs: Any) -> Any:
-    from .partition import min_cut_rematerialization_partition
-
-    return min_cut_rematerialization_partition(*args, **kwargs)
-
-
-@dataclass
-class AotOptions:
-    """Everything that shapes one compilation; passed down explicitly, never read from globals."""
-
-    fw_compiler: Compiler
-    bw_compiler: Compiler | None = None
-    partition_fn: Callable[..., tuple[fx.GraphModule, fx.GraphModule]] = _default_partition
-    decompositions: dict[Any, Any] | None = None
-    num_params_buffers: int = 0
-    keep_inference_input_mutations: bool = False
-    inference_compiler: Compiler | None = None
-    dynamic: bool = False
-    #: Compiled artefacts kept per function before a ``GuardError`` is raised.
-    recompile_limit: int = 8
-
-
-@dataclass
-class CompiledArtifact:
-    """One compiled specialisation of a function, and what it is made of (for reports)."""
-
-    run: Callable[..., tuple[Any, ...]]
-    training: bool
-    forward: fx.GraphModule
-    backward: fx.GraphModule | None
-    joint: fx.GraphModule | None
-    layout: ForwardLayout
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
-    """(saved tensors, saved SymInts) from the forward graph's outputs."""
-    outs = fw.graph.output_node().args[0]
-    saved = list(outs)[num_fwd_outputs:]  # type: ignore[arg-type]
-    n_sym = sum(
-        1
-        for s in saved
-        if isinstance(s, fx.Node) and not isinstance(s.meta.get("val"), torch.Tensor)
-    )
-    return len(saved) - n_sym, n_sym
-
-
-def compile_flat(
-    flat_fn: Callable[..., list[Any]],
-    fake_args: Sequence[Any],
-    fake_mode: Any,
-    options: AotOptions,
-    *,
-    training: bool,
-) -> CompiledArtifact:
-    """Trace, partition and compile ``flat_fn`` (flat graph inputs → flat outputs)."""
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    metadata = trace.collect_metadata(flat_fn, fake_args, fake_mode)
-    if not training:
-        g = trace.trace_inference(
-            flat_fn,
-            fake_args,
-            fake_mode,
-            metadata,
-            options.decompositions,
-            options.keep_inference_input_mutations,
-        )
-        timings["trace"] = time.perf_counter() - t0
-        mutated = [] if options.keep_inference_input_mutations else metadata.mutated_inputs
-        layout = ForwardLayout(g.num_user_outputs, mutated, [])
-        t1 = time.perf_counter()
-        compiler = options.inference_compiler or options.fw_compiler
-        fw = run_compiler(compiler, g.gm)
-        timings["compile"] = time.perf_counter() - t1
-        return CompiledArtifact(
-            make_inference_function(fw, layout), False, g.gm, None, None, layout, timings
-        )
-
-    joint = trace.trace_joint(flat_fn, fake_args, fake_mode, metadata, options.decompositions)
-    timings["trace"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    fw_gm, bw_gm = options.partition_fn(
-        joint.gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
-    )
-    timings["partition"] = time.perf_counter() - t1
-    n_tensors, n_sym = _saved_split(fw_gm, joint.num_fwd_outputs)
-    layout = ForwardLayout(
-        joint.num_user_outputs,
-        metadata.mutated_inputs,
-        metadata.tangent_outputs,
-        n_tensors,
-        n_sym,
-    )
-    t2 = time.perf_counter()
-    fw = run_compiler(options.fw_compiler, fw_gm)
-    bw = run_compiler(options.bw_compiler or options.fw_compiler, bw_gm)
-    timings["compile"] = time.perf_counter() - t2
-    run = make_training_function(fw, bw, layout, len(fake_args))
-    return CompiledArtifact(run, True, fw_gm, bw_gm, joint.gm, layout, timings)
+from .program import AotOptions, CompiledArtifact, compile_flat, default_partition_fn
 
 
 def _needs_autograd(graph_inputs: Sequence[Any]) -> bool:
@@ -253,7 +150,7 @@ def aot_function(
     fn: Callable[..., Any],
     fw_compiler: Compiler,
     bw_compiler: Compiler | None = None,
-    partition_fn: Callable[..., Any] = _default_partition,
+    partition_fn: Callable[..., Any] = default_partition_fn,
     decompositions: dict[Any, Any] | None = None,
     num_params_buffers: int = 0,
     keep_inference_input_mutations: bool = False,
@@ -322,7 +219,7 @@ def aot_module_simplified(
     args: Sequence[Any],
     fw_compiler: Compiler,
     bw_compiler: Compiler | None = None,
-    partition_fn: Callable[..., Any] = _default_partition,
+    partition_fn: Callable[..., Any] = default_partition_fn,
     decompositions: dict[Any, Any] | None = None,
     keep_inference_input_mutations: bool = False,
     inference_compiler: Compiler | None = None,

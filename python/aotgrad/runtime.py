@@ -85,7 +85,7 @@ def _detach_from_mutated_inputs(
 
 
 def make_training_function(
-    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, num_inputs: int
+    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
 ) -> Callable[..., tuple[Any, ...]]:
     """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd."""
     n_fwd = layout.num_fwd_outputs

@@ -1,0 +1,167 @@
+"""Stages 1 to 6 chained: a flat function + fake inputs → a partitioned program → a compiled artefact.
+
+``build_program`` traces and partitions (what the on-disk cache stores);
+``compile_program`` hands the graphs to the compilers and wraps them in the
+runtime. ``compile_flat`` is both in one call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from . import observe, trace
+from .compile import Compiler, run_compiler
+from .runtime import ForwardLayout, make_inference_function, make_training_function
+
+
+def default_partition_fn(*args: Any, **kwargs: Any) -> Any:
+    """aotgrad's min-cut partitioner (imported lazily: it loads the Rust extension)."""
+    from .partition import min_cut_rematerialization_partition
+
+    return min_cut_rematerialization_partition(*args, **kwargs)
+
+
+@dataclass
+class AotOptions:
+    """Everything that shapes one compilation; passed down explicitly, never read from globals."""
+
+    fw_compiler: Compiler
+    bw_compiler: Compiler | None = None
+    partition_fn: Callable[..., tuple[fx.GraphModule, fx.GraphModule]] = default_partition_fn
+    decompositions: dict[Any, Any] | None = None
+    num_params_buffers: int = 0
+    keep_inference_input_mutations: bool = False
+    inference_compiler: Compiler | None = None
+    dynamic: bool = False
+    #: Compiled artefacts kept per function before a ``GuardError`` is raised.
+    recompile_limit: int = 8
+
+
+@dataclass
+class PartitionedProgram:
+    """The traced and partitioned graphs of one specialisation, not yet compiled.
+
+    Training: ``forward`` and ``backward`` from the partitioner (``joint`` kept for
+    reports). Inference: ``forward`` is the whole forward graph, ``backward`` is None.
+    """
+
+    training: bool
+    forward: fx.GraphModule
+    backward: fx.GraphModule | None
+    layout: ForwardLayout
+    joint: fx.GraphModule | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CompiledArtifact:
+    """One compiled specialisation of a function, and what it is made of (for reports)."""
+
+    run: Callable[..., tuple[Any, ...]]
+    training: bool
+    forward: fx.GraphModule
+    backward: fx.GraphModule | None
+    joint: fx.GraphModule | None
+    layout: ForwardLayout
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
+    """(saved tensors, saved SymInts) from the forward graph's outputs."""
+    outs = fw.graph.output_node().args[0]
+    saved = list(outs)[num_fwd_outputs:]  # type: ignore[arg-type]
+    n_sym = sum(
+        1
+        for s in saved
+        if isinstance(s, fx.Node) and not isinstance(s.meta.get("val"), torch.Tensor)
+    )
+    return len(saved) - n_sym, n_sym
+
+
+def build_program(
+    flat_fn: Callable[..., list[Any]],
+    fake_args: Sequence[Any],
+    fake_mode: Any,
+    options: AotOptions,
+    *,
+    training: bool,
+) -> PartitionedProgram:
+    """Trace ``flat_fn`` (flat graph inputs → flat outputs) and partition its joint graph."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    metadata = trace.collect_metadata(flat_fn, fake_args, fake_mode)
+    if not training:
+        g = trace.trace_inference(
+            flat_fn,
+            fake_args,
+            fake_mode,
+            metadata,
+            options.decompositions,
+            options.keep_inference_input_mutations,
+        )
+        timings["trace"] = time.perf_counter() - t0
+        mutated = [] if options.keep_inference_input_mutations else metadata.mutated_inputs
+        layout = ForwardLayout(g.num_user_outputs, mutated, [])
+        observe.traced("inference", g.gm, timings)
+        return PartitionedProgram(False, g.gm, None, layout, None, timings)
+
+    joint = trace.trace_joint(flat_fn, fake_args, fake_mode, metadata, options.decompositions)
+    timings["trace"] = time.perf_counter() - t0
+    observe.traced("joint", joint.gm, timings)
+    t1 = time.perf_counter()
+    fw_gm, bw_gm = options.partition_fn(
+        joint.gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
+    )
+    timings["partition"] = time.perf_counter() - t1
+    n_tensors, n_sym = _saved_split(fw_gm, joint.num_fwd_outputs)
+    layout = ForwardLayout(
+        joint.num_user_outputs,
+        metadata.mutated_inputs,
+        metadata.tangent_outputs,
+        n_tensors,
+        n_sym,
+    )
+    program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
+    observe.partitioned(program)
+    return program
+
+
+def compile_program(program: PartitionedProgram, options: AotOptions) -> CompiledArtifact:
+    """Compile a partitioned program's graphs and wrap them in the runtime."""
+    timings = dict(program.timings)
+    t0 = time.perf_counter()
+    layout = program.layout
+    if not program.training:
+        compiler = options.inference_compiler or options.fw_compiler
+        fw = run_compiler(compiler, program.forward)
+        run = make_inference_function(fw, layout)
+    else:
+        assert program.backward is not None
+        fw = run_compiler(options.fw_compiler, program.forward)
+        bw = run_compiler(options.bw_compiler or options.fw_compiler, program.backward)
+        run = make_training_function(fw, bw, layout)
+    timings["compile"] = time.perf_counter() - t0
+    artifact = CompiledArtifact(
+        run, program.training, program.forward, program.backward, program.joint, layout, timings
+    )
+    observe.compiled(artifact)
+    return artifact
+
+
+def compile_flat(
+    flat_fn: Callable[..., list[Any]],
+    fake_args: Sequence[Any],
+    fake_mode: Any,
+    options: AotOptions,
+    *,
+    training: bool,
+) -> CompiledArtifact:
+    """Trace, partition and compile ``flat_fn`` (flat graph inputs → flat outputs)."""
+    program = build_program(flat_fn, fake_args, fake_mode, options, training=training)
+    return compile_program(program, options)
