@@ -133,7 +133,12 @@ def op_full_name(op: Any) -> str:
 
 
 def select_ops(names: list[str] | None, limit: int | None) -> list[Any]:
-    from torch.testing._internal.common_methods_invocations import op_db
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+    except ModuleNotFoundError as e:  # torch's test helpers import expecttest
+        raise SystemExit(
+            f"cannot load torch's op_db ({e}); install it: .venv/bin/pip install expecttest"
+        ) from None
 
     ops = [
         op for op in op_db if op.supports_autograd and torch.float32 in op.supported_dtypes("cpu")

@@ -205,6 +205,40 @@ def trace_times(aotgrad: Any, w: Workload, repeats: int) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------ correctness
+
+
+def check_grads(aotgrad: Any, w: Workload) -> dict[str, Any]:
+    """aotgrad's min-cut partition, run: output and parameter grads equal eager's?"""
+
+    def run(f: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        params = [p.detach().clone().requires_grad_(True) for p in w.params]
+        out = f(params, w.x)
+        cot = torch.randn(out.shape, generator=torch.Generator().manual_seed(0))
+        grads = torch.autograd.grad(out, params, cot)
+        return out.detach(), list(grads)
+
+    ref_out, ref_grads = run(w.fn)
+    compiled = aotgrad.aot_function(
+        w.fn,
+        aotgrad.nop,
+        aotgrad.nop,
+        partition_fn=aotgrad.partition.min_cut_rematerialization_partition,
+    )
+    out, grads = run(compiled)
+    err = max(
+        [(out - ref_out).abs().max().item()]
+        + [(g - r).abs().max().item() for g, r in zip(grads, ref_grads, strict=True)]
+    )
+    try:
+        torch.testing.assert_close(out, ref_out, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(grads, ref_grads, atol=1e-4, rtol=1e-4)
+        ok = True
+    except AssertionError:
+        ok = False
+    return {"ok": ok, "max_abs_err": err}
+
+
 # ------------------------------------------------------------------ main
 
 
@@ -269,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="partition runs (median)")
     p.add_argument("--trace-repeats", type=int, default=3, help="tracing runs (median)")
     p.add_argument("--no-trace", action="store_true", help="skip the tracing comparison")
+    p.add_argument(
+        "--no-check", action="store_true", help="skip the grads-vs-eager check (smallest size)"
+    )
     p.add_argument("--json", default=None, help="write a JSON report here")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -284,7 +321,17 @@ def main(argv: list[str] | None = None) -> int:
     warm = Workload(1, args.width, 2, 8, aotgrad)
     trace_times(aotgrad, warm, 1)
 
-    rows = [bench_size(aotgrad, int(b), args) for b in args.blocks.split(",") if b]
+    blocks = [int(b) for b in args.blocks.split(",") if b]
+    check = None
+    if not args.no_check:
+        check = check_grads(
+            aotgrad, Workload(min(blocks), args.width, args.batch, args.seq, aotgrad)
+        )
+        print(
+            f"correctness ({min(blocks)} blocks, aotgrad min-cut vs eager): "
+            f"{'ok' if check['ok'] else 'WRONG'} (max abs err {check['max_abs_err']:.2e})"
+        )
+    rows = [bench_size(aotgrad, b, args) for b in blocks]
 
     headers = [
         "blocks",
@@ -370,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
                     r["trace"]["ratio_trace_vs_torch_first_call"] <= TRACE_RATIO_GOAL,
                 )
             )
+    if check is not None:
+        goals.append(
+            (f"{min(blocks)} blocks: aotgrad min-cut grads equal eager's", bool(check["ok"]))
+        )
     print("\ngoals")
     for text, ok in goals:
         print(f"  [{'ok' if ok else 'MISS'}] {text}")
@@ -381,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             "args": vars(args),
             "rows": rows,
             "goals": [{"goal": t, "met": ok} for t, ok in goals],
+            "check": check,
             "timestamp": time.time(),
         },
     )

@@ -27,7 +27,7 @@ fn bench(c: &mut Criterion, summary: &Summary) {
         group.measurement_time(Duration::from_secs(if size >= 1_000_000 { 8 } else { 2 }));
         let id = format!("default/{n}");
         group.bench_function(BenchmarkId::new("default", n), |b| {
-            b.iter_custom(|iters| summary.time(&id, iters, || partition_default(&store)));
+            b.iter_custom(|iters| summary.time(&id, iters, || partition_default(&store, &opts)));
         });
         let id = format!("min_cut/{n}");
         group.bench_function(BenchmarkId::new("min_cut", n), |b| {

@@ -1,4 +1,9 @@
-"""``python -m aotgrad`` / ``aotgrad``: the command-line tools."""
+"""``python -m aotgrad`` / ``aotgrad``: the command-line tools.
+
+    aotgrad demo     train a small GPT with torch.compile(backend="aotgrad") and eagerly
+    aotgrad report   an HTML page of a partition: what is saved, what recomputed, and why
+    aotgrad bench    aotgrad against torch's AOT Autograd on the same joint graphs
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,23 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="aotgrad", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="aotgrad", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    from . import demo
+    from . import bench, demo
+    from .report import cli as report_cli
 
-    demo.add_arguments(sub.add_parser("demo", help="train a small GPT with aotgrad and eagerly"))
+    commands = {
+        "demo": (demo, "train a small GPT with aotgrad and eagerly, side by side"),
+        "report": (report_cli, "write the HTML partition report"),
+        "bench": (bench, "aotgrad vs torch: partition time, saved bytes, tracing, overhead"),
+    }
+    for name, (module, help_text) in commands.items():
+        module.add_arguments(sub.add_parser(name, help=help_text, description=module.__doc__,
+                                            formatter_class=argparse.RawDescriptionHelpFormatter))
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo.run(args)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    return commands[args.command][0].run(args)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,14 @@ import torch.utils._pytree as pytree
 from . import guards, trace
 from .compile import Compiler
 from .errors import GuardError, UnsupportedError
-from .program import AotOptions, CompiledArtifact, compile_flat, default_partition_fn
+from .program import (
+    AotOptions,
+    CompiledArtifact,
+    build_program,
+    compile_flat,
+    compile_program,
+    default_partition_fn,
+)
 
 
 def _needs_autograd(graph_inputs: Sequence[Any]) -> bool:
@@ -223,11 +230,15 @@ def aot_module_simplified(
     decompositions: dict[Any, Any] | None = None,
     keep_inference_input_mutations: bool = False,
     inference_compiler: Compiler | None = None,
+    *,
+    cache: bool = False,
     **kwargs: Any,
 ) -> Callable[..., Any]:
     """The low-overhead entry point for frontends such as Dynamo: ``mod`` takes flat
     positional inputs (parameters already lifted to inputs) and returns a flat tuple.
-    Compiles eagerly for ``args``; returns a callable taking the same flat inputs."""
+    Compiles eagerly for ``args``; returns a callable taking the same flat inputs.
+    With ``cache=True`` (what the backends pass) compiled graphs are reused from the
+    in-process and on-disk caches (``aotgrad.cache``)."""
     from torch._guards import TracingContext, detect_fake_mode
 
     options = AotOptions(
@@ -261,9 +272,13 @@ def aot_module_simplified(
         out = mod(*inputs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
-    artifact = compile_flat(
-        list_fn, fake_args, fake_mode, options, training=_needs_autograd(graph_inputs)
-    )
+    training = _needs_autograd(graph_inputs)
+    if cache and isinstance(mod, fx.GraphModule):
+        artifact = _compile_cached(
+            mod, graph_inputs, list_fn, fake_args, fake_mode, options, training
+        )
+    else:
+        artifact = compile_flat(list_fn, fake_args, fake_mode, options, training=training)
     run = artifact.run
 
     def forward(*runtime_args: Any) -> tuple[Any, ...]:
@@ -271,6 +286,34 @@ def aot_module_simplified(
 
     forward.artifact = artifact  # type: ignore[attr-defined]
     return forward
+
+
+def _compile_cached(
+    gm: fx.GraphModule,
+    graph_inputs: list[Any],
+    list_fn: Callable[..., list[Any]],
+    fake_args: list[Any],
+    fake_mode: Any,
+    options: AotOptions,
+    training: bool,
+) -> CompiledArtifact:
+    """compile_flat through the in-process and on-disk caches."""
+    from . import cache
+
+    key = cache.key_for(gm, graph_inputs, options, training=training)
+    artifact = cache.memory_get(key)
+    if artifact is not None:
+        return artifact
+    program = cache.load(key, fake_args, fake_mode) if cache.disk_enabled() else None
+    if program is None:
+        program = build_program(list_fn, fake_args, fake_mode, options, training=training)
+        if cache.disk_enabled():
+            cache.store(key, program)
+    else:
+        program.timings["cache"] = 1.0
+    artifact = compile_program(program, options)
+    cache.memory_put(key, artifact)
+    return artifact
 
 
 def _key_of(flat: list[Any], options: AotOptions) -> tuple:

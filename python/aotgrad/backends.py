@@ -37,14 +37,19 @@ class BackendOptions:
     strict: bool = False
     #: ``"min_cut"`` (default) or ``"default"`` (save everything the backward reads).
     partitioner: str = "min_cut"
+    #: Reuse compiled graphs from the in-process and on-disk caches (``aotgrad.cache``).
+    cache: bool = True
 
     @staticmethod
     def from_kwargs(kwargs: dict[str, Any]) -> BackendOptions:
         given = dict(kwargs.get("options") or {})
-        known = {k: given.pop(k) for k in list(given) if k in ("strict", "partitioner")}
+        known = {k: given.pop(k) for k in list(given) if k in _OPTION_NAMES}
         if given:
             raise AotgradError(f"unknown aotgrad backend options: {sorted(given)}")
         return BackendOptions(**known)
+
+
+_OPTION_NAMES = frozenset(BackendOptions.__dataclass_fields__)
 
 
 def _partitioner(options: BackendOptions) -> Callable[..., Any]:
@@ -163,10 +168,11 @@ def _compile(
                 inference_compiler=inductor_inference,
                 partition_fn=inductor_partition(partition_fn),
                 decompositions=inductor_decompositions(),
+                cache=options.cache,
             )
         else:
             compiled = aot_module_simplified(
-                gm, example_inputs, fw_compiler=nop, partition_fn=partition_fn
+                gm, example_inputs, fw_compiler=nop, partition_fn=partition_fn, cache=options.cache
             )
     except AotgradError as e:
         if options.strict:

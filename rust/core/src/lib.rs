@@ -1,9 +1,10 @@
 //! aotgrad's pure-Rust core: the graph store, its verifier and printer, the
-//! max-flow min-cut solver and the partitioners. No Python here; the pyo3
-//! binding crate (`rust/binding`) is a thin layer over this crate.
+//! max-flow min-cut solver, the passes (CSE) and the partitioners. No Python
+//! here; the pyo3 binding crate (`rust/binding`) is a thin layer over this crate.
 
 pub mod error;
 pub mod ids;
+pub mod passes;
 pub mod printer;
 pub mod store;
 pub mod table;

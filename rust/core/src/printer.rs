@@ -15,7 +15,7 @@ use std::fmt::Write;
 use crate::store::{GraphStore, NodeKind};
 
 /// Flag names by bit, in bit order (`docs/node_table.md`).
-pub const FLAG_NAMES: [&str; 11] = [
+pub const FLAG_NAMES: [&str; 12] = [
     "SYMBOLIC_SIZE",
     "RANDOM",
     "VIEW",
@@ -27,6 +27,7 @@ pub const FLAG_NAMES: [&str; 11] = [
     "MUST_RECOMPUTE",
     "NON_TENSOR",
     "MULTI_OUTPUT",
+    "MUTATED_INPUT",
 ];
 
 /// `RANDOM|VIEW`; unknown bits as a hex remainder; `-` for none.

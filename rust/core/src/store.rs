@@ -44,8 +44,11 @@ pub mod flags {
     pub const MUST_RECOMPUTE: u32 = 1 << 8;
     pub const NON_TENSOR: u32 = 1 << 9;
     pub const MULTI_OUTPUT: u32 = 1 << 10;
+    /// A primal the function overwrites in place (meaningful on `PRIMAL` rows
+    /// only): the runtime must copy it to save it, so min-cut avoids saving it.
+    pub const MUTATED_INPUT: u32 = 1 << 11;
     /// Bits a table may carry on input (`TANGENT_DERIVED` is computed, not read).
-    pub const KNOWN_INPUT: u32 = (1 << 11) - 1;
+    pub const KNOWN_INPUT: u32 = (1 << 12) - 1;
 }
 
 /// A joint forward+backward graph in topological order.
@@ -66,6 +69,10 @@ pub struct GraphStore {
     pub user_ptr: Vec<u32>,
     pub user_idx: Vec<NodeId>,
     pub nbytes: Vec<u64>,
+    /// Hash of a CALL node's target and constant (non-node) arguments: two
+    /// CALL nodes with the same op, `const_hash` and arguments compute the
+    /// same value if the op is pure ([`crate::passes::cse`]).
+    pub const_hash: Vec<u64>,
     pub flags: Vec<u32>,
     pub region: Vec<i32>,
     /// Graph outputs in order; `None` for a non-node output.

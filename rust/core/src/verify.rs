@@ -49,6 +49,7 @@ fn check_lengths(s: &GraphStore) -> Result<()> {
     let columns = [
         ("op", s.op.len(), n),
         ("nbytes", s.nbytes.len(), n),
+        ("const_hash", s.const_hash.len(), n),
         ("flags", s.flags.len(), n),
         ("region", s.region.len(), n),
         ("arg_ptr", s.arg_ptr.len(), n + 1),

@@ -2,7 +2,11 @@
 //!
 //! Arguments: a store and a partition of it.
 //! Returns: `Ok(())`, or [`Error::Partition`] naming the first node at fault:
-//! - shapes: one placement per node; ids in range; `saved` in the stable order
+//! - the representative map ([`Partition::rep`]) only merges nodes that
+//!   compute the same value (`crate::passes::cse`'s rules), and merged nodes
+//!   have placement 0; every check below is then made on the store with the
+//!   map applied (`crate::passes::eliminate`), which is what the partitioner cut;
+//! - shapes: one placement and one representative per node; ids in range; `saved` in the stable order
 //!   (tensors, then `SymInt`s, each ascending, no repeats); one reason per saved
 //!   value; `saved_bytes` and `num_saved_symints` agree with `saved`;
 //! - the forward never holds a tangent or a tangent-derived node, and every
@@ -22,6 +26,8 @@ use super::result::{placement, Partition};
 use super::rules::OpRules;
 use crate::error::{Error, Result};
 use crate::ids::NodeId;
+use crate::passes::cse::check_rep;
+use crate::passes::{eliminate, is_identity};
 use crate::store::{flags, GraphStore, NodeKind};
 
 fn fail(store: &GraphStore, v: NodeId, what: &str) -> Error {
@@ -30,8 +36,23 @@ fn fail(store: &GraphStore, v: NodeId, what: &str) -> Error {
 
 /// Checks that `p` is a valid partition of `store` (see the module docs).
 pub fn check(store: &GraphStore, p: &Partition) -> Result<()> {
-    let n = store.len();
     check_shapes(store, p)?;
+    if is_identity(&p.rep) {
+        return check_graph(store, p);
+    }
+    check_rep(store, &p.rep)?;
+    if let Some(v) = store
+        .node_ids()
+        .find(|v| p.rep[v.index()] != *v && p.placement[v.index()] != 0)
+    {
+        return Err(fail(store, v, "merged into its representative but placed"));
+    }
+    let deduped = eliminate(store, &p.rep).map_err(|e| Error::Partition(e.to_string()))?;
+    check_graph(&deduped, p)
+}
+
+fn check_graph(store: &GraphStore, p: &Partition) -> Result<()> {
+    let n = store.len();
     let mut saved = vec![false; n];
     for &v in &p.saved {
         saved[v.index()] = true;
@@ -125,6 +146,12 @@ fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
         return bad(format!(
             "placement has {} entries for {n} nodes",
             p.placement.len()
+        ));
+    }
+    if p.rep.len() != n {
+        return bad(format!(
+            "rep has {} entries for {n} nodes",
+            p.rep.len()
         ));
     }
     if let Some(i) = p

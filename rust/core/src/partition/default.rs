@@ -1,7 +1,8 @@
 //! The default partition: the forward computes what the original forward
 //! computed, and saves every forward value that the backward reads.
 //!
-//! Arguments: a store.
+//! Arguments: a store and [`PartitionOptions`] (only `cse` applies: common
+//! subexpressions are merged first, see `super::prepass`).
 //! Returns: the partition: forward = the forward outputs' ancestors plus every
 //! non-tangent-derived node the backward reads (and their ancestors); saved =
 //! the forward values that tangent-derived nodes or gradient outputs read
@@ -15,13 +16,18 @@
 
 use super::classify::NodeInfo;
 use super::derive::{common_reason, derive};
+use super::prepass::with_passes;
 use super::result::{Partition, SavedReason};
-use super::rules::OpRules;
+use super::rules::{OpRules, PartitionOptions};
 use crate::error::Result;
 use crate::store::GraphStore;
 
 /// Partitions `store` the way the original program ran (see the module docs).
-pub fn partition_default(store: &GraphStore) -> Result<Partition> {
+pub fn partition_default(store: &GraphStore, opts: &PartitionOptions) -> Result<Partition> {
+    with_passes(store, opts, partition)
+}
+
+fn partition(store: &GraphStore) -> Result<Partition> {
     let rules = OpRules::new(store);
     let info = NodeInfo::new(store)?;
     Ok(derive(

@@ -1,7 +1,8 @@
 //! Min-cut rematerialization: save the cheapest set of forward values from
 //! which the backward can recompute everything else it needs.
 //!
-//! Arguments: a store and [`PartitionOptions`].
+//! Arguments: a store and [`PartitionOptions`] (with `cse`, common
+//! subexpressions are merged first, see `super::prepass`).
 //! Returns: the partition, or [`Error::Graph`] (a tangent-derived forward
 //! output) / [`Error::Partition`] (a value the backward needs can be neither
 //! saved nor recomputed; the message shows the chain of constraints).
@@ -22,7 +23,11 @@
 //! tuple (its `getitem`s are saved instead); otherwise `nbytes` scaled by
 //! `1.1^clamp(dist_from_bw, 1, 100)` (prefer saving values close to the
 //! backward), doubled when every reader could fuse it (prefer saving values
-//! that are materialized anyway). A minimum cut saves the nodes whose in-node
+//! that are materialized anyway). A primal flagged `MUTATED_INPUT` costs
+//! its bytes plus a penalty larger than all other finite capacities
+//! together, so the cut saves it only when every alternative is infinite
+//! (the runtime would have to copy it; among such cuts, the fewest mutated
+//! inputs, then the fewest bytes). A minimum cut saves the nodes whose in-node
 //! is on the source side and out-node on the sink side. Among tied minimum
 //! cuts it takes the one closest to the sink ([`crate::flow::max_source_side`]
 //! after [`crate::flow::dinic`]), as torch does through networkx, so the two
@@ -38,18 +43,24 @@
 use super::bans::{compute_bans, Ban, BanInput};
 use super::classify::NodeInfo;
 use super::derive::{common_reason, derive};
+use super::prepass::with_passes;
 use super::result::{Partition, SavedReason};
 use super::rules::{OpRules, PartitionOptions};
 use crate::error::{Error, Result};
 use crate::flow::dinic::{dinic_bounded, Levels};
 use crate::flow::{max_source_side, FlowNetwork};
 use crate::ids::NodeId;
+use crate::passes::{cse, eliminate, is_identity};
 use crate::store::{flags, GraphStore, NodeKind};
 
 const INF: f64 = f64::INFINITY;
 
 /// Partitions `store` by min-cut rematerialization (see the module docs).
 pub fn partition_min_cut(store: &GraphStore, opts: &PartitionOptions) -> Result<Partition> {
+    with_passes(store, opts, |s| cut(s, opts))
+}
+
+fn cut(store: &GraphStore, opts: &PartitionOptions) -> Result<Partition> {
     let p = prepare(store, opts)?;
     if let Some(path) = p.net.infinite_path() {
         return Err(explain_infinite_path(store, &p.bans, &path));
@@ -73,8 +84,15 @@ pub fn partition_min_cut(store: &GraphStore, opts: &PartitionOptions) -> Result<
 
 /// The flow network [`partition_min_cut`] cuts (see the module docs), for
 /// inspection and benchmarks: `2*i` / `2*i + 1` are node `i`'s in / out,
-/// `2N` the source and `2N + 1` the sink.
+/// `2N` the source and `2N + 1` the sink (built on the CSE'd store if
+/// `opts.cse`).
 pub fn min_cut_network(store: &GraphStore, opts: &PartitionOptions) -> Result<FlowNetwork> {
+    if opts.cse {
+        let rep = cse(store);
+        if !is_identity(&rep) {
+            return Ok(prepare(&eliminate(store, &rep)?, opts)?.net);
+        }
+    }
     Ok(prepare(store, opts)?.net)
 }
 
@@ -142,6 +160,8 @@ fn build_edges(
     e.dst.reserve(cap_hint);
     e.cap.reserve(cap_hint);
     let scale: Vec<f64> = (0..=100).map(|k| 1.1f64.powi(k)).collect();
+    // Edges `in -> out` of mutated primals, penalized once all are known.
+    let mut mutated: Vec<usize> = Vec::new();
     for v in store.node_ids() {
         let i = v.index();
         if !info.needed_by_bw[i] {
@@ -162,6 +182,9 @@ fn build_edges(
         if bans[i] != Ban::None {
             e.push(source, vin, INF);
         }
+        if store.kind[i] == NodeKind::Primal && store.has_flag(v, flags::MUTATED_INPUT) {
+            mutated.push(e.cap.len());
+        }
         e.push(vin, vout, save_cost(store, rules, v, dist[i], &scale));
         let users = store.users(v);
         for (k, &u) in users.iter().enumerate() {
@@ -170,7 +193,21 @@ fn build_edges(
             }
         }
     }
+    penalize(&mut e.cap, &mutated);
     e
+}
+
+/// Adds to each edge in `edges` a penalty above the sum of all finite
+/// capacities, so that a cut through `k` of them costs more than any cut
+/// through fewer: the cut minimizes their number first, then its capacity.
+fn penalize(cap: &mut [f64], edges: &[usize]) {
+    if edges.is_empty() {
+        return;
+    }
+    let penalty = cap.iter().filter(|c| c.is_finite()).sum::<f64>() + 1.0;
+    for &k in edges {
+        cap[k] += penalty;
+    }
 }
 
 /// The capacity of `in(v) -> out(v)`: what saving `v` costs.

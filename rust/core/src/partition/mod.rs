@@ -7,8 +7,9 @@
 //! - [`check`]: the validity checker, run by tests after every partition.
 //!
 //! Policy lives in [`rules`] (tables keyed by op, and [`PartitionOptions`]);
-//! both partitioners derive their result the same way (`derive`), so each
-//! one only decides what to recompute.
+//! both partitioners first merge common subexpressions (`prepass`, unless
+//! `PartitionOptions::cse` is off) and derive their result the same way
+//! (`derive`), so each one only decides what to recompute.
 
 mod bans;
 mod check;
@@ -16,6 +17,7 @@ mod classify;
 mod default;
 mod derive;
 mod mincut;
+mod prepass;
 pub mod op_tables;
 pub mod result;
 pub mod rules;

@@ -116,3 +116,27 @@ pub const FUSE_INTO: &[&str] = &["aten.cat"];
 pub const ALWAYS_RECOMPUTABLE: &[&str] = &[
     "_operator.getitem", "aten.lift_fresh", "aten.lift_fresh_copy",
 ];
+
+/// Ops whose two calls with the same arguments give different results: the
+/// random ops of torch's CSE pass (`rand_ops` in
+/// `torch._functorch.compile_utils`, plus the `*_like` variants) and the ops
+/// returning uninitialized memory. Never merged by [`crate::passes::cse`].
+#[rustfmt::skip]
+pub const NONDETERMINISTIC: &[&str] = &[
+    "aten._fused_dropout", "aten._standard_gamma", "aten.bernoulli", "aten.binomial",
+    "aten.dropout", "aten.empty", "aten.empty_like", "aten.empty_permuted", "aten.empty_strided",
+    "aten.multinomial", "aten.native_dropout", "aten.new_empty", "aten.new_empty_strided",
+    "aten.normal", "aten.poisson", "aten.rand", "aten.rand_like", "aten.randint",
+    "aten.randint_like", "aten.randn", "aten.randn_like", "aten.randperm", "aten.rrelu",
+];
+
+/// Ops whose output may share storage with their first argument although
+/// their schema does not say so (the schema's aliases are the `VIEW` flag):
+/// an element of a tuple, and ops that return their input or a view of it
+/// when they can. Read by [`crate::passes::cse`] to find the values that
+/// share a graph output's storage.
+#[rustfmt::skip]
+pub const MAY_ALIAS: &[&str] = &[
+    "_operator.getitem", "aten._unsafe_view", "aten.contiguous", "aten.detach", "aten.lift_fresh",
+    "aten.reshape", "aten.to", "aten.view_as",
+];

@@ -32,8 +32,8 @@ pub enum SavedReason {
 
 /// A forward/backward split of a joint graph.
 ///
-/// Invariants (checked by [`super::check`]): the forward never reads a
-/// tangent-derived node; every argument of a node computed in the backward is
+/// Invariants (checked by [`super::check`], on the store with `rep` applied):
+/// the forward never reads a tangent-derived node; every argument of a node computed in the backward is
 /// saved, a tangent, or computed in the backward; saved values are computed in
 /// the forward; ops that may never be recomputed are not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -50,6 +50,11 @@ pub struct Partition {
     pub saved_bytes: u64,
     /// Number of `SymInt`s at the end of `saved`.
     pub num_saved_symints: usize,
+    /// The representative of each node ([`crate::passes::cse`]): `rep[i] == i`
+    /// unless node `i` computes the same value as the earlier node `rep[i]`,
+    /// which then stands in for it (node `i` has placement 0; readers of `i`
+    /// read `rep[i]`). The identity when CSE is off.
+    pub rep: Vec<NodeId>,
 }
 
 impl Partition {

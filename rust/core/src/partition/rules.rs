@@ -41,6 +41,9 @@ pub struct PartitionOptions {
     pub max_dist_from_bw: u32,
     /// Never ban view ops, whatever the heuristics say (`recompute_views`).
     pub recompute_views: bool,
+    /// Merge common subexpressions first ([`crate::passes::cse`], torch's
+    /// `config.cse`); applies to both partitioners.
+    pub cse: bool,
 }
 
 impl Default for PartitionOptions {
@@ -54,6 +57,7 @@ impl Default for PartitionOptions {
             long_chain: 100,
             max_dist_from_bw: 1000,
             recompute_views: false,
+            cse: true,
         }
     }
 }
@@ -83,6 +87,10 @@ impl OpClass {
     pub const VIEW: u8 = 1 << 3;
     pub const FUSE_INTO: u8 = 1 << 4;
     pub const ALWAYS_RECOMPUTABLE: u8 = 1 << 5;
+    /// Two calls may differ ([`op_tables::NONDETERMINISTIC`]): never merged.
+    pub const NONDETERMINISTIC: u8 = 1 << 6;
+    /// May return (a view of) its first argument ([`op_tables::MAY_ALIAS`]).
+    pub const MAY_ALIAS: u8 = 1 << 7;
 
     /// Classes of an op name, from the tables in [`op_tables`].
     pub fn of(name: &str) -> Self {
@@ -91,13 +99,15 @@ impl OpClass {
             table.binary_search(&name).is_ok() || table.binary_search(&packet).is_ok()
         };
         let mut c = 0;
-        let tables: [(&[&str], u8); 6] = [
+        let tables: [(&[&str], u8); 8] = [
             (op_tables::RECOMPUTABLE, Self::RECOMPUTABLE),
             (op_tables::COMPUTE_INTENSIVE, Self::COMPUTE_INTENSIVE),
             (op_tables::RANDOM, Self::RANDOM),
             (op_tables::VIEW, Self::VIEW),
             (op_tables::FUSE_INTO, Self::FUSE_INTO),
             (op_tables::ALWAYS_RECOMPUTABLE, Self::ALWAYS_RECOMPUTABLE),
+            (op_tables::NONDETERMINISTIC, Self::NONDETERMINISTIC),
+            (op_tables::MAY_ALIAS, Self::MAY_ALIAS),
         ];
         for (table, bit) in tables {
             if has(table) {

@@ -24,7 +24,7 @@ fn ids(v: &[NodeId]) -> Vec<u32> {
 
 /// Partitions with both partitioners and checks both results.
 fn both(store: &GraphStore) -> (Partition, Partition) {
-    let d = partition_default(store).expect("default partition");
+    let d = partition_default(store, &PartitionOptions::default()).expect("default partition");
     check(store, &d).expect("default partition is valid");
     let m = partition_min_cut(store, &PartitionOptions::default()).expect("min-cut partition");
     check(store, &m).expect("min-cut partition is valid");
@@ -122,7 +122,7 @@ fn errors_are_typed() {
     c.num_fwd_outputs = 1;
     let g = GraphStore::from_table(&c.view()).unwrap();
     assert!(matches!(
-        partition_default(&g),
+        partition_default(&g, &PartitionOptions::default()),
         Err(Error::Graph { node: Some(2), .. })
     ));
     assert!(matches!(
@@ -309,7 +309,7 @@ fn arb_options() -> impl Strategy<Value = PartitionOptions> {
 /// backward reads are recomputed (`MUST_RECOMPUTE`) or saved (`MUST_SAVE`).
 fn check_all(g: &GraphStore, opts: &PartitionOptions) -> Result<(), TestCaseError> {
     let rules = OpRules::new(g);
-    let d = partition_default(g).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let d = partition_default(g, opts).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(check(g, &d), Ok(()));
     match partition_min_cut(g, opts) {
         Ok(m) => {

@@ -55,6 +55,7 @@ fn check_shape(t: &TableView<'_>) -> Result<usize> {
         ("op", t.op.len()),
         ("arg_ptr", t.arg_ptr.len().wrapping_sub(1)),
         ("nbytes", t.nbytes.len()),
+        ("const_hash", t.const_hash.len()),
         ("flags", t.flags.len()),
         ("region", t.region.len()),
     ];
@@ -323,6 +324,7 @@ impl GraphStore {
             user_ptr,
             user_idx,
             nbytes: tbl.nbytes.to_vec(),
+            const_hash: tbl.const_hash.to_vec(),
             flags: node_flags,
             region,
             outputs,

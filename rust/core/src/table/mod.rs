@@ -1,5 +1,5 @@
 //! The node table: the one format in which graphs cross the Python/Rust
-//! boundary (`docs/node_table.md`, format version 1).
+//! boundary (`docs/node_table.md`, format version 2).
 //!
 //! [`TableView`] borrows the columns (zero-copy from Python's buffers, or from
 //! an owned [`Columns`]); [`crate::GraphStore::from_table`] validates a view
@@ -15,7 +15,9 @@ use crate::ids::NodeId;
 use crate::store::GraphStore;
 
 /// The format version this crate reads and writes.
-pub const FORMAT_VERSION: i64 = 1;
+///
+/// Version 2 added the `const_hash` column (and flag bit 11, `MUTATED_INPUT`).
+pub const FORMAT_VERSION: i64 = 2;
 
 /// Reserved op name of `PRIMAL` and `TANGENT` rows.
 pub const PLACEHOLDER_OP: &str = "placeholder";
@@ -35,6 +37,7 @@ pub struct TableView<'a> {
     pub arg_ptr: &'a [u32],
     pub arg_idx: &'a [u32],
     pub nbytes: &'a [u64],
+    pub const_hash: &'a [u64],
     pub flags: &'a [u32],
     pub region: &'a [i32],
     pub outputs: &'a [i32],
@@ -53,6 +56,7 @@ pub struct Columns {
     pub arg_ptr: Vec<u32>,
     pub arg_idx: Vec<u32>,
     pub nbytes: Vec<u64>,
+    pub const_hash: Vec<u64>,
     pub flags: Vec<u32>,
     pub region: Vec<i32>,
     pub outputs: Vec<i32>,
@@ -81,6 +85,7 @@ impl Columns {
             arg_ptr: &self.arg_ptr,
             arg_idx: &self.arg_idx,
             nbytes: &self.nbytes,
+            const_hash: &self.const_hash,
             flags: &self.flags,
             region: &self.region,
             outputs: &self.outputs,
@@ -109,13 +114,32 @@ impl Columns {
 
     /// Appends a row and returns its node id. Checks nothing: a builder for
     /// tests and benchmarks, whose output still goes through validation.
+    ///
+    /// The row's `const_hash` is its own id, so that hand-built rows never
+    /// count as the same value; set `const_hash[id]` (or use
+    /// [`Self::push_const`]) to model calls with equal constant arguments.
     pub fn push(&mut self, kind: u8, op: u32, args: &[u32], nbytes: u64, flags: u32) -> u32 {
+        let id = self.kind.len() as u32;
+        self.push_const(kind, op, args, nbytes, flags, u64::from(id))
+    }
+
+    /// [`Self::push`] with an explicit `const_hash`.
+    pub fn push_const(
+        &mut self,
+        kind: u8,
+        op: u32,
+        args: &[u32],
+        nbytes: u64,
+        flags: u32,
+        const_hash: u64,
+    ) -> u32 {
         let id = self.kind.len() as u32;
         self.kind.push(kind);
         self.op.push(op);
         self.arg_idx.extend_from_slice(args);
         self.arg_ptr.push(self.arg_idx.len() as u32);
         self.nbytes.push(nbytes);
+        self.const_hash.push(const_hash);
         self.flags.push(flags);
         self.region.push(-1);
         id
@@ -135,6 +159,7 @@ impl GraphStore {
             arg_ptr: self.arg_ptr.clone(),
             arg_idx: self.arg_idx.iter().map(|a| a.0).collect(),
             nbytes: self.nbytes.clone(),
+            const_hash: self.const_hash.clone(),
             flags: self.flags.clone(),
             region: self.region.clone(),
             outputs: self

@@ -125,7 +125,9 @@ fn build(spec: &[NodeSpec], outs: &[i32], fwd: usize) -> Columns {
                 picks.iter().map(|p| p % i as u32).collect(),
             ),
         };
-        c.push(kind, op, &args, *nbytes, f & flags::KNOWN_INPUT);
+        // Any u64 is a valid const_hash: derive one from the other fields.
+        let hash = nbytes.rotate_left(17) ^ u64::from(*f);
+        c.push_const(kind, op, &args, *nbytes, f & flags::KNOWN_INPUT, hash);
         *c.region.last_mut().expect("pushed") = region.rem_euclid(4) - 1;
     }
     let n = c.len() as i32;
@@ -159,9 +161,9 @@ fn table() -> impl Strategy<Value = Columns> {
 fn corrupt(c: &mut Columns, what: u8, at: usize, val: u32) -> Option<&'static str> {
     let n = c.len();
     let pick = |len: usize| (len > 0).then(|| at % len);
-    Some(match what % 17 {
+    Some(match what % 18 {
         0 => {
-            c.version = i64::from(val).max(2);
+            c.version = i64::from(val).max(3);
             "version"
         }
         1 => {
@@ -188,7 +190,7 @@ fn corrupt(c: &mut Columns, what: u8, at: usize, val: u32) -> Option<&'static st
             "arg_idx"
         }
         6 => {
-            c.flags[pick(n)?] |= 1 << (11 + val % 21);
+            c.flags[pick(n)?] |= 1 << (12 + val % 20);
             "flags"
         }
         7 => {
@@ -241,6 +243,12 @@ fn corrupt(c: &mut Columns, what: u8, at: usize, val: u32) -> Option<&'static st
             c.flags.pop()?;
             "flags"
         }
+        16 => {
+            if c.const_hash.pop().is_none() {
+                c.const_hash.push(7);
+            }
+            "const_hash"
+        }
         _ => {
             c.region.push(-1);
             "region"
@@ -287,9 +295,11 @@ proptest! {
         let names = vec!["placeholder".to_string(), "get_attr".into(), "aten.mul.Tensor".into()];
         let n = kind.len();
         let (nbytes, fl, region) = (vec![1u64; n], vec![0u32; n], vec![-1i32; n]);
+        let hashes = vec![0u64; n];
         let view = TableView {
-            version: 1, kind: &kind, op: &op, arg_ptr: &arg_ptr, arg_idx: &arg_idx,
-            nbytes: &nbytes, flags: &fl, region: &region, outputs: &outputs,
+            version: super::FORMAT_VERSION, kind: &kind, op: &op, arg_ptr: &arg_ptr,
+            arg_idx: &arg_idx, nbytes: &nbytes, const_hash: &hashes, flags: &fl,
+            region: &region, outputs: &outputs,
             num_fwd_outputs: fwd, op_names: &names,
         };
         if let Ok(s) = GraphStore::from_table(&view) {

@@ -1,0 +1,124 @@
+"""The in-process and on-disk caches: hits skip tracing and partitioning; bad entries are rebuilt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from aotgrad import cache, observe
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys, torch
+    import aotgrad.observe as observe
+    hits = []
+    observe.on_compiled(lambda a: hits.append("cache" in a.timings))
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    c = torch.compile(m, backend=sys.argv[1])
+    x = torch.randn(8, 16)
+    loss = c(x).square().mean()
+    loss.backward()
+    with torch.no_grad():
+        inference = c(x).sum().item()
+    print(json.dumps({"hits": hits, "loss": loss.item(),
+                      "grad": m[0].weight.grad.tolist(), "inference": inference}))
+    """
+)
+
+
+def _run(tmp_path: Path, backend: str = "aotgrad_eager") -> dict:
+    env = dict(
+        os.environ,
+        AOTGRAD_CACHE_DIR=str(tmp_path / "aotgrad"),
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, backend],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["stderr"] = out.stderr
+    return result
+
+
+def _entries(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "aotgrad").rglob("*.bin"))
+
+
+def test_second_process_reuses_the_partitioned_graphs(tmp_path):
+    first = _run(tmp_path)
+    assert first["hits"] == [False, False]  # a training and an inference graph, both built
+    assert len(_entries(tmp_path)) == 2
+    second = _run(tmp_path)
+    assert second["hits"] == [True, True]  # both read back from disk
+    for k in ("loss", "grad", "inference"):
+        assert second[k] == first[k]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
+def test_tampered_entry_is_detected_and_rebuilt(tmp_path, damage):
+    first = _run(tmp_path)
+    victim = _entries(tmp_path)[0]
+    data = bytearray(victim.read_bytes())
+    if damage == "flip":
+        data[-20] ^= 0xFF
+    elif damage == "truncate":
+        data = data[: len(data) // 2]
+    else:
+        data = bytearray(b"not a cache entry at all")
+    victim.write_bytes(bytes(data))
+    second = _run(tmp_path)
+    assert "discarding cache entry" in second["stderr"]
+    assert sorted(second["hits"]) == [False, True]  # the damaged one rebuilt, the other reused
+    for k in ("loss", "grad", "inference"):
+        assert second[k] == first[k]
+    third = _run(tmp_path)  # the rebuilt entry is good again
+    assert third["hits"] == [True, True]
+
+
+def test_entry_for_another_key_is_rejected(tmp_path):
+    _run(tmp_path)
+    a, b = _entries(tmp_path)
+    b.write_bytes(a.read_bytes())  # a valid entry, but filed under the wrong key
+    second = _run(tmp_path)
+    assert "another key" in second["stderr"]
+
+
+def test_in_process_cache_hit_after_dynamo_reset(tmp_path, monkeypatch):
+    monkeypatch.setenv("AOTGRAD_CACHE_DIR", str(tmp_path))
+    cache.memory_clear()
+    seen: list[dict] = []
+    undo = observe.on_compiled(lambda a: seen.append(a.timings))
+    try:
+        m = torch.nn.Linear(4, 4)
+        x = torch.randn(2, 4)
+        for _ in range(2):
+            torch._dynamo.reset()
+            torch.compile(m, backend="aotgrad_eager")(x).sum().backward()
+    finally:
+        undo()
+    assert len(seen) == 1  # the second compile was served from memory: nothing compiled
+
+
+def test_key_changes_with_input_metadata():
+    gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 4))
+    from aotgrad.program import AotOptions
+
+    opts = AotOptions(fw_compiler=lambda g, i: g)
+    a = cache.key_for(gm, [torch.randn(2, 4)], opts, training=True)
+    assert a == cache.key_for(gm, [torch.randn(2, 4)], opts, training=True)
+    assert a != cache.key_for(gm, [torch.randn(3, 4)], opts, training=True)
+    assert a != cache.key_for(gm, [torch.randn(2, 4, dtype=torch.float64)], opts, training=True)
+    assert a != cache.key_for(gm, [torch.randn(2, 4)], opts, training=False)
