@@ -231,6 +231,19 @@ def _is_impure_keep_random(node: fx.Node) -> bool:
     return False
 
 
+
+
+def _clean(gm: fx.GraphModule) -> None:
+    """Drop ``aten.detach`` (autograd wraps the compiled graphs from outside, so inside
+    them a detach is the identity: keeping it costs a dispatch per call and makes two
+    names for one saved buffer), then dead code."""
+    for node in list(gm.graph.find_nodes(op="call_function", target=torch.ops.aten.detach.default)):
+        node.replace_all_uses_with(node.args[0])  # type: ignore[arg-type]
+        gm.graph.erase_node(node)
+    gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
+    gm.recompile()
+
+
 def trace_joint(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -269,8 +282,7 @@ def trace_joint(
             list(fake_args), fake_tangents
         )
     _flatten_codegen(gm)
-    gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
-    gm.recompile()
+    _clean(gm)
     _mark_roles(gm, len(fake_args), mutated)
     return JointGraph(
         gm=gm,
@@ -308,8 +320,7 @@ def trace_inference(
     with _tracing_modes(fake_mode), _trace_errors(fn), torch.no_grad():
         gm = make_fx(forward, decomposition_table=decompositions or {})(list(fake_args))
     _flatten_codegen(gm)
-    gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
-    gm.recompile()
+    _clean(gm)
     _mark_roles(gm, len(fake_args))
     return InferenceGraph(gm, metadata, fake_mode, list(fake_args), len(metadata.outputs))
 
