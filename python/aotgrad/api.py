@@ -135,6 +135,7 @@ class AotFunction:
             out_flat, out_spec_box[0] = pytree.tree_flatten(fn(*a, **kw))
             return out_flat
 
+        flat_fn.__qualname__ = getattr(fn, "__qualname__", type(fn).__qualname__)
         tensors = [flat[i] for i in positions]
         fake_mode = trace.make_fake_mode(self.options.dynamic)
         fake_args = trace.fakify(fake_mode, tensors, dynamic=self.options.dynamic)

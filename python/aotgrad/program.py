@@ -126,6 +126,7 @@ def build_program(
         metadata.tangent_outputs,
         n_tensors,
         n_sym,
+        joint.num_tokens,
     )
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)

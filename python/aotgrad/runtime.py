@@ -28,16 +28,19 @@ class ForwardLayout:
     tangent_outputs: list[int]
     num_saved_tensors: int = 0
     num_saved_symints: int = 0
+    #: Effect tokens after the mutated inputs' values (not user-visible).
+    num_tokens: int = 0
 
     @property
     def num_fwd_outputs(self) -> int:
-        return self.num_user_outputs + len(self.mutated_inputs)
+        return self.num_user_outputs + len(self.mutated_inputs) + self.num_tokens
 
 
 def _apply_mutations(args: Sequence[Any], layout: ForwardLayout, fwd: Sequence[Any]) -> None:
     if not layout.mutated_inputs:
         return
-    new_values = fwd[layout.num_user_outputs : layout.num_fwd_outputs]
+    start = layout.num_user_outputs
+    new_values = fwd[start : start + len(layout.mutated_inputs)]
     with torch.no_grad():
         for i, value in zip(layout.mutated_inputs, new_values):
             target = args[i]
@@ -105,6 +108,7 @@ def make_training_function(
             if mutated:
                 tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
             ctx.save_for_backward(*tensors)
+            ctx.num_inputs = len(args)
             ctx.symints = tuple(saved[n_tensors:])
             marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
             if marks:
@@ -116,7 +120,8 @@ def make_training_function(
             tangents = [grads[i].contiguous() for i in tangent_outputs]
             args = [*ctx.saved_tensors, *ctx.symints, *tangents]
             run_bw = _no_double_backward if torch.is_grad_enabled() else _call
-            return tuple(run_bw(bw, args))
+            # One gradient per input; a trailing effect token of the backward is dropped.
+            return tuple(run_bw(bw, args))[: ctx.num_inputs]
 
     def run(*args: Any) -> tuple[Any, ...]:
         fwd = CompiledFunction.apply(*args)

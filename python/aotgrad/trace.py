@@ -76,9 +76,10 @@ class JointGraph:
 
     Placeholders: ``num_primals`` primals, then one tangent per entry of
     ``metadata.tangent_outputs``. Outputs: the user's flat outputs, then the new
-    values of mutated inputs (``metadata.mutated_inputs``) — together the
-    ``num_fwd_outputs`` forward outputs — then one gradient per primal (``None``
-    where the primal needs no gradient).
+    values of mutated inputs (``metadata.mutated_inputs``), then effect tokens —
+    together the ``num_fwd_outputs`` forward outputs — then one gradient per primal
+    (``None`` where the primal needs no gradient), then the backward's effect token
+    if it has effectful ops.
     """
 
     gm: fx.GraphModule
@@ -88,6 +89,8 @@ class JointGraph:
     fake_tangents: list[Any]
     num_user_outputs: int
     num_fwd_outputs: int
+    #: Effect tokens among the forward outputs (last); the backward may output one more.
+    num_tokens: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -114,11 +117,15 @@ class InferenceGraph:
 
 
 def make_fake_mode(dynamic: bool) -> FakeTensorMode:
-    if dynamic:
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    """A fake mode for tracing. It always has a ShapeEnv: without one, torch records the
+    *value* of 0-dim integer/float64 CPU inputs and bakes it into the graph unguarded
+    (``torch.narrow(x, 0, torch.tensor(1), 2)`` would then ignore a later start); with one,
+    such a use is data-dependent and refused with a TraceError."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-        return FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=False)
-    return FakeTensorMode(allow_non_fake_inputs=False)
+    return FakeTensorMode(
+        shape_env=ShapeEnv(), static_shapes=not dynamic, allow_non_fake_inputs=False
+    )
 
 
 def fakify(fake_mode: FakeTensorMode, flat_args: Sequence[Any], *, dynamic: bool) -> list[Any]:
@@ -178,6 +185,35 @@ def _flat_call(fn: Callable[..., Any], args: Sequence[Any]) -> list[Any]:
     return [out]
 
 
+# ------------------------------------------------------------------ effect tokens
+
+
+class _EffectChain:
+    """A chain of side-effect tokens. torch orders effectful ops (``aten._linalg_check_errors``,
+    ``print``-like ops) by threading a token through ``with_effects``; the chain starts at
+    an in-graph ``prims._make_token`` and its last token becomes a graph output, which
+    keeps the effectful ops alive through dead-code elimination and partitioning."""
+
+    def __init__(self) -> None:
+        from torch._higher_order_ops.effects import _EffectType
+
+        self.key = _EffectType.ORDERED
+        self.mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FUNCTIONAL)
+        self.first: Any = None
+        if self.mode is not None:
+            self.first = torch.ops.prims._make_token.default()
+            self.mode._tokens[self.key] = self.first
+
+    def finish(self) -> list[Any]:
+        """The chain's last token (unwrapped) if an effectful op used the chain, else []."""
+        if self.mode is None:
+            return []
+        last = self.mode._tokens.pop(self.key, None)
+        if last is None or last is self.first:
+            return []
+        return [_from_functional(last)]
+
+
 # ------------------------------------------------------------------ the two passes
 
 
@@ -193,7 +229,9 @@ def collect_metadata(
     """Run ``fn`` once on fakes, functionalized; record mutations and output facts."""
     with _tracing_modes(fake_mode), _trace_errors(fn):
         wrapped = [_to_functional(a) for a in fake_args]
+        chain = _EffectChain()
         outs = _flat_call(fn, wrapped)
+        chain.finish()
         inputs = [_input_info(w, a) for w, a in zip(wrapped, fake_args)]
         outputs = [_output_info(o) for o in outs]
         fake_outputs = [_from_functional(o) for o in outs]
@@ -255,12 +293,17 @@ def trace_joint(
     mutated = metadata.mutated_inputs
     tangent_outputs = metadata.tangent_outputs
     num_user_outputs = len(metadata.outputs)
+    num_tokens = [0]
 
     def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         fp = [_to_functional(p) for p in primals]
         ft = [_to_functional(t) for t in tangents]
+        chain = _EffectChain()
         with torch.enable_grad():
             outs = _flat_call(fn, fp)
+        fwd_tokens = chain.finish()
+        num_tokens[0] = len(fwd_tokens)
+        chain = _EffectChain()  # the backward orders its own effects
         needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
         diff_outs = [outs[i] for i in tangent_outputs]
         grads: Sequence[Any] = ()
@@ -273,7 +316,8 @@ def trace_joint(
         ]
         new_values = [fp[i] for i in mutated]
         fwd = [_from_functional(o) for o in outs] + [_from_functional(v) for v in new_values]
-        return fwd, [_from_functional(g) for g in per_primal]
+        bwd = [_from_functional(g) for g in per_primal]
+        return fwd + fwd_tokens, bwd + chain.finish()
 
     with fake_mode:
         fake_tangents = [_tangent_like(metadata.fake_outputs[i]) for i in tangent_outputs]
@@ -291,7 +335,8 @@ def trace_joint(
         fake_primals=list(fake_args),
         fake_tangents=fake_tangents,
         num_user_outputs=num_user_outputs,
-        num_fwd_outputs=num_user_outputs + len(mutated),
+        num_fwd_outputs=num_user_outputs + len(mutated) + num_tokens[0],
+        num_tokens=num_tokens[0],
     )
 
 
@@ -309,13 +354,14 @@ def trace_inference(
 
     def forward(primals: list[Any]) -> list[Any]:
         fp = [_to_functional(p) for p in primals]
+        chain = _EffectChain()
         outs = _flat_call(fn, fp)
         flat = [_from_functional(o) for o in outs]
         if keep_input_mutations:
             for i in mutated:
                 primals[i].copy_(_from_functional(fp[i]))
-            return flat
-        return flat + [_from_functional(fp[i]) for i in mutated]
+            return flat + chain.finish()
+        return flat + [_from_functional(fp[i]) for i in mutated] + chain.finish()
 
     with _tracing_modes(fake_mode), _trace_errors(fn), torch.no_grad():
         gm = make_fx(forward, decomposition_table=decompositions or {})(list(fake_args))
