@@ -232,3 +232,23 @@ def test_backward_sees_pre_mutation_value_of_input(partition_fn):
 
     args = [torch.randn(3, 3, requires_grad=True), torch.randn(3, 3)]
     _check(fn, args, partition_fn)
+
+
+@pytest.mark.parametrize("partition_fn", PARTITIONERS)
+def test_effectful_linalg_ops_keep_their_error_checks(partition_fn):
+    # aten._linalg_check_errors is an ordered-effect op: traced through a token chain.
+    args = [(torch.randn(3, 3) + 3 * torch.eye(3)).requires_grad_()]
+    compiled = _check(torch.linalg.inv, args, partition_fn)
+    with pytest.raises(torch.linalg.LinAlgError):
+        compiled(torch.zeros(3, 3, requires_grad=True))  # the check survived partitioning
+    with torch.no_grad(), pytest.raises(torch.linalg.LinAlgError):
+        compiled(torch.zeros(3, 3))
+
+
+def test_zero_dim_tensor_value_is_never_baked_in():
+    def fn(x, start):
+        return torch.narrow(x, 0, start, 2)
+
+    compiled = aotgrad.aot_function(fn, aotgrad.nop)
+    with pytest.raises(TraceError, match="data-dependent"):
+        compiled(torch.randn(5, 3, requires_grad=True), torch.tensor(1))
