@@ -11,7 +11,7 @@ RUST_SRC := $(shell find rust -name '*.rs' -o -name 'Cargo.toml') Cargo.toml Car
 EXT_STAMP := $(VENV)/.ext-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv build test test-rust test-python demo bench opinfo lint fmt wheel clean
+.PHONY: all venv build browser test test-rust test-python demo bench opinfo lint fmt wheel clean
 
 all: test
 
@@ -19,9 +19,9 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(STAMP): $(VENV)/bin/python pyproject.toml
+$(STAMP): $(VENV)/bin/python pyproject.toml Makefile
 	$(PIP) install -q "torch>=2.15,<2.17" "numpy>=1.26" "maturin>=1.9,<2" \
-	    "pytest>=8" "hypothesis>=6.100" "networkx>=3.2" "ruff>=0.6"
+	    "pytest>=8" "hypothesis>=6.100" "networkx>=3.2" "ruff>=0.6" "expecttest>=0.2"
 	touch $@
 
 venv: $(STAMP)
@@ -35,7 +35,12 @@ build: $(EXT_STAMP)
 test-rust:
 	cargo test --workspace --exclude aotgrad-rust -q
 
-test-python: build
+# Headless Chromium renders the HTML report in tests/test_report.py (Debian's package).
+browser:
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium) \
+	    || echo "make browser: chromium could not be installed; the browser tests will skip"
+
+test-python: build browser
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test: test-rust test-python
