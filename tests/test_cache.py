@@ -20,16 +20,18 @@ SCRIPT = textwrap.dedent(
     import aotgrad.observe as observe
     hits = []
     observe.on_compiled(lambda a: hits.append("cache" in a.timings))
+    from aotgrad.models import GPT, GPTConfig
     torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    # A GPT: its graph holds a tensor constant (the positions), which the cache must carry.
+    m = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=16))
     c = torch.compile(m, backend=sys.argv[1])
-    x = torch.randn(8, 16)
+    x = torch.randint(0, 16, (2, 8), generator=torch.Generator().manual_seed(1))
     loss = c(x).square().mean()
     loss.backward()
     with torch.no_grad():
         inference = c(x).sum().item()
     print(json.dumps({"hits": hits, "loss": loss.item(),
-                      "grad": m[0].weight.grad.tolist(), "inference": inference}))
+                      "grad": m.head.weight.grad.tolist(), "inference": inference}))
     """
 )
 

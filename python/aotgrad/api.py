@@ -254,7 +254,7 @@ def aot_module_simplified(
     )
 
     def flat_fn(*inputs: Any) -> Any:
-        out = mod(*inputs)
+        out = _run_module(mod, inputs)
         return tuple(out) if isinstance(out, list) else out
 
     graph_inputs = list(args)
@@ -270,7 +270,7 @@ def aot_module_simplified(
     fake_args = _fakify_with_context(fake_mode, graph_inputs, tc, options.dynamic)
 
     def list_fn(*inputs: Any) -> list[Any]:
-        out = mod(*inputs)
+        out = _run_module(mod, inputs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     training = _needs_autograd(graph_inputs)
@@ -315,6 +315,16 @@ def _compile_cached(
     artifact = compile_program(program, options)
     cache.memory_put(key, artifact)
     return artifact
+
+
+def _run_module(mod: Any, inputs: Sequence[Any]) -> Any:
+    """Run ``mod``; a GraphModule runs node by node with its node metadata in scope, so the
+    traced graphs keep each node's ``nn_module_stack`` and ``stack_trace`` (the report
+    groups by layer with them)."""
+    if isinstance(mod, fx.GraphModule):
+        with fx.traceback.preserve_node_meta():
+            return fx.Interpreter(mod).run(*inputs)
+    return mod(*inputs)
 
 
 def _key_of(flat: list[Any], options: AotOptions) -> tuple:

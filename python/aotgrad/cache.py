@@ -28,6 +28,7 @@ import pickle
 import sys
 import tempfile
 import warnings
+from unittest import mock
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -254,7 +255,14 @@ def restore_fake_values(program: PartitionedProgram, fake_args: Sequence[Any], m
     saved outputs and tangents shaped like the differentiable outputs."""
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-    FakeTensorProp(program.forward, mode=mode).propagate_dont_convert_inputs(*fake_args)
+    # Tensor constants of the graphs (get_attr) come back as real tensors: let the fake
+    # mode convert them, as Inductor's own fake propagation does.
+    with mock.patch.object(mode, "allow_non_fake_inputs", True):
+        _propagate(program, fake_args, mode, FakeTensorProp)
+
+
+def _propagate(program: PartitionedProgram, fake_args: Sequence[Any], mode: Any, prop: Any) -> None:
+    prop(program.forward, mode=mode).propagate_dont_convert_inputs(*fake_args)
     if program.backward is None:
         return
     outs = [
@@ -268,4 +276,4 @@ def restore_fake_values(program: PartitionedProgram, fake_args: Sequence[Any], m
             torch.empty(outs[i].shape, dtype=outs[i].dtype, device=outs[i].device)
             for i in layout.tangent_outputs
         ]
-    FakeTensorProp(program.backward, mode=mode).propagate_dont_convert_inputs(*saved, *tangents)
+    prop(program.backward, mode=mode).propagate_dont_convert_inputs(*saved, *tangents)
