@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import torch
 from functorch.compile import aot_function as torch_aot_function
@@ -20,23 +19,11 @@ from functorch.compile import nop as torch_nop
 
 import aotgrad
 from aotgrad import guards
+from aotgrad.bench import per_call_us
 
 
 def fn(x, y):
     return (x * y + 1).relu()
-
-
-def per_call_us(f, args, calls: int, repeats: int = 5) -> float:
-    for _ in range(100):
-        f(*args)
-    best = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            f(*args)
-        best.append((time.perf_counter() - t0) / calls * 1e6)
-    best.sort()
-    return best[len(best) // 2]
 
 
 def main() -> int:

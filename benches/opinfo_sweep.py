@@ -13,7 +13,15 @@ differentiable output) are compared with eager's, with the op's own float32
 tolerances (the loosest ``toleranceOverride``/``precisionOverride`` its OpInfo
 declares for CPU, never tighter than ``assert_close``'s defaults) — the same for
 both. Samples whose eager run fails, or is not reproducible under a fixed seed,
-are skipped.
+are skipped. Each compiled function that passes is called once more, unchanged, on
+other values of the same shapes (``perturb``): a graph that baked an input's value
+into itself answers stale values there.
+
+Printed: both pass counts; the ops aotgrad fails and torch passes (rerun with aotgrad's
+default partitioner and with torch's min-cut inside aotgrad, to tell a partitioner bug
+from a trace/runtime one); the ops torch fails and aotgrad passes; the ops both fail,
+and among them those where aotgrad answers wrong values while torch raises.
+Exit status 1 when aotgrad fails an op torch passes.
 
     .venv/bin/python benches/opinfo_sweep.py --json /tmp/opinfo.json
     .venv/bin/python benches/opinfo_sweep.py --ops sin,nn.functional.gelu --tracebacks

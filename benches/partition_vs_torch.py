@@ -37,6 +37,10 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from aotgrad import bench
+from aotgrad.bench import timed_partition
+from aotgrad.report.collect import copy_graph_module
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     environment,
@@ -55,50 +59,16 @@ SPEEDUP_GOAL = 20.0
 TRACE_RATIO_GOAL = 1.0
 
 
-def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
-    """A copy with its own nodes (meta dicts copied, their values shared)."""
-    g = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    out = g.graph_copy(gm.graph, env)
-    g.output(out)
-    new = fx.GraphModule(gm, g)
-    for old, fresh in env.items():
-        assert fresh.meta is not old.meta
-    return new
+# The model, its trace and graph copies are aotgrad.bench's (shared with `aotgrad bench`).
 
 
-# ------------------------------------------------------------------ the model
-
-
-class Workload:
+def Workload(n_blocks: int, width: int, batch: int, seq: int, aotgrad: Any) -> bench.Workload:
     """A transformer stack as a flat function of (params..., x) → [y]."""
-
-    def __init__(self, n_blocks: int, width: int, batch: int, seq: int, aotgrad: Any) -> None:
-        torch.manual_seed(0)
-        self.model = aotgrad.models.transformer_stack(n_blocks, width=width)
-        self.names = [n for n, _ in self.model.named_parameters()]
-        self.params = [p.detach().clone().requires_grad_(True) for p in self.model.parameters()]
-        self.x = torch.randn(batch, seq, width)
-
-    def fn(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return torch.func.functional_call(
-            self.model, dict(zip(self.names, params, strict=True)), (x,)
-        )
-
-    def flat_fn(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        return [self.fn(list(tensors[:-1]), tensors[-1])]
-
-    def flat_inputs(self) -> list[torch.Tensor]:
-        return [*self.params, self.x]
+    return bench.transformer(n_blocks, width=width, batch=batch, seq=seq)
 
 
-def trace_with_aotgrad(aotgrad: Any, w: Workload) -> Any:
-    from aotgrad import trace
-
-    fake_mode = trace.make_fake_mode(False)
-    fake_args = trace.fakify(fake_mode, w.flat_inputs(), dynamic=False)
-    metadata = trace.collect_metadata(w.flat_fn, fake_args, fake_mode)
-    return trace.trace_joint(w.flat_fn, fake_args, fake_mode, metadata)
+def trace_with_aotgrad(aotgrad: Any, w: bench.Workload) -> Any:
+    return bench.trace_with_aotgrad(w)
 
 
 # ------------------------------------------------------------------ partitioning
@@ -144,16 +114,7 @@ def run_partitions(fns: dict[str, PartitionFn], joint: Any, repeats: int) -> dic
 # ------------------------------------------------------------------ tracing
 
 
-def _timed_partition(fn: Callable[..., Any], box: list[float]) -> Callable[..., Any]:
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        t, out = timed(lambda: fn(*args, **kwargs))
-        box.append(t)
-        return out
-
-    return wrapped
-
-
-def trace_times(aotgrad: Any, w: Workload, repeats: int) -> dict[str, Any]:
+def trace_times(aotgrad: Any, w: bench.Workload, repeats: int) -> dict[str, Any]:
     """aotgrad's trace alone, and both first calls end to end (fresh function each time)."""
     from functorch.compile import aot_function, nop
     from torch._functorch.partitioners import default_partition
@@ -172,14 +133,14 @@ def trace_times(aotgrad: Any, w: Workload, repeats: int) -> dict[str, Any]:
         f = aotgrad.aot_function(
             w.fn, aotgrad.nop, aotgrad.nop, partition_fn=aotgrad.partition.default_partition
         )
-        t, _ = timed(lambda f=f: f(w.params, w.x))
+        t, _ = timed(lambda f=f: f(w.params, *w.inputs))
         ours_first.append(t)
         ours_parts.append(dict(f.artifacts[0].timings))
 
         gc.collect()
         box: list[float] = []
-        g = aot_function(w.fn, nop, nop, partition_fn=_timed_partition(default_partition, box))
-        t, _ = timed(lambda g=g: g(w.params, w.x))
+        g = aot_function(w.fn, nop, nop, partition_fn=timed_partition(default_partition, box))
+        t, _ = timed(lambda g=g: g(w.params, *w.inputs))
         torch_first.append(t)
         torch_part.append(sum(box))
 
@@ -208,12 +169,12 @@ def trace_times(aotgrad: Any, w: Workload, repeats: int) -> dict[str, Any]:
 # ------------------------------------------------------------------ correctness
 
 
-def check_grads(aotgrad: Any, w: Workload) -> dict[str, Any]:
+def check_grads(aotgrad: Any, w: bench.Workload) -> dict[str, Any]:
     """aotgrad's min-cut partition, run: output and parameter grads equal eager's?"""
 
     def run(f: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         params = [p.detach().clone().requires_grad_(True) for p in w.params]
-        out = f(params, w.x)
+        out = f(params, *w.inputs)
         cot = torch.randn(out.shape, generator=torch.Generator().manual_seed(0))
         grads = torch.autograd.grad(out, params, cot)
         return out.detach(), list(grads)

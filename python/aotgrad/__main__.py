@@ -1,8 +1,8 @@
 """``python -m aotgrad`` / ``aotgrad``: the command-line tools.
 
-    aotgrad demo     train a small GPT with torch.compile(backend="aotgrad") and eagerly
-    aotgrad report   an HTML page of a partition: what is saved, what recomputed, and why
-    aotgrad bench    aotgrad against torch's AOT Autograd on the same joint graphs
+aotgrad demo     train a small GPT with torch.compile(backend="aotgrad") and eagerly
+aotgrad report   an HTML page of a partition: what is saved, what recomputed, and why
+aotgrad bench    aotgrad against torch's AOT Autograd on the same joint graphs
 """
 
 from __future__ import annotations
@@ -25,8 +25,14 @@ def main(argv: list[str] | None = None) -> int:
         "bench": (bench, "aotgrad vs torch: partition time, saved bytes, tracing, overhead"),
     }
     for name, (module, help_text) in commands.items():
-        module.add_arguments(sub.add_parser(name, help=help_text, description=module.__doc__,
-                                            formatter_class=argparse.RawDescriptionHelpFormatter))
+        module.add_arguments(
+            sub.add_parser(
+                name,
+                help=help_text,
+                description=module.__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
+        )
     args = parser.parse_args(argv)
     return commands[args.command][0].run(args)
 

@@ -1,34 +1,55 @@
-"""``aotgrad demo``: train a small GPT on the shipped corpus with ``backend="aotgrad"``
-and eagerly, side by side, and print how they compare."""
+"""``aotgrad demo``: train a small GPT on the shipped corpus with ``torch.compile(backend="aotgrad")``
+and eagerly, side by side; print loss parity, step and compile time, and the saved activation
+memory of aotgrad's min-cut, torch's min-cut and save-everything on the same joint graph; write
+the HTML partition report."""
 
 from __future__ import annotations
 
 import argparse
 import copy
+import statistics
+import sys
 import time
+from collections.abc import Iterator, Sequence
 from importlib import resources
 
 import torch
 
 from .models import GPT, GPTConfig
 
+TOLERANCE = 1e-3  # worst per-step relative loss difference accepted as parity
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--width", type=int, default=128)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+    p.add_argument("--layers", type=int, default=4, help="transformer blocks (default 4)")
+    p.add_argument("--width", type=int, default=128, help="embedding width (default 128)")
+    p.add_argument("--seq", type=int, default=64, help="sequence length (default 64)")
+    p.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--backend", default="aotgrad", choices=["aotgrad", "aotgrad_eager"])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--cache",
+        action="store_true",
+        help="let the backend reuse compiled graphs from aotgrad's caches (default: compile "
+        "afresh, so that the compile time and the report's comparison are of this run)",
+    )
+    p.add_argument(
+        "--report",
+        default="out/demo_report.html",
+        help="the HTML report to write, JSON beside it (default out/demo_report.html)",
+    )
+    p.add_argument("--no-report", action="store_true", help="skip the report and the comparison")
 
 
 def load_corpus() -> str:
     return resources.files("aotgrad.data").joinpath("corpus.txt").read_text()
 
 
-def batches(text: str, vocab: list[str], seq: int, batch: int, steps: int, seed: int):
+def batches(
+    text: str, vocab: list[str], seq: int, batch: int, steps: int, seed: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     stoi = {c: i for i, c in enumerate(vocab)}
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
     g = torch.Generator().manual_seed(seed)
@@ -39,14 +60,68 @@ def batches(text: str, vocab: list[str], seq: int, batch: int, steps: int, seed:
         yield x, y
 
 
-def _progress(step: int, total: int, loss_a: float, loss_e: float) -> None:
-    width = 30
-    done = int(width * step / total)
-    bar = "#" * done + "." * (width - done)
-    print(f"\r[{bar}] {step}/{total} loss aotgrad {loss_a:.4f} eager {loss_e:.4f}", end="")
+class Progress:
+    """A one-line progress bar on a terminal; a line per quarter otherwise (logs, CI)."""
+
+    def __init__(self, total: int, stream=None) -> None:  # type: ignore[no-untyped-def]
+        self.total = total
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.t0 = time.perf_counter()
+        self.last_quarter = 0
+
+    def update(self, step: int, loss_a: float, loss_e: float, step_s: float | None) -> None:
+        width = 28
+        done = int(width * step / self.total)
+        bar = "█" * done + "·" * (width - done)
+        eta = ""
+        if step_s is not None and step < self.total:
+            eta = f"  eta {step_s * (self.total - step):.0f}s"
+        line = f"  [{bar}] {step}/{self.total}  loss aotgrad {loss_a:.4f}  eager {loss_e:.4f}{eta}"
+        if self.tty:
+            self.stream.write("\r" + line.ljust(100))
+            self.stream.flush()
+        elif step * 4 // self.total > self.last_quarter or step == self.total:
+            self.last_quarter = step * 4 // self.total
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(map(len, rows)))]
+    return "\n".join(
+        indent + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows
+    )
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.1f} s"
+
+
+def _saved_rows(graphs: list) -> list[list[str]]:  # type: ignore[type-arg]
+    from .report.svg import fmt_bytes
+
+    by_name: dict[str, list] = {}  # type: ignore[type-arg]
+    for g in graphs:
+        for p in g.partitions:
+            by_name.setdefault(p.name, []).append(p)
+    rows = []
+    for name, ps in by_name.items():
+        if any(p.saved_bytes is None for p in ps):
+            err = next(p.error for p in ps if p.saved_bytes is None)
+            rows.append([f"  {name}", "failed", err or ""])
+            continue
+        tensors = sum(p.saved_tensors or 0 for p in ps)
+        rows.append([f"  {name}", fmt_bytes(sum(p.saved_bytes for p in ps)), f"{tensors} tensors"])
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
+    from .report import Recorder
+
     text = load_corpus()
     vocab = sorted(set(text))
     cfg = GPTConfig(
@@ -55,50 +130,83 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     eager = GPT(cfg).to(args.device)
     model = copy.deepcopy(eager)
-    compiled = torch.compile(model, backend=args.backend)
+    compiled = torch.compile(model, backend=args.backend, options={"cache": args.cache})
     opt_e = torch.optim.AdamW(eager.parameters(), lr=3e-3)
     opt_c = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    times_c, times_e, worst = [], [], 0.0
-    compile_time = 0.0
+    n_params = sum(p.numel() for p in eager.parameters())
     print(
-        f"aotgrad demo: GPT {args.layers}x{args.width}, seq {args.seq}, batch {args.batch}, "
-        f"{args.steps} steps on {args.device}, backend={args.backend}"
+        f"aotgrad demo: GPT {args.layers}x{args.width} ({n_params / 1e6:.2f}M parameters), "
+        f"seq {args.seq}, batch {args.batch}, {args.steps} steps on {args.device}, "
+        f"backend={args.backend}"
     )
-    for step, (x, y) in enumerate(
-        batches(text, vocab, args.seq, args.batch, args.steps, args.seed)
-    ):
-        x, y = x.to(args.device), y.to(args.device)
-        t0 = time.perf_counter()
-        opt_c.zero_grad(set_to_none=True)
-        loss_c = compiled(x, y)
-        loss_c.backward()
-        opt_c.step()
-        t1 = time.perf_counter()
-        opt_e.zero_grad(set_to_none=True)
-        loss_e = eager(x, y)
-        loss_e.backward()
-        opt_e.step()
-        t2 = time.perf_counter()
-        if step == 0:
-            compile_time = t1 - t0
-        else:
-            times_c.append(t1 - t0)
-            times_e.append(t2 - t1)
-        rel = abs(loss_c.item() - loss_e.item()) / max(abs(loss_e.item()), 1e-12)
-        worst = max(worst, rel)
-        _progress(step + 1, args.steps, loss_c.item(), loss_e.item())
-    print()
-    med = lambda v: sorted(v)[len(v) // 2] if v else float("nan")  # noqa: E731
+    print(
+        "  step 1 compiles the model (Dynamo, aotgrad trace + partition, codegen) ...", flush=True
+    )
+    recorder = Recorder(args.report, title=f"GPT {args.layers}x{args.width}", defer=True)
+    if not args.no_report:
+        recorder.start()
+    times_c: list[float] = []
+    times_e: list[float] = []
+    worst, compile_time = 0.0, 0.0
+    loss_c = loss_e = torch.zeros(())
+    progress = Progress(args.steps)
+    try:
+        for step, (x, y) in enumerate(
+            batches(text, vocab, args.seq, args.batch, args.steps, args.seed)
+        ):
+            x, y = x.to(args.device), y.to(args.device)
+            t0 = time.perf_counter()
+            opt_c.zero_grad(set_to_none=True)
+            loss_c = compiled(x, y)
+            loss_c.backward()
+            opt_c.step()
+            t1 = time.perf_counter()
+            opt_e.zero_grad(set_to_none=True)
+            loss_e = eager(x, y)
+            loss_e.backward()
+            opt_e.step()
+            t2 = time.perf_counter()
+            if step == 0:
+                compile_time = t1 - t0
+            else:
+                times_c.append(t1 - t0)
+                times_e.append(t2 - t1)
+            rel = abs(loss_c.item() - loss_e.item()) / max(abs(loss_e.item()), 1e-12)
+            worst = max(worst, rel)
+            per_step = (t2 - t0) if step else None
+            progress.update(step + 1, loss_c.item(), loss_e.item(), per_step)
+    finally:
+        progress.close()
+        recorder.stop()
+
+    med_c = statistics.median(times_c) if times_c else float("nan")
+    med_e = statistics.median(times_e) if times_e else float("nan")
+    stages = recorder.graphs[0].timings if recorder.graphs else {}
+    breakdown = " · ".join(f"{k} {_fmt_s(v)}" for k, v in stages.items())
+    ok = worst < TOLERANCE
     rows = [
-        ("final loss (aotgrad / eager)", f"{loss_c.item():.5f} / {loss_e.item():.5f}"),
-        ("worst per-step loss rel. diff", f"{worst:.2e}"),
-        (
-            "step time, median (aotgrad / eager)",
-            f"{med(times_c) * 1e3:.1f} ms / {med(times_e) * 1e3:.1f} ms",
-        ),
-        ("first step incl. compile", f"{compile_time:.2f} s"),
+        ["", "aotgrad", "eager"],
+        ["final loss", f"{loss_c.item():.5f}", f"{loss_e.item():.5f}"],
+        [
+            "loss parity, worst step",
+            f"{worst:.1e} rel. diff",
+            f"{'ok' if ok else 'FAILED'} (tolerance {TOLERANCE:g})",
+        ],
+        [
+            "step time, median",
+            f"{med_c * 1e3:.1f} ms",
+            f"{med_e * 1e3:.1f} ms" + (f"  (aotgrad {med_e / med_c:.2f}x)" if times_c else ""),
+        ],
+        ["compile, first step", _fmt_s(compile_time), breakdown],
     ]
-    w = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"  {k:<{w}}  {v}")
-    return 0 if worst < 1e-3 else 1
+    if recorder.graphs:
+        rows.append(["saved activations", "(same joint graph)", ""])
+        rows += _saved_rows(recorder.graphs)
+    print()
+    print(_table(rows))
+    if not args.no_report:
+        if recorder.graphs:
+            print(f"\nreport: {recorder.path} (data: {recorder.path.with_suffix('.json')})")
+        else:
+            print("\nreport: not written (no training graph was compiled; see the warnings)")
+    return 0 if ok else 1

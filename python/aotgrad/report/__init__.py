@@ -21,7 +21,6 @@ from .html import render_html
 from .model import Curve, Document, GraphReport, Partition, Saved
 from .record import ENV_VAR, Recorder, enable_from_env, json_path, new_document, write_report
 
-
 __all__ = [
     "ENV_VAR",
     "Curve",

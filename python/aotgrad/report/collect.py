@@ -17,12 +17,20 @@ import torch.fx as fx
 
 from ..partition import PartitionResult, partition_joint
 from .grouping import group_nodes
-from .model import IN_BACKWARD, IN_FORWARD, KINDS, UNKNOWN_REASON, Curve, GraphReport, Partition, Saved
+from .model import (
+    AOTGRAD_MIN_CUT,
+    IN_BACKWARD,
+    IN_FORWARD,
+    KINDS,
+    SAVE_ALL,
+    TORCH_MIN_CUT,
+    UNKNOWN_REASON,
+    Curve,
+    GraphReport,
+    Partition,
+    Saved,
+)
 
-#: Partitioner names, as the comparison chart shows them.
-AOTGRAD_MIN_CUT = "aotgrad min-cut"
-TORCH_MIN_CUT = "torch min-cut"
-SAVE_ALL = "save everything (aotgrad default)"
 _KIND_NAME = {"min_cut": AOTGRAD_MIN_CUT, "default": SAVE_ALL}
 
 
@@ -160,12 +168,19 @@ def collect(
     group, groups, rule = group_nodes(res.nodes, res.placement)
     nodes = node_columns(res.nodes, res.placement)
     nodes["group"] = group
+    notes = list(notes)
     if forward is None or backward is None:
         from ..split import split_joint
 
-        forward, backward = split_joint(
-            joint, res.nodes, res.placement, res.saved, num_fwd_outputs
-        )
+        # ``rep``: rows merged by the partitioner's CSE (results that carry it).
+        rep = getattr(res, "rep", None)
+        extra = {} if rep is None else {"rep": rep.tolist()}
+        try:
+            forward, backward = split_joint(
+                joint, res.nodes, res.placement, res.saved, num_fwd_outputs, **extra
+            )
+        except Exception as e:  # a broken partition is worth a report too
+            notes.append(f"the forward/backward split failed: {type(e).__name__}: {e}")
     return GraphReport(
         title=title,
         partitioner=_KIND_NAME[kind],
@@ -173,8 +188,8 @@ def collect(
         num_fwd_outputs=num_fwd_outputs,
         sizes={
             "joint": len(joint.graph.nodes),
-            "forward": len(forward.graph.nodes),
-            "backward": len(backward.graph.nodes),
+            "forward": len(forward.graph.nodes) if forward is not None else 0,
+            "backward": len(backward.graph.nodes) if backward is not None else 0,
         },
         groups=groups,
         nodes=nodes,
@@ -183,7 +198,7 @@ def collect(
         partitions=partitions,
         timings=dict(timings or {}),
         curve=Curve([(float(a), float(b)) for a, b in curve]) if curve else None,
-        notes=list(notes),
+        notes=notes,
     )
 
 
@@ -206,7 +221,10 @@ def collect_artifact(
     nfo = artifact.layout.num_fwd_outputs
     if artifact.joint is None:
         return collect_split(
-            artifact.forward, artifact.backward, num_fwd_outputs=nfo, title=title,
+            artifact.forward,
+            artifact.backward,
+            num_fwd_outputs=nfo,
+            title=title,
             timings=artifact.timings,
         )
     compiled = _saved_names(artifact.forward, nfo)
@@ -254,8 +272,9 @@ def collect_split(
     placement += [IN_BACKWARD] * len(bw_only)
     index = {n.name: i for i, n in enumerate(fw_nodes)}
     saved = [index[name] for name in _saved_names(forward, num_fwd_outputs)]
-    recomputed = [i for i, n in enumerate(fw_nodes) if n.op == "call_function" and
-                  n.name in bw_calls]
+    recomputed = [
+        i for i, n in enumerate(fw_nodes) if n.op == "call_function" and n.name in bw_calls
+    ]
     group, groups, rule = group_nodes(nodes, placement)
     cols = node_columns(nodes, placement)
     cols["group"] = group

@@ -99,8 +99,10 @@ def _by_frame(nodes: Sequence[fx.Node], fwd: list[int]) -> dict[int, str] | None
     if len(set(out.values())) > MAX_GROUPS:
         return None
     # A frame that ran once needs no run number.
-    return {i: g[: g.rindex(" #")] if " #" in g and runs[g[: g.rindex(" #")]] == 1 else g
-            for i, g in out.items()}
+    return {
+        i: g[: g.rindex(" #")] if " #" in g and runs[g[: g.rindex(" #")]] == 1 else g
+        for i, g in out.items()
+    }
 
 
 def _by_range(fwd: list[int], count: int) -> dict[int, str]:

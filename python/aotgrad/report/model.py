@@ -37,6 +37,11 @@ IN_BACKWARD = 2
 
 _NODE_COLUMNS = ("name", "op", "kind", "shape", "dtype", "nbytes", "placement", "group")
 
+#: Partitioner names, as the comparison shows them.
+AOTGRAD_MIN_CUT = "aotgrad min-cut"
+TORCH_MIN_CUT = "torch min-cut"
+SAVE_ALL = "save everything (aotgrad default)"
+
 UNKNOWN_REASON = "unknown"
 #: What each saved reason means, for the page's legend.
 REASON_TEXT = {
@@ -98,8 +103,9 @@ class GraphReport:
         n = len(self.nodes["name"])
         for col in _NODE_COLUMNS:
             if len(self.nodes.get(col, ())) != n:
-                raise ValueError(f"node column {col!r} has {len(self.nodes.get(col, ()))} "
-                                 f"entries, expected {n}")
+                raise ValueError(
+                    f"node column {col!r} has {len(self.nodes.get(col, ()))} entries, expected {n}"
+                )
 
     @property
     def num_nodes(self) -> int:
@@ -123,8 +129,14 @@ class GraphReport:
     def per_group(self) -> list[dict[str, Any]]:
         """Per group (layer): forward nodes, saved and recomputed counts and bytes."""
         stats = [
-            {"group": g, "forward_nodes": 0, "saved": 0, "saved_bytes": 0,
-             "recomputed": 0, "recomputed_bytes": 0}
+            {
+                "group": g,
+                "forward_nodes": 0,
+                "saved": 0,
+                "saved_bytes": 0,
+                "recomputed": 0,
+                "recomputed_bytes": 0,
+            }
             for g in self.groups
         ]
         group, nbytes = self.nodes["group"], self.nodes["nbytes"]
@@ -191,10 +203,11 @@ class Document:
     def from_json(text: str) -> Document:
         d = json.loads(text)
         if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"not an aotgrad report file (expected \"format\": {FORMAT!r})")
+            raise ValueError(f'not an aotgrad report file (expected "format": {FORMAT!r})')
         if d.get("version") != VERSION:
-            raise ValueError(f"report format version {d.get('version')!r}; this aotgrad reads "
-                             f"version {VERSION}")
+            raise ValueError(
+                f"report format version {d.get('version')!r}; this aotgrad reads version {VERSION}"
+            )
         try:
             graphs = [GraphReport.from_dict(g) for g in d["graphs"]]
         except (KeyError, TypeError) as e:

@@ -52,11 +52,17 @@ def write_report(doc: Document, path: str | Path) -> tuple[Path, Path]:
 class Recorder:
     """Collect a report of every training graph compiled while active (a context manager)."""
 
-    def __init__(self, path: str | Path, *, compare_torch: bool = True, title: str = "") -> None:
+    def __init__(
+        self, path: str | Path, *, compare_torch: bool = True, title: str = "", defer: bool = False
+    ) -> None:
+        """``defer``: keep the artefacts and describe them on ``stop`` (so that the report's
+        own partitioning does not add to the compile time a caller measures)."""
         self.path = Path(path)
         self.compare_torch = compare_torch
         self.title = title
+        self.defer = defer
         self.graphs: list[GraphReport] = []
+        self._pending: list[Any] = []
         self._off: Any = None
 
     def start(self) -> Recorder:
@@ -68,6 +74,9 @@ class Recorder:
         if self._off is not None:
             self._off()
             self._off = None
+        pending, self._pending = self._pending, []
+        for artifact in pending:
+            self._describe(artifact)
 
     def __enter__(self) -> Recorder:
         return self.start()
@@ -77,6 +86,12 @@ class Recorder:
 
     def add(self, artifact: Any) -> None:
         """The ``on_compiled`` callback: never lets a report failure break a compilation."""
+        if self.defer:
+            self._pending.append(artifact)
+        else:
+            self._describe(artifact)
+
+    def _describe(self, artifact: Any) -> None:
         from .collect import collect_artifact
 
         try:

@@ -59,10 +59,21 @@ def byte_axis(vmax: float) -> tuple[list[float], Callable[[float], str]]:
     return ticks, label
 
 
-def _text(x: float, y: float, s: str, *, anchor: str = "start", size: int = 12,
-          fill: str = INK, weight: str = "normal", extra: str = "") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{fill}" '
-            f'text-anchor="{anchor}" font-weight="{weight}"{extra}>{escape(s)}</text>')
+def _text(
+    x: float,
+    y: float,
+    s: str,
+    *,
+    anchor: str = "start",
+    size: int = 12,
+    fill: str = INK,
+    weight: str = "normal",
+    extra: str = "",
+) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{fill}" '
+        f'text-anchor="{anchor}" font-weight="{weight}"{extra}>{escape(s)}</text>'
+    )
 
 
 def _clip(label: str, width: float) -> str:
@@ -82,20 +93,30 @@ def _svg(width: float, height: float, body: Sequence[str], title: str) -> str:
 def _legend(series: Sequence[tuple[str, str]], x: float, y: float) -> list[str]:
     out = []
     for name, color in series:
-        out.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="12" height="12" rx="2" '
-                   f'fill="{color}"/>')
+        out.append(
+            f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="12" height="12" rx="2" fill="{color}"/>'
+        )
         out.append(_text(x + 17, y + 1, name, fill=INK))
         x += 17 + len(name) * CHAR_W + 22
     return out
 
 
-def _x_axis(x0: float, x1: float, y0: float, y1: float, vmax: float,
-            ticks: Sequence[float], label: Callable[[float], str]) -> list[str]:
+def _x_axis(
+    x0: float,
+    x1: float,
+    y0: float,
+    y1: float,
+    vmax: float,
+    ticks: Sequence[float],
+    label: Callable[[float], str],
+) -> list[str]:
     out = []
     for t in ticks:
         x = x0 + (x1 - x0) * t / vmax
-        out.append(f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" '
-                   f'stroke="{GRID}" stroke-width="1"/>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" '
+            f'stroke="{GRID}" stroke-width="1"/>'
+        )
         out.append(_text(x, y1 + 16, label(t), anchor="middle", size=11, fill=MUTED))
     return out
 
@@ -108,7 +129,7 @@ def grouped_hbars(
     width: int = 860,
 ) -> str:
     """One row per label, one bar per series (values in bytes), a shared byte axis."""
-    label_w = min(220.0, max(60.0, max((len(r[0]) for r in rows), default=4) * CHAR_W + 12))
+    label_w = min(230.0, max(60.0, max((len(r[0]) for r in rows), default=4) * CHAR_W + 16))
     bar_h, gap = 11, 10
     row_h = bar_h * len(series) + gap
     top, bottom, right = 34, 30, 92
@@ -121,8 +142,15 @@ def grouped_hbars(
     body += _x_axis(x0, x1, top - 4, top + row_h * len(rows) - gap + 4, vmax, ticks, fmt)
     for r, (label, vals) in enumerate(rows):
         y = top + r * row_h
-        body.append(_text(x0 - 10, y + bar_h * len(series) / 2 + 4, _clip(label, label_w - 14),
-                          anchor="end", extra=f' data-row="{escape(label)}"'))
+        body.append(
+            _text(
+                x0 - 10,
+                y + bar_h * len(series) / 2 + 4,
+                _clip(label, label_w - 10),
+                anchor="end",
+                extra=f' data-row="{escape(label)}"',
+            )
+        )
         for s, ((name, color), v) in enumerate(zip(series, vals, strict=True)):
             w = (x1 - x0) * v / vmax if vmax else 0
             yy = y + s * bar_h
@@ -142,9 +170,9 @@ def hbars(
     title: str,
     width: int = 860,
 ) -> str:
-    """One bar per row: (label, bytes or None, colour, note shown after the value)."""
-    label_w = min(280.0, max(80.0, max((len(r[0]) for r in rows), default=4) * CHAR_W + 14))
-    bar_h, gap, top, bottom, right = 22, 12, 8, 30, 190
+    """One bar per row: (label, bytes or None, colour, text shown in place of a missing bar)."""
+    label_w = min(280.0, max(80.0, max((len(r[0]) for r in rows), default=4) * CHAR_W + 16))
+    bar_h, gap, top, bottom, right = 22, 12, 8, 30, 110
     x0, x1 = label_w, width - right
     height = top + (bar_h + gap) * len(rows) + bottom
     vmax = max((v or 0.0 for _, v, _, _ in rows), default=0.0)
@@ -153,15 +181,16 @@ def hbars(
     body = _x_axis(x0, x1, top - 4, top + (bar_h + gap) * len(rows) - gap + 4, vmax, ticks, fmt)
     for r, (label, v, color, note) in enumerate(rows):
         y = top + r * (bar_h + gap)
-        body.append(_text(x0 - 10, y + bar_h / 2 + 4, _clip(label, label_w - 14), anchor="end"))
+        body.append(_text(x0 - 10, y + bar_h / 2 + 4, _clip(label, label_w - 10), anchor="end"))
         if v is None:
             body.append(_text(x0 + 4, y + bar_h / 2 + 4, note or "not available", fill=MUTED))
             continue
         w = (x1 - x0) * v / vmax if vmax else 0.0
-        body.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" rx="3" '
-                    f'fill="{color}"><title>{escape(f"{label}: {fmt_bytes(v)}")}</title></rect>')
-        text = fmt_bytes(v) + (f"  {note}" if note else "")
-        body.append(_text(x0 + w + 6, y + bar_h / 2 + 4, text, weight="600"))
+        body.append(
+            f'<rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" rx="3" '
+            f'fill="{color}"><title>{escape(f"{label}: {fmt_bytes(v)}")}</title></rect>'
+        )
+        body.append(_text(x0 + w + 6, y + bar_h / 2 + 4, fmt_bytes(v), weight="600"))
     return _svg(width, height, body, title)
 
 
@@ -171,24 +200,50 @@ def curve(
     cost_unit: str,
     title: str,
     width: int = 860,
-    height: int = 300,
+    height: int = 240,
     color: str = "#2563eb",
 ) -> str:
     """Saved bytes (x) against recompute cost (y); an empty frame with a note if no points."""
     left, right, top, bottom = 70, 24, 16, 46
     x0, x1, y0, y1 = left, width - right, top, height - bottom
-    body = [f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="#fafafa" '
-            f'stroke="{GRID}"/>']
-    body.append(_text((x0 + x1) / 2, height - 8, "saved activation memory", anchor="middle",
-                      fill=MUTED))
-    body.append(_text(16, (y0 + y1) / 2, cost_unit, anchor="middle", fill=MUTED,
-                      extra=f' transform="rotate(-90 16 {(y0 + y1) / 2:.1f})"'))
+    body = [
+        f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="#fafafa" '
+        f'stroke="{GRID}"/>'
+    ]
+    body.append(
+        _text((x0 + x1) / 2, height - 8, "saved activation memory", anchor="middle", fill=MUTED)
+    )
+    body.append(
+        _text(
+            16,
+            (y0 + y1) / 2,
+            cost_unit,
+            anchor="middle",
+            fill=MUTED,
+            extra=f' transform="rotate(-90 16 {(y0 + y1) / 2:.1f})"',
+        )
+    )
     if not points:
-        body.append(_text((x0 + x1) / 2, (y0 + y1) / 2 - 6, "No memory-budget sweep in this report",
-                          anchor="middle", size=14, fill=MUTED, weight="600"))
-        body.append(_text((x0 + x1) / 2, (y0 + y1) / 2 + 14,
-                          "points (saved bytes, recompute cost) appear here when a sweep supplies "
-                          "them", anchor="middle", fill=MUTED))
+        body.append(
+            _text(
+                (x0 + x1) / 2,
+                (y0 + y1) / 2 - 6,
+                "No memory-budget sweep in this report",
+                anchor="middle",
+                size=14,
+                fill=MUTED,
+                weight="600",
+            )
+        )
+        body.append(
+            _text(
+                (x0 + x1) / 2,
+                (y0 + y1) / 2 + 14,
+                "points (saved bytes, recompute cost) appear here when a sweep supplies them",
+                anchor="middle",
+                fill=MUTED,
+            )
+        )
         return _svg(width, height, body, title)
     pts = sorted((float(a), float(b)) for a, b in points)
     xticks, xfmt = byte_axis(max(p[0] for p in pts))
@@ -203,11 +258,14 @@ def curve(
     def xy(p: tuple[float, float]) -> tuple[float, float]:
         return x0 + (x1 - x0) * p[0] / xmax, y1 - (y1 - y0) * p[1] / ymax
 
-    path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in
-                    enumerate(map(xy, pts)))
+    path = " ".join(
+        f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(map(xy, pts))
+    )
     body.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
     for p in pts:
         x, y = xy(p)
-        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}">'
-                    f"<title>{escape(f'{fmt_bytes(p[0])}, {p[1]:g} {cost_unit}')}</title></circle>")
+        body.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}">'
+            f"<title>{escape(f'{fmt_bytes(p[0])}, {p[1]:g} {cost_unit}')}</title></circle>"
+        )
     return _svg(width, height, body, title)
