@@ -28,27 +28,43 @@ def _dynamic_shape(t: torch.Tensor) -> tuple[Any, ...]:
     return tuple(pattern)
 
 
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (
+        a.data_ptr() == b.data_ptr()
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+        and a.dtype == b.dtype
+    )
+
+
 def alias_groups(tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...]:
     """Per tensor input: (index of the first input sharing its storage, index of the first
-    input that is the very same view of it — same data pointer, sizes and strides)."""
-    storage_first: dict[int, int] = {}
-    view_first: dict[tuple, int] = {}
-    out = []
+    input that is the very same view of it — same data pointer, sizes, strides, dtype).
+
+    A storage is identified by its base address (``data_ptr - storage_offset * itemsize``),
+    which costs three attribute reads and no Python storage object."""
+    first: dict[int, int] = {}
+    out: list[tuple[int, int]] = []
     for i, t in enumerate(tensors):
-        s = storage_first.setdefault(t.untyped_storage().data_ptr(), i)
-        v = view_first.setdefault((t.data_ptr(), t.shape, t.stride(), t.dtype), i)
-        out.append((s, v))
+        p = t.data_ptr()
+        base = p - t.storage_offset() * t.element_size() if p else -1 - i  # empty: unique
+        j = first.setdefault(base, i)
+        if j == i:
+            out.append((i, i))
+            continue
+        same = next((k for k in range(i) if out[k][0] == j and _same_view(tensors[k], t)), i)
+        out.append((j, same))
     return tuple(out)
 
 
-def call_key(flat_args: Sequence[Any], *, dynamic: bool, extra: tuple[Any, ...] = ()) -> tuple:
+def call_key(flat_args: Sequence[Any], *, dynamic: bool, extra: Any = ()) -> tuple:
     """The guard key of one call (see the module docstring)."""
     tensors: list[torch.Tensor] = []
     parts: list[Any] = []
     for a in flat_args:
         if isinstance(a, torch.Tensor):
             tensors.append(a)
-            shape = _dynamic_shape(a) if dynamic else (tuple(a.shape), a.stride())
+            shape = _dynamic_shape(a) if dynamic else (a.shape, a.stride())
             parts.append((a.dtype, a.device, a.requires_grad, shape))
         else:
             try:
