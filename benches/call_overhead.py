@@ -56,8 +56,7 @@ def main() -> int:
     )
     for label, a, t, e in rows:
         print(
-            f"{label:28}{a:9.1f}{t:11.1f}{e:8.1f}{a - e:18.1f}{t - e:16.1f}"
-            f"{(a - e) / (t - e):7.2f}"
+            f"{label:28}{a:9.1f}{t:11.1f}{e:8.1f}{a - e:18.1f}{t - e:16.1f}{(a - e) / (t - e):7.2f}"
         )
     print(f"{'aotgrad guard check alone':28}{guard_us:9.1f}")
     a, t, e = rows[0][1:]

@@ -118,6 +118,7 @@ def test_fallback_warns_once_and_strict_raises(monkeypatch):
         raise TraceError("cannot trace f: op aten.fake.default has no fake (meta) kernel")
 
     monkeypatch.setattr(aotgrad.api, "compile_flat", failing_compile)
+    monkeypatch.setattr(aotgrad.api, "build_program", failing_compile)
 
     def f(x):
         return (x * 2).sin()

@@ -14,15 +14,17 @@ PRIMAL, TANGENT, CALL = 0, 1, 2
 
 
 def table(rows, outputs, num_fwd_outputs, op_names):
-    """A node table from ``(kind, op, args, nbytes, flags)`` rows."""
+    """A node table from ``(kind, op, args, nbytes, flags[, const_hash])`` rows (by
+    default each row's const_hash is its index: no two rows merge)."""
     arg_ptr = np.cumsum([0] + [len(r[2]) for r in rows]).astype(np.uint32)
     return SimpleNamespace(
-        version=1,
+        version=_rust.FORMAT_VERSION,
         kind=np.array([r[0] for r in rows], dtype=np.uint8),
         op=np.array([r[1] for r in rows], dtype=np.uint32),
         arg_ptr=arg_ptr,
         arg_idx=np.array([a for r in rows for a in r[2]], dtype=np.uint32),
         nbytes=np.array([r[3] for r in rows], dtype=np.uint64),
+        const_hash=np.array([r[5] if len(r) > 5 else i for i, r in enumerate(rows)], np.uint64),
         flags=np.array([r[4] for r in rows], dtype=np.uint32),
         region=np.full(len(rows), -1, dtype=np.int32),
         outputs=np.array(outputs, dtype=np.int32),
@@ -76,6 +78,34 @@ def test_options_are_read_and_checked():
         _rust.partition_min_cut(store, {"recompute_views": "yes"})
     with pytest.raises(PartitionError, match="`max_dist_from_bw` must be an int"):
         _rust.partition_default(store, {"max_dist_from_bw": -1})
+    with pytest.raises(PartitionError, match="`cse` must be a bool"):
+        _rust.partition_default(store, {"cse": 1})
+    for fn in (_rust.partition_min_cut, _rust.partition_default):
+        for cse in (True, False):
+            p = fn(store, {"cse": cse})
+            assert np.frombuffer(p.rep, np.uint32).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_cse_merges_equal_calls_and_check_partition_checks_rep():
+    """Two sin(x) with equal const_hash merge: the second has placement 0 and its reader
+    (the backward's mul) reads the first."""
+    rows = [
+        (PRIMAL, 0, [], 1000, 0),
+        (TANGENT, 0, [], 1000, 0),
+        (CALL, 2, [0], 1000, 0, 7),  # a = sin(x)
+        (CALL, 3, [2], 1000, 0),  # b = cos(a)
+        (CALL, 2, [0], 1000, 0, 7),  # a2 = sin(x), the same value
+        (CALL, 4, [1, 4], 1000, 0),  # dx = t * a2
+    ]
+    store = _rust.GraphStore.from_table(table(rows, [3, 5], 1, OPS))
+    for fn in (_rust.partition_min_cut, _rust.partition_default):
+        p = fn(store)
+        assert np.frombuffer(p.rep, np.uint32).tolist() == [0, 1, 2, 3, 2, 5]
+        assert np.frombuffer(p.placement, np.uint8)[4] == 0
+        _rust.check_partition(store, p)
+    rows[4] = (CALL, 2, [0], 1000, 0, 8)  # other constants: no merge
+    store = _rust.GraphStore.from_table(table(rows, [3, 5], 1, OPS))
+    assert np.frombuffer(_rust.partition_min_cut(store).rep, np.uint32).tolist() == list(range(6))
 
 
 def test_tangent_derived_forward_output_is_a_graph_error():

@@ -68,6 +68,10 @@ def test_known_tiny_graph_columns():
     view = int(Flag.VIEW)
     assert table.flags.tolist() == [0, 0, 0, 0, 0, view, view, 0, view, 0, view, 0]
     assert table.region.tolist() == [-1] * 12
+    ch = table.const_hash.tolist()  # equal for calls of one op with equal constants
+    assert ch[:3] == [0, 0, 0]
+    assert ch[3] == ch[9] == ch[11] and ch[8] == ch[10] and ch[5] == ch[6]
+    assert len({ch[3], ch[4], ch[5], ch[7], ch[8]}) == 5
     assert table.outputs.tolist() == [4, 11, 9]
     assert table.num_fwd_outputs == 1 and store.num_fwd_outputs == 1
     assert len(store) == 12

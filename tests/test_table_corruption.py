@@ -24,7 +24,7 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 COLUMNS = dict(NodeTable.COLUMNS)
-PER_NODE = ("kind", "op", "nbytes", "flags", "region")
+PER_NODE = ("kind", "op", "nbytes", "const_hash", "flags", "region")
 
 
 def _real_tables() -> list[NodeTable]:
@@ -60,8 +60,11 @@ def synthetic_tables(draw: st.DrawFn) -> NodeTable:
         nbytes=np.array(
             draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n)), np.uint64
         ),
+        const_hash=np.array(
+            draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n)), np.uint64
+        ),
         flags=np.array(
-            draw(st.lists(st.integers(0, 2**11 - 1), min_size=n, max_size=n)), np.uint32
+            draw(st.lists(st.integers(0, 2**12 - 1), min_size=n, max_size=n)), np.uint32
         ),
         region=np.array(draw(st.lists(st.integers(-1, 5), min_size=n, max_size=n)), np.int32),
         outputs=np.array(outputs, np.int32),
@@ -124,7 +127,9 @@ def test_out_of_range_values(table, data):
     row = data.draw(st.integers(0, max(n - 1, 0)))
     expected = column
     if column == "version":
-        t.version = data.draw(st.integers(-(2**70), 2**70).filter(lambda v: v != 1))
+        t.version = data.draw(
+            st.integers(-(2**70), 2**70).filter(lambda v: v != _rust.FORMAT_VERSION)
+        )
     elif column == "num_fwd_outputs":
         t.num_fwd_outputs = data.draw(
             st.one_of(st.integers(m + 1, 2**70), st.integers(-(2**70), -1), st.just("1"))
@@ -143,7 +148,7 @@ def test_out_of_range_values(table, data):
         else:  # offsets that decrease
             t.arg_ptr[row] = t.arg_ptr[row + 1] + 1
     elif column == "flags":
-        t.flags[row] |= np.uint32(1 << data.draw(st.integers(11, 31)))
+        t.flags[row] |= np.uint32(1 << data.draw(st.integers(12, 31)))
     elif column == "region":
         t.region[row] = data.draw(st.integers(-(2**31), -2))
     elif column == "arg_idx":  # a forward reference or a self-cycle
@@ -218,3 +223,4 @@ def test_garbage_never_crashes(columns, num_fwd_outputs):
     store.verify()  # whatever is accepted is a valid graph
     back = NodeTable.from_store(store)
     np.testing.assert_array_equal(back.arg_idx, t.arg_idx)
+    np.testing.assert_array_equal(back.const_hash, t.const_hash)

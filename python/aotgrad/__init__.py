@@ -15,7 +15,7 @@ from .compile import make_boxed_func, nop
 __version__ = "0.1.0"
 
 # AOTGRAD_REPORT=path.html: write a partition report after every compilation.
-from .report import enable_from_env as _enable_report  # noqa: E402
+from .report import enable_from_env as _enable_report
 
 _enable_report()
 

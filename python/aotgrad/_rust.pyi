@@ -48,6 +48,7 @@ class _Table(Protocol):
     arg_ptr: Buffer  # uint32[N + 1]
     arg_idx: Buffer  # uint32[E]
     nbytes: Buffer  # uint64[N]
+    const_hash: Buffer  # uint64[N]
     flags: Buffer  # uint32[N]
     region: Buffer  # int32[N]
     outputs: Buffer  # int32[M]
@@ -106,16 +107,22 @@ class Partition:
     def saved_bytes(self) -> int: ...
     @property
     def num_saved_symints(self) -> int: ...
+    @property
+    def rep(self) -> bytes:
+        """uint32[N]: each node's representative after CSE (itself unless merged into an
+        earlier node computing the same value; a merged node has placement 0)."""
 
 def partition_default(store: GraphStore, options: dict[str, Any] | None = None) -> Partition:
-    """Save every forward value the backward reads (``options`` is checked, unused)."""
+    """Save every forward value the backward reads. ``options`` is checked; of its
+    fields only ``cse`` (merge common subexpressions first, default True) applies."""
 
 def partition_min_cut(store: GraphStore, options: dict[str, Any] | None = None) -> Partition:
     """Min-cut rematerialization. ``options``: ``PartitionOptions`` fields
     (ban_if_not_in_allowlist, ban_if_reduction, ban_if_materialized_backward,
     ban_if_used_far_apart, ban_if_long_fusible_chains, long_chain, max_dist_from_bw,
-    recompute_views); raises ``PartitionError`` on an unknown option or an
+    recompute_views, cse); raises ``PartitionError`` on an unknown option or an
     unsatisfiable graph, ``GraphError`` on a tangent-derived forward output."""
 
 def check_partition(store: GraphStore, partition: Partition) -> None:
-    """Raise ``PartitionError`` if ``partition`` is not a valid partition of ``store``."""
+    """Raise ``PartitionError`` if ``partition`` is not a valid partition of ``store``
+    (its ``rep`` merging only nodes that compute the same value)."""

@@ -28,11 +28,11 @@ import pickle
 import sys
 import tempfile
 import warnings
-from unittest import mock
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 import torch.fx as fx

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.node import map_arg
@@ -59,13 +60,16 @@ def split_joint(
     placement: Sequence[int],
     saved: Sequence[int],
     num_fwd_outputs: int,
+    rep: Sequence[int] | np.ndarray | None = None,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Build the forward and backward graphs.
 
     ``nodes[i]`` is the joint graph's node for table row ``i``; ``placement[i]``
     has bit 0 when the node is computed in the forward, bit 1 when the backward
     reads or recomputes it; ``saved`` lists the rows passed from forward to
-    backward, in order.
+    backward, in order. ``rep`` (the partition's, after CSE): ``rep[i] != i``
+    when row ``i`` computes the same value as the earlier row ``rep[i]``; its
+    readers then read that row's copy (row ``i`` itself is in neither graph).
     """
     output_node = joint.graph.output_node()
     outputs = list(output_node.args[0])  # type: ignore[arg-type]
@@ -83,8 +87,19 @@ def split_joint(
         used_names.add(name)
         _placeholder(bw_graph, n, bw_env, name)
 
+    merged: dict[int, int] = {}
+    if rep is not None:
+        reps = np.asarray(rep)
+        rows = np.flatnonzero(reps != np.arange(len(reps)))
+        merged = dict(zip(rows.tolist(), reps[rows].tolist(), strict=True))
     for i, node in enumerate(nodes):
         where = placement[i]
+        if merged and i in merged:  # stand-in: the representative (an earlier row)
+            r = nodes[merged[i]]
+            for env in (fw_env, bw_env):
+                if r in env:
+                    env[node] = env[r]
+            continue
         if node.op == "placeholder":
             if node.meta.get("aotgrad_role", "primal") == "tangent" or node.name.startswith(
                 "tangents"

@@ -1,18 +1,21 @@
 """Joint FX graph → node table: flat columns, no Python object per node.
 
-The format is ``docs/node_table.md`` (version 1); Rust reads the columns
+The format is ``docs/node_table.md`` (version 2); Rust reads the columns
 zero-copy and validates them (``aotgrad._rust.GraphStore.from_table``).
 
 ``to_table`` makes one pass over the graph's nodes. Facts that depend only on
 the op (its interned name, RANDOM / VIEW / IMPURE / COMPUTE_INTENSIVE) are
 computed once per target and cached; byte sizes come from
 ``meta["tensor_meta"]`` when present (cheap to read) and from ``meta["val"]``
-otherwise. An 8,000-node joint graph converts in well under 20 ms.
+otherwise. ``const_hash`` (the constant arguments, for CSE) is cached per
+target and argument structure. An 8,000-node joint graph converts in about
+20 ms.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
 import operator
 from collections.abc import Iterable, Sequence
@@ -23,16 +26,18 @@ import numpy as np
 import torch
 import torch.fx as fx
 from torch._ops import HigherOrderOperator, OpOverload
-from torch.fx.experimental.symbolic_shapes import optimization_hint
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, optimization_hint
 from torch.fx.passes.shape_prop import TensorMetadata
 from torch.utils.checkpoint import CheckpointPolicy
 
 from .errors import UnsupportedError, table_error
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PLACEHOLDER_OP = "placeholder"
 GET_ATTR_OP = "get_attr"
 ROLE_KEY = "aotgrad_role"
+#: ``meta`` key the tracer sets on primals the function overwrites in place.
+MUTATED_KEY = "aotgrad_mutated"
 #: Byte size assumed for a dimension with no size hint (an unbacked symbol).
 UNHINTED_DIM = 4096
 
@@ -47,7 +52,7 @@ class Kind(enum.IntEnum):
 
 
 class Flag(enum.IntFlag):
-    """The ``flags`` column (bits 11-31 must be zero)."""
+    """The ``flags`` column (bits 12-31 must be zero)."""
 
     SYMBOLIC_SIZE = 1 << 0
     RANDOM = 1 << 1
@@ -60,6 +65,7 @@ class Flag(enum.IntFlag):
     MUST_RECOMPUTE = 1 << 8
     NON_TENSOR = 1 << 9
     MULTI_OUTPUT = 1 << 10
+    MUTATED_INPUT = 1 << 11
 
 
 @dataclass
@@ -71,6 +77,7 @@ class NodeTable:
     arg_ptr: np.ndarray  # uint32[N + 1]
     arg_idx: np.ndarray  # uint32[E]
     nbytes: np.ndarray  # uint64[N]
+    const_hash: np.ndarray  # uint64[N]
     flags: np.ndarray  # uint32[N]
     region: np.ndarray  # int32[N]
     outputs: np.ndarray  # int32[M]
@@ -84,6 +91,7 @@ class NodeTable:
         ("arg_ptr", np.uint32),
         ("arg_idx", np.uint32),
         ("nbytes", np.uint64),
+        ("const_hash", np.uint64),
         ("flags", np.uint32),
         ("region", np.int32),
         ("outputs", np.int32),
@@ -117,26 +125,187 @@ class NodeTable:
         return cls.from_columns(store.to_columns())
 
 
+#: How many recent constant patterns each target keeps for the inline check
+#: (a transformer's ops have at most ~10 patterns each; most have one).
+_RECENT = 16
+
+
+class _ConstCache:
+    """The ``const_hash`` cache of one target's calls (see ``_Builder.const_hash``).
+
+    ``recent`` holds the last few distinct entries ``((types, key), hash, reprs)``,
+    newest first, checked by equality in ``to_table`` (no hashing); ``entries``
+    maps every key seen to ``(types, hash, reprs)``.
+    """
+
+    __slots__ = ("entries", "recent")
+
+    def __init__(self) -> None:
+        self.recent: list[tuple[tuple[Any, Any], int, Any]] = []
+        self.entries: dict[Any, tuple[Any, int, Any]] = {}
+
+    def remember(self, types: Any, key: Any, h: int, reprs: Any) -> None:
+        self.recent.insert(0, ((types, key), h, reprs))
+        del self.recent[_RECENT:]
+
+
 @dataclass
 class _Builder:
     """Interned op names and per-target facts, filled while converting one graph."""
 
     compute_intensive: frozenset[Any]
     op_names: list[str] = field(default_factory=lambda: [PLACEHOLDER_OP, GET_ATTR_OP])
-    #: by ``id(target)``; targets outlive the conversion (the graph holds them)
-    facts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: by ``id(target)`` (targets outlive the conversion: the graph holds them):
+    #: (op id, op flags, the const_hash cache of the target's calls)
+    facts: dict[int, tuple[int, int, _ConstCache]] = field(default_factory=dict)
 
-    def op_facts(self, target: Any) -> tuple[int, int]:
-        """(op id, op flags) of a call_function target; computed once per target."""
+    def op_facts(self, target: Any) -> tuple[int, int, _ConstCache]:
+        """(op id, op flags, const cache) of a call_function target; made once per target."""
         name, bits = _describe_op(target)
         if target in self.compute_intensive or (
             isinstance(target, OpOverload) and target.overloadpacket in self.compute_intensive
         ):
             bits |= Flag.COMPUTE_INTENSIVE
         self.op_names.append(name)
-        facts = (len(self.op_names) - 1, int(bits))
+        facts = (len(self.op_names) - 1, int(bits), _ConstCache())
         self.facts[id(target)] = facts
         return facts
+
+    def const_hash(
+        self, node: fx.Node, row: int, op_id: int, key: Any, types: Any, cache: _ConstCache
+    ) -> int:
+        """The ``const_hash`` of call ``node`` (row ``row``) when its constants are not
+        those of one of the target's recent calls (``to_table`` checks that inline).
+
+        ``key`` is the node's arguments with every node replaced by None
+        (``map_arg`` with ``list.append``), ``types`` the type of every leaf
+        (``map_aggregate`` with ``type``; ``fx.Node`` for a node). The hash is
+        stable across processes: a BLAKE2b digest of the op name and the
+        arguments' canonical form (``_Walk``). Two calls share a cache entry
+        only if their ``key`` and ``types`` are equal and, where the arguments
+        hold a float zero, the ``repr`` of every leaf (``1 == 1.0 == True`` and
+        ``0.0 == -0.0`` in Python; a None is a node or the constant): then their
+        constants are the same. ``key`` is only hashed or compared once
+        ``types`` shows no SymFloat/SymBool in it (their ``__hash__`` and
+        ``__eq__`` would add guards to the shape environment) and no object of
+        an unknown type (its equality cannot be trusted).
+        """
+        try:
+            _map_aggregate(types, _KNOWN_LEAF_TYPES.__getitem__)
+            known = True
+        except KeyError:
+            known = False
+        if known:
+            try:
+                e = cache.entries.get(key)
+            except TypeError:  # unhashable (a slice, a non-nested SymInt)
+                e = None
+            if (
+                e is not None
+                and e[0] == types
+                and (e[2] is None or e[2] == _map_aggregate(key, repr))
+            ):
+                cache.remember(types, key, e[1], e[2])
+                return e[1]
+        walk = _Walk()
+        try:
+            canon = walk.canonical((node._args, node._kwargs))
+        except _Unreliable:
+            return _UNIQUE_TAG ^ row
+        text = repr((self.op_names[op_id], canon)).encode()
+        h = int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+        if known and walk.cacheable:
+            reprs = _map_aggregate(key, repr) if walk.signed_zero else None
+            try:
+                cache.entries[key] = (types, h, reprs)
+            except TypeError:  # unhashable: no cache
+                return h
+            cache.remember(types, key, h, reprs)
+        return h
+
+
+#: Where a row's constants cannot be hashed reliably (an object of unknown
+#: type, a SymInt result with unbacked symbols), its ``const_hash`` is this
+#: xor the row id: no other row has it.
+_UNIQUE_TAG = 0xA076_1D64_78BD_642F
+_NODE_MARK = ("node",)
+_NAMED_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+#: Leaf types whose ``==`` is exact within the type and whose hash is safe
+#: (a dict, for ``__getitem__`` as a C-level membership test over a structure).
+_KNOWN_LEAF_TYPES = dict.fromkeys(
+    (fx.Node, type(None), bool, int, float, complex, str, type(Ellipsis), *_NAMED_CONSTANTS)
+)
+# torch's C implementation of ``map_aggregate``: ``fn`` on every leaf.
+_map_aggregate = getattr(torch._C, "_fx_map_aggregate", fx.node.map_aggregate)
+
+
+class _Unreliable(Exception):
+    """A constant argument that cannot be hashed reliably."""
+
+
+class _Walk:
+    """One canonical-form walk over a call's arguments (see ``_Builder.const_hash``)."""
+
+    __slots__ = ("cacheable", "signed_zero")
+
+    def __init__(self) -> None:
+        self.cacheable = True  # no NaN (never equal to itself), no SymInt
+        self.signed_zero = False  # a float zero: the cache compares leaf reprs
+
+    def canonical(self, v: Any) -> Any:
+        """A tuple of primitives naming ``v``'s value and type; nodes become a marker."""
+        t = type(v)
+        if t is fx.Node:
+            return _NODE_MARK
+        if t is str:
+            return ("str", v)
+        if t is int or t is bool or v is None:
+            return (t.__name__, v)
+        if t is float or t is complex:
+            if v != v:
+                self.cacheable = False
+            elif v == 0:
+                self.signed_zero = True
+            parts = (v,) if t is float else (v.real, v.imag)
+            return (t.__name__, *(x.hex() for x in parts))
+        if isinstance(v, (tuple, list)):  # immutable_list, torch.Size
+            return ("tuple" if isinstance(v, tuple) else "list", *map(self.canonical, v))
+        if isinstance(v, dict):  # kwargs, in key order: equal dicts, equal hashes
+            if not all(type(k) is str for k in v):
+                raise _Unreliable
+            return ("dict", *((k, self.canonical(v[k])) for k in sorted(v)))
+        if isinstance(v, _NAMED_CONSTANTS):
+            return (t.__name__, str(v))
+        if isinstance(v, _SYM_TYPES):  # same expression, same value
+            self.cacheable = False
+            return ("sym", t.__name__, str(v))
+        if t is slice:
+            return ("slice", *map(self.canonical, (v.start, v.stop, v.step)))
+        if v is Ellipsis:
+            return ("ellipsis",)
+        raise _Unreliable
+
+
+def _with_context(h: int, custom: Any) -> int:
+    """``h`` combined with a node's ``meta["custom"]`` stream and memory pool (torch's
+    CSE compares them too): calls on different streams are different values."""
+    if not isinstance(custom, dict):
+        return h
+    context = (custom.get("stream", 0), custom.get("mempool"), custom.get("mempool_device"))
+    if context == (0, None, None):
+        return h
+    text = repr((h, tuple(map(str, context)))).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def _unbacked(val: Any) -> bool:
+    """Whether a SymInt/SymFloat/SymBool value has unbacked symbols (as torch's CSE, such
+    a node is never merged: its readers' metadata name its own symbol)."""
+    try:
+        return isinstance(val, _SYM_TYPES) and bool(free_unbacked_symbols(val))
+    except Exception:  # no shape environment to ask: assume the worst
+        return True
 
 
 _SIDE_EFFECTS: frozenset[Any] = frozenset(getattr(fx.node, "_side_effectful_functions", ()))
@@ -158,6 +327,7 @@ _SYMBOLIC_SIZE = int(Flag.SYMBOLIC_SIZE)
 _SYMINT = int(Flag.SYMINT)
 _NON_TENSOR = int(Flag.NON_TENSOR)
 _MULTI_OUTPUT = int(Flag.MULTI_OUTPUT)
+_MUTATED_INPUT = int(Flag.MUTATED_INPUT)
 _NO_ROLE = object()
 # torch's C implementation of ``map_arg``: calls ``fn`` on every node in a
 # nested argument (tuples, lists, dicts, slices), in order.
@@ -271,11 +441,13 @@ def to_table(
     arg_ptr: list[int] = [0]
     arg_nodes: list[fx.Node] = []  # the arguments as nodes; mapped to ids at the end
     nbytes: list[int] = []
+    const_hash: list[int] = []
     flags: list[int] = []
     region: list[int] = []
     output_args: Any = ()
     collect = arg_nodes.append
     map_arg = _map_arg
+    map_aggregate = _map_aggregate
     checkpoint_flags = _CHECKPOINT_FLAGS
     tensor_meta_type = TensorMetadata
 
@@ -285,18 +457,36 @@ def to_table(
         if kind_of == "call_function":
             target = node.target
             f = facts.get(id(target))  # OpOverload.__hash__ is Python code: key by id
-            op_id, bits = f if f is not None else b.op_facts(target)
-            # args then kwargs, nested containers flattened, repeats kept (C speed)
-            map_arg(node._args, collect)
-            if node._kwargs:
-                map_arg(node._kwargs, collect)
+            op_id, bits, cache = f if f is not None else b.op_facts(target)
+            # args then kwargs, nested containers flattened, repeats kept (C speed);
+            # ``key`` is the arguments with every node replaced by None, ``types``
+            # the type of every leaf.
+            key = map_arg(node._args, collect)
+            types = map_aggregate(node._args, type)
+            kwargs = node._kwargs
+            if kwargs:
+                key = (key, map_arg(kwargs, collect))
+                types = (types, map_aggregate(kwargs, type))
+            # The constants of one of the target's recent calls? (types first: the
+            # recent keys hold no SymFloat/SymBool, whose == would add guards)
+            types_key = (types, key)
+            for e in cache.recent:
+                if types_key == e[0] and (e[2] is None or e[2] == map_aggregate(key, repr)):
+                    ch = e[1]
+                    break
+            else:
+                ch = b.const_hash(node, len(nodes), op_id, key, types, cache)
+            if "custom" in meta:  # stream / memory pool context: part of the value
+                ch = _with_context(ch, meta["custom"])
             k = _CALL
         elif kind_of == "placeholder":
-            op_id, bits = 0, 0
+            op_id, bits, ch = 0, 0, 0
             role = next(role_iter, _NO_ROLE) if role_iter is not None else None
             k = _placeholder_kind(node, len(nodes), role)
+            if k == _PRIMAL and meta.get(MUTATED_KEY):
+                bits = _MUTATED_INPUT
         elif kind_of == "get_attr":
-            op_id, bits = 1, 0
+            op_id, bits, ch = 1, 0, 0
             k = _GET_ATTR
             if "val" not in meta and isinstance(gm, fx.GraphModule):
                 meta = {"val": operator.attrgetter(node.target)(gm)}
@@ -317,8 +507,11 @@ def to_table(
                 nb, vbits = _tensor_nbytes(tm.shape, tm.dtype)
                 bits |= vbits
         else:
-            nb, vbits = _value_facts(meta.get("val"))
+            val = meta.get("val")
+            nb, vbits = _value_facts(val)
             bits |= vbits
+            if vbits & _SYMINT and k == _CALL and _unbacked(val):
+                ch = _UNIQUE_TAG ^ len(nodes)
         policy = meta.get("recompute")
         if policy is not None:
             bits |= checkpoint_flags.get(policy, 0)
@@ -327,6 +520,7 @@ def to_table(
         op.append(op_id)
         arg_ptr.append(len(arg_nodes))
         nbytes.append(nb)
+        const_hash.append(ch)
         flags.append(bits)
         region.append(meta.get("ac_graph_id", -1))
 
@@ -349,6 +543,7 @@ def to_table(
         arg_ptr=np.array(arg_ptr, dtype=np.uint32),
         arg_idx=arg_idx,
         nbytes=np.array(nbytes, dtype=np.uint64),
+        const_hash=np.array(const_hash, dtype=np.uint64),
         flags=np.array(flags, dtype=np.uint32),
         region=np.array(region, dtype=np.int32),
         outputs=np.array(outputs, dtype=np.int32),

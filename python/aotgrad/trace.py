@@ -269,8 +269,6 @@ def _is_impure_keep_random(node: fx.Node) -> bool:
     return False
 
 
-
-
 def _clean(gm: fx.GraphModule) -> None:
     """Drop ``aten.detach`` (autograd wraps the compiled graphs from outside, so inside
     them a detach is the identity: keeping it costs a dispatch per call and makes two

@@ -32,6 +32,9 @@ class PartitionResult:
     saved_reason: np.ndarray
     recomputed: np.ndarray
     saved_bytes: int
+    #: uint32[N]: ``rep[i] != i`` when CSE merged row ``i`` into the earlier row
+    #: ``rep[i]`` (row ``i`` is then in neither graph; ``split_joint`` needs it)
+    rep: np.ndarray
 
     def saved_nodes(self) -> list[fx.Node]:
         return [self.nodes[i] for i in self.saved]
@@ -66,6 +69,7 @@ def partition_joint(
         saved_reason=_as_array(raw.saved_reason, np.uint8),
         recomputed=_as_array(raw.recomputed, np.uint32),
         saved_bytes=int(raw.saved_bytes),
+        rep=_as_array(raw.rep, np.uint32),
     )
 
 
@@ -73,7 +77,14 @@ def _partition(
     kind: str, joint_module: fx.GraphModule, num_fwd_outputs: int, options: dict[str, Any]
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     result = partition_joint(joint_module, num_fwd_outputs=num_fwd_outputs, kind=kind, **options)
-    return split_joint(joint_module, result.nodes, result.placement, result.saved, num_fwd_outputs)
+    return split_joint(
+        joint_module,
+        result.nodes,
+        result.placement,
+        result.saved,
+        num_fwd_outputs,
+        rep=result.rep,
+    )
 
 
 # torch passes keyword arguments of its own (static_lifetime_input_indices, ...);

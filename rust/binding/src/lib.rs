@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("FORMAT_VERSION", 1u32)?;
+    m.add("FORMAT_VERSION", aotgrad_core::FORMAT_VERSION)?;
     errors::register(m)?;
     m.add_class::<store::PyGraphStore>()?;
     m.add_function(wrap_pyfunction!(enter::_panic_for_tests, m)?)?;

@@ -65,6 +65,13 @@ impl PyPartition {
         self.inner.num_saved_symints
     }
 
+    /// uint32[N]: the representative of each node (itself unless CSE merged
+    /// it into an earlier node that computes the same value).
+    #[getter]
+    fn rep<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        ids_bytes(py, &self.inner.rep)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<Partition saved={} recomputed={} saved_bytes={}>",
@@ -77,7 +84,7 @@ impl PyPartition {
 
 const OPTION_NAMES: &str = "ban_if_not_in_allowlist, ban_if_reduction, \
     ban_if_materialized_backward, ban_if_used_far_apart, ban_if_long_fusible_chains, \
-    long_chain, max_dist_from_bw, recompute_views";
+    long_chain, max_dist_from_bw, recompute_views, cse";
 
 /// Reads a `{name: value}` dict of [`PartitionOptions`] fields over the defaults.
 fn options(py: Python<'_>, dict: Option<&Bound<'_, PyDict>>) -> PyResult<PartitionOptions> {
@@ -107,6 +114,7 @@ fn options(py: Python<'_>, dict: Option<&Bound<'_, PyDict>>) -> PyResult<Partiti
             "ban_if_used_far_apart" => o.ban_if_used_far_apart = as_bool()?,
             "ban_if_long_fusible_chains" => o.ban_if_long_fusible_chains = as_bool()?,
             "recompute_views" => o.recompute_views = as_bool()?,
+            "cse" => o.cse = as_bool()?,
             "long_chain" => o.long_chain = as_u32()?,
             "max_dist_from_bw" => o.max_dist_from_bw = as_u32()?,
             _ => {
@@ -120,7 +128,7 @@ fn options(py: Python<'_>, dict: Option<&Bound<'_, PyDict>>) -> PyResult<Partiti
 }
 
 /// The default partition: save every forward value the backward reads.
-/// `options` is accepted for symmetry (and checked) but has no effect.
+/// `options` is checked; of its fields only `cse` applies.
 #[pyfunction]
 #[pyo3(signature = (store, options = None))]
 pub fn partition_default(
@@ -128,9 +136,9 @@ pub fn partition_default(
     store: &Bound<'_, PyGraphStore>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyPartition> {
-    self::options(py, options)?;
+    let o = self::options(py, options)?;
     let s = store.get().store();
-    enter(py, || partition::partition_default(s)).map(|inner| PyPartition { inner })
+    enter(py, || partition::partition_default(s, &o)).map(|inner| PyPartition { inner })
 }
 
 /// Min-cut rematerialization with `options` (a dict of `PartitionOptions`

@@ -163,6 +163,7 @@ impl PyGraphStore {
         let arg_ptr = Column::get::<u32>(table, "arg_ptr", "uint32")?;
         let arg_idx = Column::get::<u32>(table, "arg_idx", "uint32")?;
         let nbytes = Column::get::<u64>(table, "nbytes", "uint64")?;
+        let const_hash = Column::get::<u64>(table, "const_hash", "uint64")?;
         let flags = Column::get::<u32>(table, "flags", "uint32")?;
         let region = Column::get::<i32>(table, "region", "int32")?;
         let outputs = Column::get::<i32>(table, "outputs", "int32")?;
@@ -183,6 +184,7 @@ impl PyGraphStore {
             arg_ptr: arg_ptr.slice(),
             arg_idx: arg_idx.slice(),
             nbytes: nbytes.slice(),
+            const_hash: const_hash.slice(),
             flags: flags.slice(),
             region: region.slice(),
             outputs: outputs.slice(),
@@ -277,6 +279,7 @@ impl PyGraphStore {
         d.set_item("arg_ptr", to_bytes(py, &c.arg_ptr)?)?;
         d.set_item("arg_idx", to_bytes(py, &c.arg_idx)?)?;
         d.set_item("nbytes", to_bytes(py, &c.nbytes)?)?;
+        d.set_item("const_hash", to_bytes(py, &c.const_hash)?)?;
         d.set_item("flags", to_bytes(py, &c.flags)?)?;
         d.set_item("region", to_bytes(py, &c.region)?)?;
         d.set_item("outputs", to_bytes(py, &c.outputs)?)?;

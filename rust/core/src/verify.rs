@@ -271,9 +271,12 @@ mod tests {
 
     #[test]
     fn each_broken_invariant_is_caught() {
-        let breakers: [fn(&mut GraphStore); 10] = [
+        let breakers: [fn(&mut GraphStore); 11] = [
             |s| {
                 s.nbytes.pop();
+            },
+            |s| {
+                s.const_hash.pop();
             },
             |s| s.arg_ptr[6] += 1,
             |s| s.user_ptr.swap(1, 2),

@@ -149,10 +149,7 @@ fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
         ));
     }
     if p.rep.len() != n {
-        return bad(format!(
-            "rep has {} entries for {n} nodes",
-            p.rep.len()
-        ));
+        return bad(format!("rep has {} entries for {n} nodes", p.rep.len()));
     }
     if let Some(i) = p
         .placement

@@ -17,8 +17,8 @@ mod classify;
 mod default;
 mod derive;
 mod mincut;
-mod prepass;
 pub mod op_tables;
+mod prepass;
 pub mod result;
 pub mod rules;
 #[cfg(test)]

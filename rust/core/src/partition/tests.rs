@@ -33,13 +33,17 @@ fn both(store: &GraphStore) -> (Partition, Partition) {
 
 /// x -> a = sin(x) -> b = cos(a) (forward output); backward: dx = mul(t, a).
 fn sin_cos(extra_flags_a: u32) -> GraphStore {
+    sin_cos_x(0, extra_flags_a)
+}
+
+fn sin_cos_x(flags_x: u32, extra_flags_a: u32) -> GraphStore {
     let mut c = Columns::new();
     let (sin, cos, mul) = (
         c.intern("aten.sin.default"),
         c.intern("aten.cos.default"),
         c.intern("aten.mul.Tensor"),
     );
-    let x = c.push(PRIMAL, 0, &[], 1000, 0);
+    let x = c.push(PRIMAL, 0, &[], 1000, flags_x);
     let t = c.push(TANGENT, 0, &[], 1000, 0);
     let a = c.push(CALL, sin, &[x], 1000, extra_flags_a);
     let b = c.push(CALL, cos, &[a], 1000, 0);
@@ -60,6 +64,28 @@ fn min_cut_recomputes_cheap_pointwise() {
     assert_eq!(ids(&m.recomputed), [2]);
     assert_eq!(m.placement, [3, 2, 3, 1, 2]);
     assert_eq!(m.saved_bytes, 1000);
+}
+
+#[test]
+fn mutated_primals_are_saved_only_without_an_alternative() {
+    // x is overwritten by the function: save sin(x), though it costs more
+    // (its cost is scaled by its distance from the backward).
+    let (_, m) = both(&sin_cos_x(flags::MUTATED_INPUT, 0));
+    assert_eq!(ids(&m.saved), [2]);
+    assert!(m.recomputed.is_empty());
+    // The backward reads x itself: it must be saved anyway.
+    let mut c = Columns::new();
+    let (sin, mul) = (c.intern("aten.sin.default"), c.intern("aten.mul.Tensor"));
+    let x = c.push(PRIMAL, 0, &[], 1000, flags::MUTATED_INPUT);
+    let t = c.push(TANGENT, 0, &[], 1000, 0);
+    let a = c.push(CALL, sin, &[x], 1000, 0);
+    let dx = c.push(CALL, mul, &[t, x], 1000, 0);
+    c.outputs = vec![a as i32, dx as i32];
+    c.num_fwd_outputs = 1;
+    let g = GraphStore::from_table(&c.view()).unwrap();
+    let (_, m) = both(&g);
+    assert_eq!(ids(&m.saved), [0]);
+    assert_eq!(m.saved_reason, [SavedReason::Primal]);
 }
 
 #[test]
@@ -243,7 +269,10 @@ fn arb_joint() -> impl Strategy<Value = GraphStore> {
         .prop_map(move |(np, fwd, nt, bwd, out_seed)| {
             let mut c = Columns::new();
             let op_ids: Vec<u32> = ops.iter().map(|o| c.intern(o)).collect();
-            let mut fw_nodes: Vec<u32> = (0..np).map(|_| c.push(PRIMAL, 0, &[], 64, 0)).collect();
+            // Every other primal is mutated in place.
+            let mut fw_nodes: Vec<u32> = (0..np)
+                .map(|k| c.push(PRIMAL, 0, &[], 64, (k as u32 % 2) * flags::MUTATED_INPUT))
+                .collect();
             let push = |c: &mut Columns,
                         (op, args, nbytes, fbits, region): (usize, Vec<u32>, u64, u64, i32),
                         pool: &[u32],
@@ -258,7 +287,7 @@ fn arb_joint() -> impl Strategy<Value = GraphStore> {
                     .enumerate()
                     .filter(|(k, (_, w))| fbits >> (6 * k) & ((1 << w) - 1) == 0)
                     .fold(0, |f, (_, (b, _))| f | b);
-                let id = c.push(CALL, op_ids[op], &a, nbytes, f);
+                let id = c.push_const(CALL, op_ids[op], &a, nbytes, f, fbits >> 61);
                 c.region[id as usize] = region;
                 id
             };
@@ -291,7 +320,7 @@ fn arb_joint() -> impl Strategy<Value = GraphStore> {
 }
 
 fn arb_options() -> impl Strategy<Value = PartitionOptions> {
-    (any::<[bool; 6]>(), 1u32..200, 0u32..8).prop_map(|(b, long_chain, max_dist)| {
+    (any::<[bool; 7]>(), 1u32..200, 0u32..8).prop_map(|(b, long_chain, max_dist)| {
         PartitionOptions {
             ban_if_not_in_allowlist: b[0],
             ban_if_reduction: b[1],
@@ -301,6 +330,7 @@ fn arb_options() -> impl Strategy<Value = PartitionOptions> {
             long_chain,
             max_dist_from_bw: if b[5] { 1000 } else { max_dist },
             recompute_views: b[5],
+            cse: b[6],
         }
     })
 }

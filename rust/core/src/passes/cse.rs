@@ -37,6 +37,7 @@
 //! Reference: `torch._functorch.compile_utils.fx_graph_cse`.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::error::{Error, Result};
 use crate::ids::NodeId;
@@ -83,7 +84,13 @@ impl Mergeable {
 
     /// Whether `a` and `b` compute the same value, given representatives
     /// `rep` of every node before `b`.
-    pub(crate) fn same_value(&self, store: &GraphStore, rep: &[NodeId], a: NodeId, b: NodeId) -> bool {
+    pub(crate) fn same_value(
+        &self,
+        store: &GraphStore,
+        rep: &[NodeId],
+        a: NodeId,
+        b: NodeId,
+    ) -> bool {
         let (i, j) = (a.index(), b.index());
         self.ok[i]
             && self.ok[j]
@@ -128,13 +135,33 @@ fn mix(h: u64, x: u64) -> u64 {
     (h.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
 }
 
+/// The hasher of a map whose `u64` keys are already mixed: passes them through.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix(self.0, u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+}
+
 /// The representative of every node (see the module docs).
 pub fn cse(store: &GraphStore) -> Vec<NodeId> {
     let m = Mergeable::new(store);
     let n = store.len();
     let mut rep: Vec<NodeId> = store.node_ids().collect();
     // Key hash -> the latest kept node with it; `older[i]`: the one before `i`.
-    let mut latest: HashMap<u64, NodeId> = HashMap::new();
+    let mut latest: HashMap<u64, NodeId, BuildHasherDefault<PreHashed>> = HashMap::default();
     let mut older: Vec<Option<NodeId>> = vec![None; n];
     for v in store.node_ids() {
         let i = v.index();

@@ -198,7 +198,10 @@ fn eliminate_rejects_bad_maps() {
     let mut rep: Vec<NodeId> = (0..n).map(NodeId).collect();
     assert!(eliminate(&g, &rep[1..]).is_err());
     rep[3] = NodeId(4);
-    assert!(eliminate(&g, &rep).is_err(), "representative after the node");
+    assert!(
+        eliminate(&g, &rep).is_err(),
+        "representative after the node"
+    );
     let mut rep: Vec<NodeId> = (0..n).map(NodeId).collect();
     rep[1] = NodeId(0);
     assert!(eliminate(&g, &rep).is_err(), "a tangent merged");
@@ -215,7 +218,8 @@ fn eliminate_rejects_bad_maps() {
 }
 
 /// A random joint graph with few distinct ops and `const_hash`es, so that
-/// duplicates (and near-duplicates) are common.
+/// duplicates (and near-duplicates) are common: a third of the nodes copy an
+/// earlier node's row, and a copy's readers may mirror the original's.
 fn arb_dup_joint() -> impl Strategy<Value = GraphStore> {
     let ops = [
         "aten.add.Tensor",
@@ -226,12 +230,14 @@ fn arb_dup_joint() -> impl Strategy<Value = GraphStore> {
         "_operator.getitem",
         "aten.mm.default",
     ];
+    // (op, argument picks, const_hash, flag selector, size, copy selector)
     let node = (
         0..ops.len(),
         prop::collection::vec(any::<u32>(), 0..3),
         0u64..3,
         0u32..16,
-        0u64..3,
+        0u64..2,
+        any::<u32>(),
     );
     (
         1usize..4,
@@ -245,22 +251,30 @@ fn arb_dup_joint() -> impl Strategy<Value = GraphStore> {
             let bits = [flags::IMPURE, flags::VIEW, flags::MUST_SAVE, flags::RANDOM];
             let mut pool: Vec<u32> = (0..np).map(|_| c.push(PRIMAL, 0, &[], 64, 0)).collect();
             let t = c.push(TANGENT, 0, &[], 64, 0);
+            let mut rows: Vec<(u32, Vec<u32>, u64, u32, u64)> = Vec::new();
             let mut add = |c: &mut Columns,
-                           (op, picks, hash, f, size): (usize, Vec<u32>, u64, u32, u64),
+                           (op, picks, hash, f, size, copy): NodeSpec,
                            pool: &[u32],
                            extra: Option<u32>| {
-                let mut args: Vec<u32> = picks
-                    .iter()
-                    .map(|p| pool[*p as usize % pool.len()])
-                    .collect();
-                args.extend(extra);
-                // Rare flags: each of the 4 bits with probability 1/16.
-                let fl = bits
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| f == *k as u32)
-                    .fold(0, |acc, (_, b)| acc | b);
-                c.push_const(CALL, op_ids[op], &args, 64 + size, fl, hash)
+                let row = if copy % 3 == 0 && !rows.is_empty() && extra.is_none() {
+                    rows[copy as usize / 3 % rows.len()].clone()
+                } else {
+                    let mut args: Vec<u32> = picks
+                        .iter()
+                        .map(|p| pool[*p as usize % pool.len()])
+                        .collect();
+                    args.extend(extra);
+                    // Rare flags: each of the 4 bits with probability 1/16.
+                    let fl = bits
+                        .iter()
+                        .enumerate()
+                        .filter(|(k, _)| f == *k as u32)
+                        .fold(0, |acc, (_, b)| acc | b);
+                    (op_ids[op], args, hash, fl, 64 + size)
+                };
+                rows.push(row.clone());
+                let (op, args, hash, fl, nbytes) = row;
+                c.push_const(CALL, op, &args, nbytes, fl, hash)
             };
             for n in fwd {
                 let id = add(&mut c, n, &pool, None);
@@ -272,13 +286,18 @@ fn arb_dup_joint() -> impl Strategy<Value = GraphStore> {
                 let id = add(&mut c, n, &fw, Some(td[k % td.len()]));
                 td.push(id);
             }
-            let pick = |k: u64, from: &[u32]| from[((seed >> (k % 50)) as usize + k as usize) % from.len()];
+            let pick = |k: u64, from: &[u32]| {
+                from[((seed >> (k % 50)) as usize + k as usize) % from.len()]
+            };
             c.outputs = vec![pick(1, &fw[np..]) as i32];
-            c.outputs.extend((0..np as u64).map(|k| pick(k + 3, &td) as i32));
+            c.outputs
+                .extend((0..np as u64).map(|k| pick(k + 3, &td) as i32));
             c.num_fwd_outputs = 1;
             GraphStore::from_table(&c.view()).expect("generated table is valid")
         })
 }
+
+type NodeSpec = (usize, Vec<u32>, u64, u32, u64, u32);
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
@@ -318,7 +337,6 @@ proptest! {
         if let Ok(m) = partition_min_cut(&g, &PartitionOptions::default()) {
             prop_assert_eq!(check(&g, &m), Ok(()));
             prop_assert_eq!(&m.rep, &rep);
-            // CSE never makes the cut worse than on the graph without it.
             let off = PartitionOptions { cse: false, ..PartitionOptions::default() };
             if let Ok(m0) = partition_min_cut(&g, &off) {
                 prop_assert_eq!(check(&g, &m0), Ok(()));

@@ -51,6 +51,11 @@ fn tiny_table_builds_a_verified_store() {
         .collect();
     assert_eq!(derived, [false, false, true, false, false, true, false]);
     assert_eq!(s.op_name(NodeId(6)), "aten.add.Tensor");
+    assert_eq!(
+        s.const_hash,
+        [0, 1, 2, 3, 4, 5, 6],
+        "push gives each row its id"
+    );
 }
 
 #[test]
