@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
-import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -101,13 +98,10 @@ def graph_size(gm: fx.GraphModule) -> int:
 
 
 def environment() -> dict[str, Any]:
-    return {
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-    }
+    """The machine and versions a figure was measured on (``aotgrad.bench.environment``)."""
+    from aotgrad.bench import environment as describe
+
+    return describe()
 
 
 def write_json(path: str | None, obj: Any) -> None:

@@ -4,7 +4,7 @@
 //! `np.frombuffer`.
 
 use aotgrad_core::partition::{self, Partition, PartitionOptions};
-use aotgrad_core::{Error, NodeId};
+use aotgrad_core::{Error, GraphStore, NodeId};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -136,9 +136,7 @@ pub fn partition_default(
     store: &Bound<'_, PyGraphStore>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyPartition> {
-    let o = self::options(py, options)?;
-    let s = store.get().store();
-    enter(py, || partition::partition_default(s, &o)).map(|inner| PyPartition { inner })
+    run(py, store, options, partition::partition_default)
 }
 
 /// Min-cut rematerialization with `options` (a dict of `PartitionOptions`
@@ -150,9 +148,19 @@ pub fn partition_min_cut(
     store: &Bound<'_, PyGraphStore>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyPartition> {
+    run(py, store, options, partition::partition_min_cut)
+}
+
+/// Parses `options`, then runs `partitioner` on `store` through [`enter`].
+fn run(
+    py: Python<'_>,
+    store: &Bound<'_, PyGraphStore>,
+    options: Option<&Bound<'_, PyDict>>,
+    partitioner: fn(&GraphStore, &PartitionOptions) -> Result<Partition, Error>,
+) -> PyResult<PyPartition> {
     let o = self::options(py, options)?;
     let s = store.get().store();
-    enter(py, || partition::partition_min_cut(s, &o)).map(|inner| PyPartition { inner })
+    enter(py, || partitioner(s, &o)).map(|inner| PyPartition { inner })
 }
 
 /// Checks `partition` against `store`; raises `PartitionError` naming the
