@@ -126,3 +126,51 @@ def partition_min_cut(store: GraphStore, options: dict[str, Any] | None = None) 
 def check_partition(store: GraphStore, partition: Partition) -> None:
     """Raise ``PartitionError`` if ``partition`` is not a valid partition of ``store``
     (its ``rep`` merging only nodes that compute the same value)."""
+
+# -- memory-budget partitioner (rust/binding/src/budget.rs) -------------------
+
+class BudgetSolution:
+    """The memory-budget partition for one budget (a fraction of min-cut's saved bytes)."""
+
+    @property
+    def partition(self) -> Partition: ...
+    @property
+    def budget(self) -> float: ...
+    @property
+    def saved_bytes(self) -> int: ...
+    @property
+    def activation_bytes(self) -> int:
+        """``saved_bytes`` less the saved primal inputs: what the budget limits."""
+    @property
+    def recompute_cost(self) -> float:
+        """Sum of the recompute-cost table over the recomputed nodes."""
+    @property
+    def min_cut_bytes(self) -> int:
+        """Activation bytes the min-cut partition saves (the reference of ``budget``)."""
+    @property
+    def min_bytes(self) -> int:
+        """The smallest activation bytes any valid partition achieves."""
+    @property
+    def target_bytes(self) -> int:
+        """``floor(budget * min_cut_bytes)``."""
+    @property
+    def met(self) -> bool: ...
+    @property
+    def exact(self) -> bool:
+        """Every subset of recompute candidates was evaluated (small graphs)."""
+
+def partition_memory_budget(
+    store: GraphStore, budget: float, options: dict[str, Any] | None = None
+) -> BudgetSolution:
+    """Save at most ``budget`` x min-cut's activation bytes (saved bytes less saved
+    primal inputs) with the least recompute cost; an
+    unmeetable budget gives ``met=False`` (never an error); ``PartitionError`` on a
+    budget that is not a finite number >= 0."""
+
+def memory_frontier(
+    store: GraphStore, budgets: list[float], options: dict[str, Any] | None = None
+) -> list[BudgetSolution]:
+    """``partition_memory_budget`` for every budget in one pass."""
+
+def recompute_costs(store: GraphStore) -> bytes:
+    """float64[N] (native order): the cost table's price of recomputing each node."""

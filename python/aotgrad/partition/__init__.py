@@ -13,10 +13,24 @@ from .api import (
     min_cut_rematerialization_partition,
     partition_joint,
 )
+from .budget import (
+    BudgetExceededWarning,
+    BudgetPoint,
+    frontier,
+    memory_budget_joint,
+    memory_budget_partition,
+    recompute_costs,
+)
 
 __all__ = [
+    "BudgetExceededWarning",
+    "BudgetPoint",
     "PartitionResult",
     "default_partition",
+    "frontier",
+    "memory_budget_joint",
+    "memory_budget_partition",
     "min_cut_rematerialization_partition",
     "partition_joint",
+    "recompute_costs",
 ]

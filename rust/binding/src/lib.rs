@@ -1,6 +1,7 @@
 //! `aotgrad._rust`: thin pyo3 bindings over `aotgrad-core`. One small file per
 //! exposed type; no algorithm code here.
 
+pub mod budget;
 pub mod enter;
 pub mod errors;
 pub mod flow;
@@ -20,5 +21,9 @@ fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition::partition_default, m)?)?;
     m.add_function(wrap_pyfunction!(partition::partition_min_cut, m)?)?;
     m.add_function(wrap_pyfunction!(partition::check_partition, m)?)?;
+    m.add_class::<budget::PyBudgetSolution>()?;
+    m.add_function(wrap_pyfunction!(budget::partition_memory_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(budget::memory_frontier, m)?)?;
+    m.add_function(wrap_pyfunction!(budget::recompute_costs, m)?)?;
     Ok(())
 }

@@ -174,3 +174,18 @@ pub fn check_partition(
     let (s, p) = (store.get().store(), &partition.get().inner);
     enter(py, || partition::check(s, p))
 }
+
+impl PyPartition {
+    /// Wraps a core partition (for the other binding files).
+    pub(crate) fn from_inner(inner: Partition) -> Self {
+        Self { inner }
+    }
+}
+
+/// [`options`] for the other binding files.
+pub(crate) fn options_from(
+    py: Python<'_>,
+    dict: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PartitionOptions> {
+    options(py, dict)
+}

@@ -29,3 +29,11 @@ pub use default::partition_default;
 pub use mincut::{min_cut_network, partition_min_cut};
 pub use result::{placement, Partition, SavedReason};
 pub use rules::{OpClass, OpRules, PartitionOptions};
+mod budget;
+mod budget_solve;
+pub mod cost;
+pub use budget::{memory_frontier, partition_memory_budget, BudgetSolution};
+pub use budget_solve::{activation_bytes, EXACT_MAX};
+pub use cost::recompute_costs;
+#[cfg(test)]
+mod budget_tests;

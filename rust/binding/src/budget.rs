@@ -1,0 +1,122 @@
+//! `aotgrad._rust.partition_memory_budget` / `memory_frontier` /
+//! `recompute_costs` and the `BudgetSolution` they return
+//! (`aotgrad_core::partition::budget`).
+
+use aotgrad_core::partition::{self, BudgetSolution, OpRules};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::enter::enter;
+use crate::partition::{options_from, PyPartition};
+use crate::store::PyGraphStore;
+
+/// The memory-budget partition for one budget.
+#[pyclass(name = "BudgetSolution", module = "aotgrad._rust", frozen)]
+pub struct PyBudgetSolution {
+    inner: BudgetSolution,
+}
+
+#[pymethods]
+impl PyBudgetSolution {
+    #[getter]
+    fn partition(&self) -> PyPartition {
+        PyPartition::from_inner(self.inner.partition.clone())
+    }
+    #[getter]
+    fn budget(&self) -> f64 {
+        self.inner.budget
+    }
+    #[getter]
+    fn saved_bytes(&self) -> u64 {
+        self.inner.partition.saved_bytes
+    }
+    /// `saved_bytes` less the saved primal inputs: what the budget limits.
+    #[getter]
+    fn activation_bytes(&self) -> u64 {
+        self.inner.activation_bytes
+    }
+    #[getter]
+    fn recompute_cost(&self) -> f64 {
+        self.inner.recompute_cost
+    }
+    #[getter]
+    fn min_cut_bytes(&self) -> u64 {
+        self.inner.min_cut_bytes
+    }
+    #[getter]
+    fn min_bytes(&self) -> u64 {
+        self.inner.min_bytes
+    }
+    #[getter]
+    fn target_bytes(&self) -> u64 {
+        self.inner.target_bytes
+    }
+    #[getter]
+    fn met(&self) -> bool {
+        self.inner.met
+    }
+    #[getter]
+    fn exact(&self) -> bool {
+        self.inner.exact
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<BudgetSolution budget={} saved_bytes={} recompute_cost={} met={}>",
+            self.inner.budget,
+            self.inner.partition.saved_bytes,
+            self.inner.recompute_cost,
+            self.inner.met
+        )
+    }
+}
+
+/// The memory-budget partition of `store` for `budget` (a fraction of the
+/// bytes min-cut saves); `options` as for `partition_min_cut`.
+#[pyfunction]
+#[pyo3(signature = (store, budget, options = None))]
+pub fn partition_memory_budget(
+    py: Python<'_>,
+    store: &Bound<'_, PyGraphStore>,
+    budget: f64,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyBudgetSolution> {
+    let o = options_from(py, options)?;
+    let s = store.get().store();
+    enter(py, || partition::partition_memory_budget(s, &o, budget))
+        .map(|inner| PyBudgetSolution { inner })
+}
+
+/// One solution per budget, computed in one pass.
+#[pyfunction]
+#[pyo3(signature = (store, budgets, options = None))]
+pub fn memory_frontier(
+    py: Python<'_>,
+    store: &Bound<'_, PyGraphStore>,
+    budgets: Vec<f64>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<PyBudgetSolution>> {
+    let o = options_from(py, options)?;
+    let s = store.get().store();
+    let sols = enter(py, move || partition::memory_frontier(s, &o, &budgets))?;
+    Ok(sols
+        .into_iter()
+        .map(|inner| PyBudgetSolution { inner })
+        .collect())
+}
+
+/// float64[N] (native bytes): the recompute cost of each node by the cost table.
+#[pyfunction]
+pub fn recompute_costs<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyGraphStore>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let s = store.get().store();
+    let costs = enter(py, || Ok(partition::recompute_costs(s, &OpRules::new(s))))?;
+    PyBytes::new_with(py, costs.len() * 8, |out| {
+        for (chunk, c) in out.chunks_exact_mut(8).zip(&costs) {
+            chunk.copy_from_slice(&c.to_ne_bytes());
+        }
+        Ok(())
+    })
+}
