@@ -75,3 +75,25 @@ wheel: $(STAMP)
 
 clean:
 	rm -rf target dist $(VENV)/.ext-stamp
+
+# Reliability (issue 9). `make fuzz`: each cargo-fuzz target (fuzz/, nightly)
+# for FUZZ_RUNS executions, one job, release build with debug assertions
+# (overflow checks); the core has no `unsafe`, so no sanitizer (-s none).
+# `make soak`: the random-program test with 2000 programs instead of 250.
+# `make peak-rss`: partition a 10^6-node synthetic graph, fail above PEAK_RSS_MIB.
+.PHONY: fuzz soak peak-rss
+FUZZ_RUNS ?= 500000
+FUZZ_FLAGS := -O -a -s none
+PEAK_RSS_MIB ?= 512
+
+fuzz:
+	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
+	cd fuzz && cargo +nightly fuzz build $(FUZZ_FLAGS)
+	cd fuzz && for t in decode_table partition; do \
+	    cargo +nightly fuzz run $(FUZZ_FLAGS) $$t -- -runs=$(FUZZ_RUNS) || exit 1; done
+
+soak: build
+	AOTGRAD_RANDOM_PROGRAMS=2000 $(PY) -m pytest -q -p no:cacheprovider tests/test_random_programs.py
+
+peak-rss:
+	cargo run --release -q -p aotgrad-bench --example peak_rss -- 1000000 $(PEAK_RSS_MIB)

@@ -15,6 +15,7 @@ learn which outputs need tangents and which inputs it mutates; the second pass
 from __future__ import annotations
 
 import contextlib
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -217,9 +218,17 @@ class _EffectChain:
 # ------------------------------------------------------------------ the two passes
 
 
+# make_fx is not thread-safe: torch.fx's tracer keeps its patcher in a module
+# global (``torch.fx._symbolic_trace.CURRENT_PATCHER``) and patches
+# ``nn.Module.__call__`` process-wide, so two threads tracing at once fail with
+# "CURRENT_PATCHER is None". Every trace holds this lock (re-entrant: a traced
+# function may call another aotgrad function).
+_TRACE_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _tracing_modes(fake_mode: FakeTensorMode):
-    with fake_mode, enable_python_dispatcher(), FunctionalTensorMode():
+    with _TRACE_LOCK, fake_mode, enable_python_dispatcher(), FunctionalTensorMode():
         yield
 
 

@@ -1,0 +1,85 @@
+"""Regression tests for bugs found by the reliability work (issue 9): the
+random programs, the fuzzers and the concurrency tests. Each test names the
+bug it pins."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.partition import default_partition, min_cut_rematerialization_partition
+
+PARTITIONERS = [default_partition, min_cut_rematerialization_partition]
+
+
+def test_tracing_from_two_threads_at_once():
+    """Bug: two threads compiling aotgrad functions at the same time failed with
+    ``AssertionError: CURRENT_PATCHER is None in finally block``. make_fx keeps
+    its patcher in a torch.fx module global, so concurrent traces clobbered each
+    other. Fix: ``aotgrad.trace`` holds a process-wide re-entrant lock while
+    tracing (``_TRACE_LOCK`` in ``_tracing_modes``)."""
+
+    def fn(x, w):
+        return (x @ w).tanh().sum()
+
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def body(i):
+        try:
+            barrier.wait()
+            for r in range(3):
+                x = torch.randn(2 + i + r, 4)
+                w = torch.randn(4, 4, requires_grad=True)
+                w_ref = w.detach().clone().requires_grad_()
+                out = aotgrad.aot_function(fn, aotgrad.nop)(x, w)
+                ref = fn(x, w_ref)
+                torch.testing.assert_close(out, ref)
+                out.backward()
+                ref.backward()
+                torch.testing.assert_close(w.grad, w_ref.grad)
+        except BaseException as e:  # re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug: an input that does not require grad, updated in place with a "
+    "value that does, keeps requires_grad=False after the call (eager: True, with a "
+    "grad_fn), so gradients through it are silently lost",
+)
+@pytest.mark.parametrize("through_view", [False, True])
+@pytest.mark.parametrize("partition_fn", PARTITIONERS)
+def test_input_mutated_with_a_value_that_requires_grad(partition_fn, through_view):
+    """Found by tests/test_random_programs.py (soak): steps
+    ``[('view', 'reshape', 2), ('unary', 'exp_tanh', 0), ('unary', 'exp_tanh', 0),
+    ('inplace', 'add_', 3, 0)]``, outs ``[2]``: ``buf.view(...).add_(x)``. The value
+    written back into ``buf`` is right; its autograd history is not."""
+
+    def fn(x, buf):
+        if through_view:
+            buf.view(16).add_(x.view(16))
+        else:
+            buf.add_(x)
+        return x.sin()
+
+    x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    buf, buf_ref = torch.zeros(4, 4, dtype=torch.float64), torch.zeros(4, 4, dtype=torch.float64)
+    fn(x_ref, buf_ref)
+    aotgrad.aot_function(fn, aotgrad.nop, partition_fn=partition_fn)(x, buf)
+    torch.testing.assert_close(buf.detach(), buf_ref.detach())
+    assert buf.requires_grad == buf_ref.requires_grad  # fails: False != True
+    (buf * 3).sum().backward()
+    (buf_ref * 3).sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)
