@@ -48,6 +48,27 @@ class PartitionResult:
     def reasons(self) -> list[str]:
         return [SAVED_REASONS[r] for r in self.saved_reason]
 
+    @classmethod
+    def from_raw(cls, nodes: list[fx.Node], raw: Any) -> PartitionResult:
+        """From the Rust ``Partition`` (its columns are native-order bytes)."""
+        return cls(
+            nodes=nodes,
+            placement=_as_array(raw.placement, np.uint8),
+            saved=_as_array(raw.saved, np.uint32),
+            saved_reason=_as_array(raw.saved_reason, np.uint8),
+            recomputed=_as_array(raw.recomputed, np.uint32),
+            saved_bytes=int(raw.saved_bytes),
+            rep=_as_array(raw.rep, np.uint32),
+        )
+
+    def split(
+        self, joint: fx.GraphModule, num_fwd_outputs: int
+    ) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """The forward and backward GraphModules this decision describes."""
+        return split_joint(
+            joint, self.nodes, self.placement, self.saved, num_fwd_outputs, rep=self.rep
+        )
+
 
 def _as_array(buf: Any, dtype: Any) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype) if not isinstance(buf, np.ndarray) else buf
@@ -65,15 +86,7 @@ def partition_joint(
         raw = _rust.partition_default(store, options or None)
     else:
         raise ValueError(f"unknown partition kind {kind!r}")
-    return PartitionResult(
-        nodes=nodes,
-        placement=_as_array(raw.placement, np.uint8),
-        saved=_as_array(raw.saved, np.uint32),
-        saved_reason=_as_array(raw.saved_reason, np.uint8),
-        recomputed=_as_array(raw.recomputed, np.uint32),
-        saved_bytes=int(raw.saved_bytes),
-        rep=_as_array(raw.rep, np.uint32),
-    )
+    return PartitionResult.from_raw(nodes, raw)
 
 
 def _partition(
@@ -85,14 +98,7 @@ def _partition(
         result = partition_joint(
             joint_module, num_fwd_outputs=num_fwd_outputs, kind=kind, **options
         )
-        return split_joint(
-            joint_module,
-            result.nodes,
-            result.placement,
-            result.saved,
-            num_fwd_outputs,
-            rep=result.rep,
-        )
+        return result.split(joint_module, num_fwd_outputs)
 
 
 @contextlib.contextmanager

@@ -25,9 +25,8 @@ import torch.fx as fx
 
 from .. import _rust
 from ..errors import PartitionError
-from ..split import split_joint
 from ..table import to_table
-from .api import PartitionResult, _as_array, _own_options
+from .api import PartitionResult, _own_options
 
 #: Budgets :func:`frontier` sweeps when none are given.
 DEFAULT_BUDGETS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
@@ -110,17 +109,7 @@ def memory_budget_joint(
             BudgetExceededWarning,
             stacklevel=2,
         )
-    raw = sol.partition
-    result = PartitionResult(
-        nodes=nodes,
-        placement=_as_array(raw.placement, np.uint8),
-        saved=_as_array(raw.saved, np.uint32),
-        saved_reason=_as_array(raw.saved_reason, np.uint8),
-        recomputed=_as_array(raw.recomputed, np.uint32),
-        saved_bytes=int(raw.saved_bytes),
-        rep=_as_array(raw.rep, np.uint32),
-    )
-    return result, point
+    return PartitionResult.from_raw(nodes, sol.partition), point
 
 
 def memory_budget_partition(
@@ -143,14 +132,7 @@ def memory_budget_partition(
         allow_exceed=allow_exceed,
         **_own_options(kwargs),
     )
-    return split_joint(
-        joint_module,
-        result.nodes,
-        result.placement,
-        result.saved,
-        num_fwd_outputs,
-        rep=result.rep,
-    )
+    return result.split(joint_module, num_fwd_outputs)
 
 
 def frontier(
