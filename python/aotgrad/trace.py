@@ -244,7 +244,13 @@ def collect_metadata(
         inputs = [_input_info(w, a) for w, a in zip(wrapped, fake_args)]
         outputs = [_output_info(o) for o in outs]
         fake_outputs = [_from_functional(o) for o in outs]
-    for i, info in enumerate(inputs):
+    for i, (info, w) in enumerate(zip(inputs, wrapped)):
+        if info.mutates_data and not info.requires_grad and getattr(w, "requires_grad", False):
+            raise UnsupportedError(
+                f"input {i} does not require grad but is updated in place with a value that "
+                "does (eager gives it a grad_fn); not supported yet, so refused rather than "
+                "losing its gradient"
+            )
         if info.mutates_metadata:
             raise UnsupportedError(
                 f"input {i} has its metadata mutated in place (e.g. t_/transpose_/resize_): "
