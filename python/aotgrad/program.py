@@ -84,6 +84,23 @@ def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
     return len(saved) - n_sym, n_sym
 
 
+def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` with the cyclic GC paused: tracing and compiling allocate a burst of
+    long-lived objects (fx nodes, fake tensors), and the full collections they trigger
+    walk all of them again and again."""
+    import functools
+
+    from .partition.api import gc_paused
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with gc_paused():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_gc_paused
 def build_program(
     flat_fn: Callable[..., list[Any]],
     fake_args: Sequence[Any],
@@ -133,6 +150,7 @@ def build_program(
     return program
 
 
+@_gc_paused
 def compile_program(program: PartitionedProgram, options: AotOptions) -> CompiledArtifact:
     """Compile a partitioned program's graphs and wrap them in the runtime."""
     timings = dict(program.timings)
