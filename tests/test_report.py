@@ -211,7 +211,14 @@ def test_page_lists_saved_tensors_and_is_self_contained(sincos):
     table = table[: table.index("</table>")]
     assert table.count("<tr>") == 2  # header + the one saved tensor
     assert "primals_1" in table and "(4, 8)" in table and "primal input" in table
-    assert "No memory-budget sweep" in page
+    # The frontier is computed with the report: one point per default budget.
+    from aotgrad.partition.budget import DEFAULT_BUDGETS
+
+    assert g.curve is not None and len(g.curve.points) == len(DEFAULT_BUDGETS)
+    saved = [p[0] for p in g.curve.points]
+    assert saved == sorted(saved, reverse=True) or saved == sorted(saved)  # monotone
+    assert "No memory-budget sweep" not in page
+    assert page.count("<circle") == len(DEFAULT_BUDGETS)
     assert page.count("<svg") == 3
 
 

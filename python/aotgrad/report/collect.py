@@ -169,6 +169,8 @@ def collect(
     nodes = node_columns(res.nodes, res.placement)
     nodes["group"] = group
     notes = list(notes)
+    if curve is None:
+        curve = _frontier_points(joint, num_fwd_outputs, notes)
     if forward is None or backward is None:
         from ..split import split_joint
 
@@ -200,6 +202,20 @@ def collect(
         curve=Curve([(float(a), float(b)) for a, b in curve]) if curve else None,
         notes=notes,
     )
+
+
+def _frontier_points(
+    joint: fx.GraphModule, num_fwd_outputs: int, notes: list[str]
+) -> list[tuple[float, float]] | None:
+    """(activation bytes, recompute cost) per memory budget: aotgrad's frontier."""
+    try:
+        from ..partition import frontier
+
+        points = frontier(joint, num_fwd_outputs=num_fwd_outputs)
+    except Exception as e:  # the rest of the report still stands
+        notes.append(f"the memory/recompute frontier failed: {type(e).__name__}: {e}")
+        return None
+    return [(float(p.activation_bytes), float(p.recompute_cost)) for p in points]
 
 
 def _saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> list[str]:
