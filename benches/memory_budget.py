@@ -7,9 +7,16 @@ For transformer stacks (``--blocks``, default 4,16,64) and budgets 0.9..0.1:
   (activation bytes = saved bytes less saved primal inputs, against min-cut's).
 - torch: ``torch._functorch.config.activation_memory_budget = b`` then
   ``torch._functorch.partitioners.min_cut_rematerialization_partition`` on a copy
-  of the same joint graph; its activation bytes, and its recompute cost by
-  aotgrad's cost table (the joint graph's forward nodes that torch's backward
-  module computes again, matched by node name).
+  of the same joint graph; its activation bytes, and whether it meets the same
+  target (``b`` x min-cut's activation bytes, the reference aotgrad's budget uses).
+- activation bytes on both sides by one rule (:class:`Storage`, the solver's own):
+  the storage the saved tensors hold, each storage once (a saved view holds its
+  base), less primal inputs' storage (a saved weight or ``t(weight)`` adds nothing).
+- one cost model for both: each side's forward and backward modules are scored the
+  same way (:func:`recompute_cost`): the joint graph's forward CALL nodes that both
+  modules compute (matched by node name), priced by aotgrad's cost table (bytes
+  moved, plus FLOPs from shapes for matmuls/attention). A node only the backward
+  computes is not recomputation on either side.
 - a real training step (``aotgrad.models.GPT``, CPU, ``aot_module`` with the nop
   compiler and ``memory_budget_partition``) per budget: heap bytes held after the
   forward (glibc ``mallinfo2``, as ``backend_vs_inductor.py``), which should not
@@ -48,9 +55,79 @@ MB = 1024 * 1024
 BUDGETS = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 
 
-def torch_budget(joint: Any, budget: float, costs: np.ndarray, names: dict[str, int]) -> dict:
+def recompute_cost(
+    fw: fx.GraphModule, bw: fx.GraphModule, costs: np.ndarray, names: dict[str, int]
+) -> float:
+    """The cost-table price of the joint graph's forward CALL nodes that both ``fw``
+    and ``bw`` compute: the same scoring for aotgrad's and torch's partitions."""
+
+    def calls(gm: fx.GraphModule) -> set[str]:
+        return {n.name for n in gm.graph.nodes if n.op == "call_function" and n.name in names}
+
+    both = calls(fw) & calls(bw)
+    return float(costs[[names[n] for n in sorted(both)]].sum())
+
+
+#: Ops whose result shares its first argument's storage: the view op table of
+#: ``rust/core/src/partition/op_tables.rs`` and ``_unsafe_view`` (with the table's
+#: VIEW flag, the rule of ``budget_solve.rs``'s ``storage_roots``).
+STORAGE_SHARING = {
+    "aten.alias", "aten.as_strided", "aten.expand", "aten.permute", "aten.select",
+    "aten.slice", "aten.split", "aten.squeeze", "aten.t", "aten.unsqueeze", "aten.view",
+    "prims.broadcast_in_dim", "aten._unsafe_view",
+}  # fmt: skip
+
+
+class Storage:
+    """Activation bytes the way aotgrad's budget counts them (``activation_bytes``):
+    each saved tensor holds the storage of its view root, each storage counted once,
+    primal inputs' storage not counted. One scorer for both sides."""
+
+    def __init__(self, table: Any, nodes: list[fx.Node], rep: np.ndarray) -> None:
+        from aotgrad.table import Flag
+
+        self.table, self.rep = table, rep
+        self.row = {n.name: i for i, n in enumerate(nodes)}
+        names = table.op_names
+        packet = [names[table.op[i]].rsplit(".", 1)[0] for i in range(len(table))]
+        call = table.kind == 2
+        shares = call & (
+            ((table.flags & Flag.VIEW) != 0) | np.array([p in STORAGE_SHARING for p in packet])
+        )
+        symint = (table.flags & Flag.SYMINT) != 0
+        self.root = np.arange(len(table))
+        for i in range(len(table)):
+            a = table.args(i)
+            if not a:
+                continue
+            base = int(rep[a[0]])
+            view = shares[i] or (call[i] and packet[i] == "_operator.getitem" and shares[base])
+            if view and not symint[i] and not symint[base]:
+                self.root[i] = self.root[base]
+        self.primal = table.kind == 0
+
+    def held(self, rows: list[int]) -> int:
+        roots = {int(self.root[int(self.rep[r])]) for r in rows}
+        return int(sum(int(self.table.nbytes[r]) for r in roots if not self.primal[r]))
+
+    def of_forward(self, fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
+        """(activation bytes, bytes of saved values not in the joint graph: counted whole)."""
+        rows, extra = [], 0
+        for o in list(fw.graph.output_node().args[0])[num_fwd_outputs:]:
+            if not isinstance(o, fx.Node) or not isinstance(o.meta.get("val"), torch.Tensor):
+                continue
+            if o.name in self.row:
+                rows.append(self.row[o.name])
+            elif o.op != "placeholder":
+                extra += value_nbytes(o.meta.get("val"))
+        return self.held(rows) + extra, extra
+
+
+def torch_budget(
+    joint: Any, budget: float, costs: np.ndarray, names: dict[str, int], storage: Storage
+) -> dict:
     """torch's partition under ``activation_memory_budget = budget``: its time,
-    activation bytes and recompute cost by aotgrad's table."""
+    activation bytes (:class:`Storage`) and recompute cost (:func:`recompute_cost`)."""
     import torch._functorch.config as fconfig
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -62,16 +139,13 @@ def torch_budget(joint: Any, budget: float, costs: np.ndarray, names: dict[str, 
             gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
         )
         dt = time.perf_counter() - t0
-    outs = list(fw.graph.output_node().args[0])[joint.num_fwd_outputs :]
-    act = sum(
-        value_nbytes(o.meta.get("val"))
-        for o in outs
-        if isinstance(o, fx.Node) and o.op != "placeholder"
-    )
-    recomputed = [
-        names[n.name] for n in bw.graph.nodes if n.op == "call_function" and n.name in names
-    ]
-    return {"s": dt, "activation_bytes": act, "recompute_cost": float(costs[recomputed].sum())}
+    act, unmatched = storage.of_forward(fw, joint.num_fwd_outputs)
+    return {
+        "s": dt,
+        "activation_bytes": act,
+        "unmatched_bytes": unmatched,
+        "recompute_cost": recompute_cost(fw, bw, costs, names),
+    }
 
 
 def bench_size(aotgrad: Any, blocks: int, args: argparse.Namespace) -> dict:
@@ -83,7 +157,7 @@ def bench_size(aotgrad: Any, blocks: int, args: argparse.Namespace) -> dict:
     )
     nfo = joint.num_fwd_outputs
     gm = joint.gm
-    _, nodes = to_table(gm, num_fwd_outputs=nfo)
+    table, nodes = to_table(gm, num_fwd_outputs=nfo)
     names = {}
     costs = recompute_costs(gm, num_fwd_outputs=nfo)
     # Forward CALL rows by name (the names torch's backward keeps for recomputed
@@ -105,9 +179,21 @@ def bench_size(aotgrad: Any, blocks: int, args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            memory_budget_joint(gm, num_fwd_outputs=nfo, budget=p.budget, allow_exceed=True)
+            result, _ = memory_budget_joint(
+                gm, num_fwd_outputs=nfo, budget=p.budget, allow_exceed=True
+            )
         single_s = time.perf_counter() - t0
-        tr = torch_budget(joint, p.budget, costs, names) if not args.no_torch else None
+        fw, bw = result.split(gm, nfo)
+        scored = recompute_cost(fw, bw, costs, names)
+        storage = Storage(table, nodes, result.rep)
+        # The Python scorer agrees with the solver's own figure.
+        assert storage.held(result.saved.tolist()) == p.activation_bytes, (
+            storage.held(result.saved.tolist()),
+            p.activation_bytes,
+        )
+        tr = torch_budget(joint, p.budget, costs, names, storage) if not args.no_torch else None
+        if tr is not None:
+            tr["met"] = tr["activation_bytes"] <= p.target_bytes
         rows.append(
             {
                 "budget": p.budget,
@@ -117,12 +203,33 @@ def bench_size(aotgrad: Any, blocks: int, args: argparse.Namespace) -> dict:
                 "activation_bytes": p.activation_bytes,
                 "met": p.met,
                 "achievable": p.min_bytes <= p.target_bytes,
-                "recompute_cost": p.recompute_cost,
+                # scored as torch's is (recompute_cost); the solver's own figure
+                # is on the CSE'd graph (a merged duplicate is priced once)
+                "recompute_cost": scored,
+                "solver_recompute_cost": p.recompute_cost,
                 "solve_s": single_s,
                 "torch": tr,
             }
         )
     return {"blocks": blocks, "nodes": len(nodes), "frontier_s": frontier_s, "rows": rows}
+
+
+def saved_storage_bytes(
+    compiled: Any, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+) -> tuple[int, torch.Tensor]:
+    """What autograd holds for the backward of one forward, exactly: the storages
+    of the saved tensors, each once, less those of the parameters and inputs."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        storages[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = compiled(x, y)
+    mine = {t.untyped_storage().data_ptr() for t in [x, y, *model.parameters()]}
+    return sum(nb for ptr, nb in storages.items() if ptr not in mine), loss
 
 
 def training_step(aotgrad: Any, budgets: list[float], args: argparse.Namespace) -> list[dict]:
@@ -159,8 +266,13 @@ def training_step(aotgrad: Any, budgets: list[float], args: argparse.Namespace) 
             held.append(heap_in_use() - before)
             model.zero_grad(set_to_none=True)
             loss.backward()
+        saved, loss = saved_storage_bytes(compiled, model, x, y)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
         err = max((p.grad - ref[n]).abs().max().item() for n, p in model.named_parameters())
-        out.append({"budget": b, "held_bytes": min(held), "max_grad_err": err})
+        out.append(
+            {"budget": b, "held_bytes": min(held), "saved_bytes": saved, "max_grad_err": err}
+        )
     return out
 
 
@@ -194,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         "aotgrad cost",
         "aotgrad ms",
         "torch act MB",
+        "torch met",
         "torch cost",
         "torch ms",
     ]
@@ -211,11 +324,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['recompute_cost'] / MB:.2f}",
                     f"{r['solve_s'] * 1e3:.1f}",
                     f"{tr['activation_bytes'] / MB:.3f}" if tr else "-",
+                    ("yes" if tr["met"] else "no") if tr else "-",
                     f"{tr['recompute_cost'] / MB:.2f}" if tr else "-",
                     f"{tr['s'] * 1e3:.1f}" if tr else "-",
                 ]
             )
-    print("memory budget (activation bytes = saved less primal inputs; cost in MB moved)")
+    print(
+        "memory budget (activation bytes = saved less primal inputs; cost in MB moved, "
+        "both sides by aotgrad's cost table; torch met = within the same target)"
+    )
     print(format_table(headers, table))
     for s in sizes:
         print(
@@ -223,30 +340,56 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['frontier_s'] * 1e3:.1f} ms"
         )
     missed = [r for s in sizes for r in s["rows"] if r["achievable"] and not r["met"]]
-    print(f"achievable budgets missed by aotgrad: {len(missed)}")
+    unmet = [r for s in sizes for r in s["rows"] if not r["met"]]
+    # Unmeetable for aotgrad is acceptable only where torch can't meet it either.
+    torch_only = [r for r in unmet if r["torch"] and r["torch"]["met"]]
+    costlier = [
+        r
+        for s in sizes
+        for r in s["rows"]
+        if r["torch"]
+        and r["torch"]["met"]
+        and r["recompute_cost"] > r["torch"]["recompute_cost"] * (1 + 1e-9)
+    ]
+    print(
+        f"budgets aotgrad misses: {len(unmet)} ({len(missed)} achievable, "
+        f"{len(torch_only)} that torch meets); budgets torch meets where aotgrad "
+        f"recomputes more: {len(costlier)}"
+    )
 
     step_budgets = [1.0, *BUDGETS]
     steps = training_step(aotgrad, step_budgets, args)
-    print("\nGPT training step (CPU): heap held after forward, per budget")
+    print(
+        "\nGPT training step (CPU), per budget: heap held after the forward (glibc, "
+        "allocator noise included) and the storage autograd holds for the backward"
+    )
     print(
         format_table(
-            ["budget", "held MB", "max |grad - eager|"],
+            ["budget", "held MB", "saved MB", "max |grad - eager|"],
             [
-                [f"{r['budget']:.1f}", f"{r['held_bytes'] / MB:.3f}", f"{r['max_grad_err']:.1e}"]
+                [
+                    f"{r['budget']:.1f}",
+                    f"{r['held_bytes'] / MB:.3f}",
+                    f"{r['saved_bytes'] / MB:.3f}",
+                    f"{r['max_grad_err']:.1e}",
+                ]
                 for r in steps
             ],
         )
     )
     held = [r["held_bytes"] for r in steps]
     slack = 64 * 1024  # allocator noise
-    monotone = all(b <= a + slack for a, b in itertools.pairwise(held))
+    monotone = all(b <= a + slack for a, b in itertools.pairwise(held)) and all(
+        b["saved_bytes"] <= a["saved_bytes"] for a, b in itertools.pairwise(steps)
+    )
     grads_ok = all(r["max_grad_err"] < 1e-4 for r in steps)
     print(
-        f"held bytes non-increasing as the budget falls: {monotone}; grads equal eager's: {grads_ok}"
+        f"held and saved bytes non-increasing as the budget falls: {monotone}; grads equal eager's: {grads_ok}"
     )
     if args.json:
         write_json(args.json, {"sizes": sizes, "training_step": steps})
-    return 0 if (not missed and monotone and grads_ok) else 1
+    ok = not missed and not torch_only and not costlier and monotone and grads_ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ class BudgetSolution:
     def saved_bytes(self) -> int: ...
     @property
     def activation_bytes(self) -> int:
-        """``saved_bytes`` less the saved primal inputs: what the budget limits."""
+        """The storage the saved tensors hold, each storage once (a view holds its
+        base), less primal inputs' storage: what the budget limits."""
     @property
     def recompute_cost(self) -> float:
         """Sum of the recompute-cost table over the recomputed nodes."""
@@ -160,17 +161,24 @@ class BudgetSolution:
         """Every subset of recompute candidates was evaluated (small graphs)."""
 
 def partition_memory_budget(
-    store: GraphStore, budget: float, options: dict[str, Any] | None = None
+    store: GraphStore,
+    budget: float,
+    options: dict[str, Any] | None = None,
+    flops: Any | None = None,
 ) -> BudgetSolution:
-    """Save at most ``budget`` x min-cut's activation bytes (saved bytes less saved
-    primal inputs) with the least recompute cost; an
+    """Save at most ``budget`` x min-cut's activation bytes with the least recompute
+    cost (compute-intensive ops may be recomputed, priced by ``flops``: a float64[N]
+    buffer of per-node FLOPs, estimated from byte sizes when ``None``); an
     unmeetable budget gives ``met=False`` (never an error); ``PartitionError`` on a
-    budget that is not a finite number >= 0."""
+    budget that is not a finite number >= 0 or a bad ``flops``."""
 
 def memory_frontier(
-    store: GraphStore, budgets: list[float], options: dict[str, Any] | None = None
+    store: GraphStore,
+    budgets: list[float],
+    options: dict[str, Any] | None = None,
+    flops: Any | None = None,
 ) -> list[BudgetSolution]:
     """``partition_memory_budget`` for every budget in one pass."""
 
-def recompute_costs(store: GraphStore) -> bytes:
+def recompute_costs(store: GraphStore, flops: Any | None = None) -> bytes:
     """float64[N] (native order): the cost table's price of recomputing each node."""

@@ -7,10 +7,12 @@ naming the smallest achievable figure, unless ``allow_exceed=True``: then the
 partition saving the fewest bytes is used and a :class:`BudgetExceededWarning`
 is issued. A budget is never exceeded silently.
 
-Activation bytes are the saved bytes less the saved primal inputs (parameters and
-inputs the caller holds anyway): the memory a partition adds, and what the budget
-limits. Compute-intensive ops (matmul, convolution, attention) are never recomputed,
-so the smallest achievable figure is usually well above zero.
+Activation bytes are the storage the saved tensors hold, each storage once (a saved
+view holds its base's storage; views of one base share it), less the storage of primal
+inputs (parameters and inputs the caller holds anyway, and views of them such as
+``t(weight)``): the memory a partition adds, and what the budget limits. Compute-intensive ops (matmul, convolution, attention) may be recomputed, at
+their FLOP cost (counted from each node's shapes with torch's FLOP formulas,
+:func:`node_flops`); random and impure ops and ``MUST_SAVE`` values never are.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 import numpy as np
 import torch.fx as fx
+import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import optimization_hint
 
 from .. import _rust
 from ..errors import PartitionError
@@ -43,7 +47,7 @@ class BudgetPoint:
     budget: float
     #: every saved tensor, primal inputs included
     saved_bytes: int
-    #: ``saved_bytes`` less the saved primal inputs: what the budget limits
+    #: the saved tensors' storage, each once, less primal inputs': what the budget limits
     activation_bytes: int
     #: sum of the cost table over the recomputed nodes (bytes moved x op factor)
     recompute_cost: float
@@ -53,7 +57,9 @@ class BudgetPoint:
     min_bytes: int
     target_bytes: int
     met: bool
-    #: every subset of recompute candidates was evaluated (small graphs)
+    #: every subset of recompute candidates was evaluated (at most 14 candidates);
+    #: otherwise a parametric min cut with greedy repair (its gap to the exact
+    #: solver is measured in ``rust/core/src/partition/budget_tests.rs``)
     exact: bool
 
     @property
@@ -89,6 +95,37 @@ def _store(joint_module: fx.GraphModule, num_fwd_outputs: int) -> tuple[Any, lis
     return _rust.GraphStore.from_table(table), nodes
 
 
+def _hint(v: Any) -> float:
+    try:
+        return float(v)
+    except TypeError:  # symbolic: its hint, without adding guards
+        return float(optimization_hint(v, fallback=0))
+
+
+def node_flops(nodes: Sequence[fx.Node]) -> np.ndarray:
+    """float64[N]: the FLOPs of each node-table row, from its ``meta["val"]`` shapes by
+    torch's FLOP formulas (``torch.utils.flop_counter.flop_registry``: matmuls,
+    convolutions, attention); 0 for every other op (the Rust cost table prices those
+    by bytes moved) and where a shape is unknown (Rust then estimates from byte sizes)."""
+    from torch.utils.flop_counter import flop_registry
+
+    out = np.zeros(len(nodes), dtype=np.float64)
+    for i, n in enumerate(nodes):
+        if n.op != "call_function":
+            continue
+        count = flop_registry.get(getattr(n.target, "overloadpacket", None))
+        if count is None:
+            continue
+        try:
+            args, kwargs = pytree.tree_map_only(
+                fx.Node, lambda a: a.meta["val"], (n.args, n.kwargs)
+            )
+            out[i] = max(_hint(count(*args, **kwargs, out_val=n.meta["val"])), 0.0)
+        except Exception:  # no shapes here: Rust estimates from byte sizes
+            out[i] = 0.0
+    return out
+
+
 def memory_budget_joint(
     joint_module: fx.GraphModule,
     *,
@@ -99,7 +136,7 @@ def memory_budget_joint(
 ) -> tuple[PartitionResult, BudgetPoint]:
     """The decision alone (no graphs built): the partition and its figures."""
     store, nodes = _store(joint_module, num_fwd_outputs)
-    sol = _rust.partition_memory_budget(store, float(budget), options or None)
+    sol = _rust.partition_memory_budget(store, float(budget), options or None, node_flops(nodes))
     point = _point(sol)
     if not point.met:
         if not allow_exceed:
@@ -149,12 +186,14 @@ def frontier(
     unmeetable budget gives ``met=False`` and the smallest achievable point (no
     error here). Activation bytes never rise, and recompute cost never falls, as the
     budget falls: the points are the Pareto points the solver found."""
-    store, _ = _store(joint_module, num_fwd_outputs)
+    store, nodes = _store(joint_module, num_fwd_outputs)
     bs = [float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)]
-    return [_point(s) for s in _rust.memory_frontier(store, bs, options or None)]
+    sols = _rust.memory_frontier(store, bs, options or None, node_flops(nodes))
+    return [_point(s) for s in sols]
 
 
 def recompute_costs(joint_module: fx.GraphModule, *, num_fwd_outputs: int) -> np.ndarray:
-    """float64[N]: the cost table's price of recomputing each row of the node table."""
-    store, _ = _store(joint_module, num_fwd_outputs)
-    return np.frombuffer(_rust.recompute_costs(store), dtype=np.float64)
+    """float64[N]: the cost table's price of recomputing each row of the node table
+    (FLOPs from shapes, :func:`node_flops`)."""
+    store, nodes = _store(joint_module, num_fwd_outputs)
+    return np.frombuffer(_rust.recompute_costs(store, node_flops(nodes)), dtype=np.float64)

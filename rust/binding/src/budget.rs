@@ -3,6 +3,7 @@
 //! (`aotgrad_core::partition::budget`).
 
 use aotgrad_core::partition::{self, BudgetSolution, OpRules};
+use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -71,48 +72,75 @@ impl PyBudgetSolution {
     }
 }
 
+/// Reads an optional float64[N] buffer of per-node FLOPs (native byte order;
+/// any object with the buffer protocol). Length and values are checked by the
+/// core ([`partition::recompute_costs`]).
+fn flops_from(flops: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
+    let Some(obj) = flops else { return Ok(None) };
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let buf: PyBuffer<f64> = PyBuffer::get(obj)?;
+    Ok(Some(buf.to_vec(obj.py())?))
+}
+
 /// The memory-budget partition of `store` for `budget` (a fraction of the
-/// bytes min-cut saves); `options` as for `partition_min_cut`.
+/// bytes min-cut saves); `options` as for `partition_min_cut`; `flops` a
+/// float64[N] buffer of per-node FLOPs (estimated from byte sizes if `None`).
 #[pyfunction]
-#[pyo3(signature = (store, budget, options = None))]
+#[pyo3(signature = (store, budget, options = None, flops = None))]
 pub fn partition_memory_budget(
     py: Python<'_>,
     store: &Bound<'_, PyGraphStore>,
     budget: f64,
     options: Option<&Bound<'_, PyDict>>,
+    flops: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyBudgetSolution> {
     let o = options_from(py, options)?;
+    let f = flops_from(flops)?;
     let s = store.get().store();
-    enter(py, || partition::partition_memory_budget(s, &o, budget))
-        .map(|inner| PyBudgetSolution { inner })
+    enter(py, || {
+        partition::partition_memory_budget(s, &o, budget, f.as_deref())
+    })
+    .map(|inner| PyBudgetSolution { inner })
 }
 
 /// One solution per budget, computed in one pass.
 #[pyfunction]
-#[pyo3(signature = (store, budgets, options = None))]
+#[pyo3(signature = (store, budgets, options = None, flops = None))]
 pub fn memory_frontier(
     py: Python<'_>,
     store: &Bound<'_, PyGraphStore>,
     budgets: Vec<f64>,
     options: Option<&Bound<'_, PyDict>>,
+    flops: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<PyBudgetSolution>> {
     let o = options_from(py, options)?;
+    let f = flops_from(flops)?;
     let s = store.get().store();
-    let sols = enter(py, move || partition::memory_frontier(s, &o, &budgets))?;
+    let sols = enter(py, move || {
+        partition::memory_frontier(s, &o, &budgets, f.as_deref())
+    })?;
     Ok(sols
         .into_iter()
         .map(|inner| PyBudgetSolution { inner })
         .collect())
 }
 
-/// float64[N] (native bytes): the recompute cost of each node by the cost table.
+/// float64[N] (native bytes): the recompute cost of each node by the cost
+/// table; `flops` as for `partition_memory_budget`.
 #[pyfunction]
+#[pyo3(signature = (store, flops = None))]
 pub fn recompute_costs<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyGraphStore>,
+    flops: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let f = flops_from(flops)?;
     let s = store.get().store();
-    let costs = enter(py, || Ok(partition::recompute_costs(s, &OpRules::new(s))))?;
+    let costs = enter(py, || {
+        partition::recompute_costs(s, &OpRules::new(s), f.as_deref())
+    })?;
     PyBytes::new_with(py, costs.len() * 8, |out| {
         for (chunk, c) in out.chunks_exact_mut(8).zip(&costs) {
             chunk.copy_from_slice(&c.to_ne_bytes());

@@ -4,13 +4,16 @@
 //!
 //! **Parametric cut.** For a multiplier `λ ≥ 0`, one min cut minimizes
 //! `activation_bytes + λ · recompute_cost` over all valid partitions: the flow
-//! network of [`super::partition_min_cut`] with raw byte capacities on
-//! `in(v) -> out(v)` (0 for primals: saving an input holds no new memory; no
-//! distance scaling, no fusion doubling), hard bans only
-//! ([`OpRules::never_recompute`]; the min-cut heuristics are off), and an extra
-//! edge `source -> in(v)` of capacity `λ · cost(v)` that the cut pays exactly
-//! when `v` is recomputed. `λ = 0` gives the smallest achievable saved bytes
-//! (exact: a minimum cut); a larger `λ` recomputes less. Each `λ` gives a
+//! network of [`super::partition_min_cut`] ([`super::cut_network`]) with raw
+//! byte capacities on `in(v) -> out(v)` (0 for primals and views of them:
+//! saving an input holds no new memory; no distance scaling, no fusion
+//! doubling), hard bans only (random and impure ops, `MUST_SAVE`:
+//! [`Recompute::ComputeIntensive`]; compute-intensive ops may be recomputed at
+//! their FLOP cost, and the min-cut heuristics are off), and an extra edge
+//! `source -> in(v)` of capacity `λ · cost(v)` that the cut pays exactly when
+//! `v` is recomputed. `λ = 0` gives the smallest achievable saved bytes
+//! (exact: a minimum cut, unless saved views share a base, which the cut
+//! prices once per view); a larger `λ` recomputes less. Each `λ` gives a
 //! point on the lower convex hull of the (saved bytes, recompute cost)
 //! Pareto frontier; points between hull vertices are not reachable by any `λ`,
 //! which is the approximation. Complexity: one max flow per `λ`.
@@ -19,7 +22,9 @@
 //! recomputing the costliest recomputed nodes one at a time while the budget
 //! still holds (`O(K · (N + E))` for `K` tries). On graphs with at most
 //! [`DESCEND_MAX`] candidates, also a greedy descent ([`Solver::descend`])
-//! from the cheapest point over budget, by bytes freed per unit of cost.
+//! from the cheapest points over budget, by bytes freed per unit of cost.
+//! Both start from everything the point computes in the backward (recomputed
+//! or backward-only), so that a step changes one decision only.
 //!
 //! **Exact** ([`Solver::exact`]): every subset of the `k` recompute candidates
 //! (forward nodes the backward needs that may be recomputed), `O(2^k (N + E))`;
@@ -31,16 +36,19 @@
 
 use super::classify::NodeInfo;
 use super::cost::recompute_costs;
-use super::derive::{common_reason, derive};
-use super::result::{Partition, SavedReason};
+use super::cut_network::{self, CutEdges, Edges, INF};
+use super::derive::{common_reason, derive_with, Recompute};
+use super::result::{placement, Partition, SavedReason};
 use super::rules::OpRules;
 use crate::error::{Error, Result};
 use crate::flow::dinic::{dinic_bounded, Levels};
-use crate::flow::{max_source_side, FlowNetwork};
+use crate::flow::max_source_side;
 use crate::ids::NodeId;
 use crate::store::{flags, GraphStore, NodeKind};
 
-const INF: f64 = f64::INFINITY;
+/// What the budget solver may recompute: compute-intensive ops too, at their
+/// FLOP cost; never random or impure ops, primals or `MUST_SAVE` values.
+const POLICY: Recompute = Recompute::ComputeIntensive;
 
 /// Candidate counts up to which every subset is evaluated inside the solver.
 pub const EXACT_MAX: usize = 14;
@@ -57,17 +65,61 @@ pub(crate) struct Point {
     pub cost: f64,
 }
 
-/// The bytes a partition saves beyond its primal inputs: the activation
-/// memory it holds (a saved primal is memory the caller holds anyway).
+/// Ops whose result shares its first argument's storage though the schema
+/// does not say so (the table's `VIEW` flag comes from the schema).
+const STORAGE_SHARING: &[&str] = &["aten._unsafe_view"];
+
+/// The node whose storage each node's value lives in: itself, or for a view
+/// (the `VIEW` flag, the view op table, [`STORAGE_SHARING`], or a `getitem`
+/// of a view op such as `split`) the root of its first argument.
+/// Complexity: `O(N)` (one pass in topological order).
+pub(crate) fn storage_roots(store: &GraphStore, rules: &OpRules) -> Vec<NodeId> {
+    let packet = |v: NodeId| {
+        let name = store.op_name(v);
+        name.rsplit_once('.').map_or(name, |(p, _)| p)
+    };
+    let shares = |v: NodeId| {
+        store.kind[v.index()] == NodeKind::Call
+            && (store.has_flag(v, flags::VIEW)
+                || rules.is_view(store, v)
+                || STORAGE_SHARING.contains(&packet(v)))
+    };
+    let mut root: Vec<NodeId> = store.node_ids().collect();
+    for v in store.node_ids() {
+        let Some(&base) = store.args(v).first() else {
+            continue;
+        };
+        let view = shares(v)
+            || (store.kind[v.index()] == NodeKind::Call
+                && packet(v) == "_operator.getitem"
+                && shares(base));
+        if view && !store.has_flag(v, flags::SYMINT) && !store.has_flag(base, flags::SYMINT) {
+            root[v.index()] = root[base.index()];
+        }
+    }
+    root
+}
+
+/// The activation memory a partition holds: the storage of its saved tensors,
+/// each storage counted once (a saved view holds its base's storage; views of
+/// one base share it), less the storage of primal inputs (memory the caller
+/// holds anyway: a saved primal, or a view of one, adds nothing).
 pub fn activation_bytes(store: &GraphStore, p: &Partition) -> u64 {
-    let primals = p
-        .saved
+    bytes_held(store, &storage_roots(store, &OpRules::new(store)), p)
+}
+
+/// [`activation_bytes`] with the roots computed once. `O(S log S)`.
+pub(crate) fn bytes_held(store: &GraphStore, roots: &[NodeId], p: &Partition) -> u64 {
+    let split = p.saved.len().saturating_sub(p.num_saved_symints);
+    let mut held: Vec<NodeId> = p.saved[..split]
         .iter()
-        .filter(|v| {
-            store.kind[v.index()] == NodeKind::Primal && !store.has_flag(**v, flags::SYMINT)
-        })
-        .fold(0u64, |s, v| s.saturating_add(store.nbytes[v.index()]));
-    p.saved_bytes.saturating_sub(primals)
+        .filter_map(|v| roots.get(v.index()).copied())
+        .filter(|r| store.kind[r.index()] != NodeKind::Primal)
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    held.iter()
+        .fold(0u64, |s, r| s.saturating_add(store.nbytes[r.index()]))
 }
 
 /// A graph prepared once for any number of solves.
@@ -75,9 +127,11 @@ pub(crate) struct Solver<'a> {
     store: &'a GraphStore,
     rules: OpRules,
     info: NodeInfo,
+    /// [`storage_roots`].
+    roots: Vec<NodeId>,
     pub cost: Vec<f64>,
     /// The edges of the network without the `λ` edges.
-    base: (Vec<u32>, Vec<u32>, Vec<f64>),
+    base: Edges,
     /// Nodes that get a `source -> in(v)` edge of capacity `λ · cost(v)`.
     priced: Vec<NodeId>,
     /// Forward nodes the backward needs that may be recomputed.
@@ -85,59 +139,32 @@ pub(crate) struct Solver<'a> {
 }
 
 impl<'a> Solver<'a> {
-    pub fn new(store: &'a GraphStore) -> Result<Self> {
+    /// Prepares `store`; `flops` as for [`recompute_costs`].
+    pub fn new(store: &'a GraphStore, flops: Option<&[f64]>) -> Result<Self> {
         let rules = OpRules::new(store);
         let info = NodeInfo::new(store)?;
-        let cost = recompute_costs(store, &rules);
-        let n = store.len() as u32;
-        let (source, sink) = (2 * n, 2 * n + 1);
-        let (mut src, mut dst, mut cap) = (Vec::new(), Vec::new(), Vec::new());
-        let mut push = |u: u32, v: u32, c: f64| {
-            src.push(u);
-            dst.push(v);
-            cap.push(c);
-        };
-        let (mut priced, mut candidates) = (Vec::new(), Vec::new());
-        for v in store.node_ids() {
-            let i = v.index();
-            if !info.needed_by_bw[i] {
-                continue;
-            }
-            let (vin, vout) = (2 * v.0, 2 * v.0 + 1);
-            if info.td[i] {
-                push(vin, sink, INF);
-                continue;
-            }
-            if info.required_bw[i] {
-                push(vout, sink, INF);
-            }
-            let never = rules.never_recompute(store, v).is_some();
-            if rules.must_recompute(v) && !never {
-                push(vin, sink, INF);
-                continue;
-            }
-            if never {
-                push(source, vin, INF);
-            } else {
-                priced.push(v);
-                if store.kind[i] == NodeKind::Call || store.kind[i] == NodeKind::GetAttr {
-                    candidates.push(v);
-                }
-            }
-            push(vin, vout, save_cap(store, v));
-            let users = store.users(v);
-            for (k, &u) in users.iter().enumerate() {
-                if info.needed_by_bw[u.index()] && (k == 0 || users[k - 1] != u) {
-                    push(vout, 2 * u.0, INF);
-                }
-            }
-        }
+        let cost = recompute_costs(store, &rules, flops)?;
+        let roots = storage_roots(store, &rules);
+        let banned = |v: NodeId| POLICY.forbids(store, &rules, v).is_some();
+        let CutEdges { edges, split } =
+            cut_network::build(store, &rules, &info, banned, |v| save_cap(store, &roots, v));
+        let priced: Vec<NodeId> = split
+            .iter()
+            .map(|&(v, _)| v)
+            .filter(|&v| !banned(v))
+            .collect();
+        let candidates = priced
+            .iter()
+            .copied()
+            .filter(|v| matches!(store.kind[v.index()], NodeKind::Call | NodeKind::GetAttr))
+            .collect();
         Ok(Self {
             store,
             rules,
             info,
+            roots,
             cost,
-            base: (src, dst, cap),
+            base: edges,
             priced,
             candidates,
         })
@@ -146,16 +173,14 @@ impl<'a> Solver<'a> {
     /// The partition minimizing `activation_bytes + λ · recompute_cost` (see the
     /// module docs); [`Error::Partition`] when no partition exists.
     pub fn at(&self, lambda: f64) -> Result<Point> {
-        let (mut src, mut dst, mut cap) = self.base.clone();
+        let mut edges = self.base.clone();
         let n = self.store.len() as u32;
         if lambda > 0.0 {
             for &v in &self.priced {
-                src.push(2 * n);
-                dst.push(2 * v.0);
-                cap.push(lambda * self.cost[v.index()]);
+                edges.push(2 * n, 2 * v.0, lambda * self.cost[v.index()]);
             }
         }
-        let net = FlowNetwork::from_edges(2 * n as usize + 2, &src, &dst, &cap, 2 * n, 2 * n + 1)?;
+        let net = edges.network(self.store.len())?;
         if net.infinite_path().is_some() {
             return Err(Error::Partition(
                 "a value the backward needs can be neither saved nor recomputed".to_string(),
@@ -169,14 +194,15 @@ impl<'a> Solver<'a> {
     /// The partition that recomputes what `recompute` says (and the rules allow).
     pub fn point(&self, recompute: impl Fn(NodeId) -> bool) -> Point {
         let (store, rules) = (self.store, &self.rules);
-        let partition = derive(
+        let partition = derive_with(
             store,
             rules,
             &self.info,
+            POLICY,
             |v| rules.must_recompute(v) || recompute(v),
             |v| {
                 common_reason(store, rules, v).unwrap_or(
-                    if rules.never_recompute(store, v).is_some() {
+                    if POLICY.forbids(store, rules, v).is_some() {
                         SavedReason::NeverRecompute
                     } else {
                         SavedReason::MinCutBoundary
@@ -185,7 +211,7 @@ impl<'a> Solver<'a> {
             },
         );
         let cost = self.cost_of(&partition);
-        let bytes = activation_bytes(store, &partition);
+        let bytes = bytes_held(store, &self.roots, &partition);
         Point {
             partition,
             bytes,
@@ -221,10 +247,7 @@ impl<'a> Solver<'a> {
             .filter(|&v| !self.rules.must_recompute(v))
             .collect();
         order.sort_by(|a, b| self.cost[b.index()].total_cmp(&self.cost[a.index()]));
-        let mut recompute = vec![false; self.store.len()];
-        for &v in &best.partition.recomputed {
-            recompute[v.index()] = true;
-        }
+        let mut recompute = computed_in_bw(&best.partition);
         for v in order.into_iter().take(tries) {
             recompute[v.index()] = false;
             let p = self.point(|u| recompute[u.index()]);
@@ -239,16 +262,15 @@ impl<'a> Solver<'a> {
 
     /// From a point over `target` bytes, adds to what it recomputes the
     /// candidate that frees the most bytes per unit of cost, until it is within
-    /// `target` (or no candidate frees bytes). `O(k² (N + E))` for `k`
-    /// candidates; `None` when it ends over `target`.
+    /// `target` (or no candidate frees bytes); a step that one candidate can
+    /// finish takes the cheapest such candidate instead. `O(k² (N + E))` for
+    /// `k` candidates; `None` when it ends over `target`.
     pub fn descend(&self, start: &Point, target: u64) -> Option<Point> {
-        let mut on = vec![false; self.store.len()];
-        for &v in &start.partition.recomputed {
-            on[v.index()] = true;
-        }
+        let mut on = computed_in_bw(&start.partition);
         let mut cur = start.clone();
         while cur.bytes > target {
             let mut best: Option<(f64, NodeId, Point)> = None;
+            let mut finish: Option<Point> = None;
             for &v in &self.candidates {
                 if on[v.index()] {
                     continue;
@@ -259,10 +281,16 @@ impl<'a> Solver<'a> {
                 if p.bytes >= cur.bytes || !self.savable(&p.partition) {
                     continue;
                 }
+                if p.bytes <= target && finish.as_ref().is_none_or(|f| better(&p, f, target)) {
+                    finish = Some(p.clone());
+                }
                 let ratio = (cur.bytes - p.bytes) as f64 / (p.cost - cur.cost).max(1e-9);
                 if best.as_ref().is_none_or(|b| ratio > b.0) {
                     best = Some((ratio, v, p));
                 }
+            }
+            if finish.is_some() {
+                return finish;
             }
             let (_, v, p) = best?;
             on[v.index()] = true;
@@ -308,6 +336,18 @@ impl<'a> Solver<'a> {
     }
 }
 
+/// Per node: computed in the backward (recomputed, or needed there only), the
+/// predicate that [`Solver::point`] turns back into the same partition.
+fn computed_in_bw(p: &Partition) -> Vec<bool> {
+    let mut on: Vec<bool> = (0..p.placement.len())
+        .map(|i| p.placement[i] & placement::BACKWARD != 0)
+        .collect();
+    for v in &p.saved {
+        on[v.index()] = false;
+    }
+    on
+}
+
 /// The mask of the best `(saved, cost, mask)` entry for `target` (see [`better`]).
 pub(crate) fn pick(all: &[(u64, f64, u32)], target: u64) -> Option<u32> {
     let key =
@@ -334,15 +374,18 @@ pub(crate) fn better(a: &Point, b: &Point, target: u64) -> bool {
     }
 }
 
-/// The capacity of `in(v) -> out(v)`: the bytes saving `v` holds.
-fn save_cap(store: &GraphStore, v: NodeId) -> f64 {
+/// The capacity of `in(v) -> out(v)`: the bytes saving `v` holds. 0 for a
+/// primal or a view of one; a view of another value costs its own bytes (a
+/// cut cannot price shared storage once: the exact solver and the reported
+/// figures do, [`activation_bytes`]).
+fn save_cap(store: &GraphStore, roots: &[NodeId], v: NodeId) -> f64 {
     if store.has_flag(v, flags::SYMINT) {
         return 1.0;
     }
     if store.has_flag(v, flags::NON_TENSOR | flags::MULTI_OUTPUT) {
         return INF;
     }
-    if store.kind[v.index()] == NodeKind::Primal {
+    if store.kind[roots[v.index()].index()] == NodeKind::Primal {
         return 0.0;
     }
     store.nbytes[v.index()] as f64

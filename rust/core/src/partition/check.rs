@@ -17,11 +17,15 @@
 //!   tangent) is a CALL or `GET_ATTR` node whose arguments are all present in
 //!   the backward (saved, tangents, or computed there);
 //! - `recomputed` is exactly the CALL nodes computed in both graphs, and none
-//!   of them is an op that may never be recomputed ([`OpRules::never_recompute`]);
+//!   of them is an op that may never be recomputed ([`OpRules::never_recompute`];
+//!   compute-intensive ops are allowed when the partition says it may
+//!   recompute them, [`Partition::recomputes_compute_intensive`]: the
+//!   memory-budget partitioner's contract);
 //! - forward outputs are in the forward, gradient outputs in the backward.
 //!
 //! Complexity: `O(N + E)`.
 
+use super::derive::Recompute;
 use super::result::{placement, Partition};
 use super::rules::OpRules;
 use crate::error::{Error, Result};
@@ -58,6 +62,7 @@ fn check_graph(store: &GraphStore, p: &Partition) -> Result<()> {
         saved[v.index()] = true;
     }
     let rules = OpRules::new(store);
+    let policy = Recompute::of(p);
     let mut recomputed = p.recomputed.iter().copied().peekable();
     for v in store.node_ids() {
         let i = v.index();
@@ -108,7 +113,7 @@ fn check_graph(store: &GraphStore, p: &Partition) -> Result<()> {
                     "computed in both graphs but missing from `recomputed`",
                 ));
             }
-            if let Some(why) = rules.never_recompute(store, v) {
+            if let Some(why) = policy.forbids(store, &rules, v) {
                 return Err(fail(store, v, &format!("recomputed, but it is a {why}")));
             }
         } else if recomputed.next_if_eq(&v).is_some() {

@@ -6,8 +6,8 @@
 //! each saved value.
 //! Returns: the partition. The backward is walked from the gradient outputs
 //! through the arguments: tangent-derived nodes are computed there; any other
-//! node is recomputed if `recompute` says so and the rules allow it, saved
-//! otherwise (primals are always saved). The forward is everything the forward
+//! node is recomputed if `recompute` says so and the rules allow it
+//! ([`Recompute::forbids`]), saved otherwise (primals are always saved). The forward is everything the forward
 //! outputs and the saved values need. So the result is valid by construction,
 //! whatever the predicate.
 //! Complexity: `O(N + E)`.
@@ -18,10 +18,56 @@ use super::rules::OpRules;
 use crate::ids::NodeId;
 use crate::store::{flags, GraphStore, NodeKind};
 
+/// What a partitioner may recompute: the contract [`super::check`] holds a
+/// partition to (recorded in [`Partition::recomputes_compute_intensive`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recompute {
+    /// Nothing [`OpRules::never_recompute`] bans (default and min-cut).
+    Strict,
+    /// Compute-intensive ops too, at their FLOP cost (the memory budget);
+    /// primals, tangents, random and impure ops and `MUST_SAVE` values stay banned.
+    ComputeIntensive,
+}
+
+impl Recompute {
+    /// The policy a partition was derived under.
+    pub fn of(p: &Partition) -> Self {
+        if p.recomputes_compute_intensive {
+            Self::ComputeIntensive
+        } else {
+            Self::Strict
+        }
+    }
+
+    /// Why `n` may not be recomputed under this policy; `None` when it may.
+    pub fn forbids(self, store: &GraphStore, rules: &OpRules, n: NodeId) -> Option<&'static str> {
+        let why = rules.never_recompute(store, n)?;
+        // `never_recompute`'s reasons before "compute-intensive op" hold
+        // under every policy.
+        let hard = store.kind[n.index()] != NodeKind::Call
+            || rules.must_save(n)
+            || store.has_flag(n, flags::IMPURE)
+            || rules.is_random(store, n);
+        (hard || self == Self::Strict).then_some(why)
+    }
+}
+
+/// [`derive_with`] under [`Recompute::Strict`].
 pub(crate) fn derive(
     store: &GraphStore,
     rules: &OpRules,
     info: &NodeInfo,
+    recompute: impl Fn(NodeId) -> bool,
+    reason: impl Fn(NodeId) -> SavedReason,
+) -> Partition {
+    derive_with(store, rules, info, Recompute::Strict, recompute, reason)
+}
+
+pub(crate) fn derive_with(
+    store: &GraphStore,
+    rules: &OpRules,
+    info: &NodeInfo,
+    policy: Recompute,
     recompute: impl Fn(NodeId) -> bool,
     reason: impl Fn(NodeId) -> SavedReason,
 ) -> Partition {
@@ -41,7 +87,7 @@ pub(crate) fn derive(
         }
         let computed_here = info.td[i]
             || (kind != NodeKind::Primal
-                && rules.never_recompute(store, v).is_none()
+                && policy.forbids(store, rules, v).is_none()
                 && recompute(v));
         if computed_here {
             stack.extend_from_slice(store.args(v));
@@ -62,6 +108,7 @@ pub(crate) fn derive(
 
     let mut p = Partition {
         placement: vec![0; n],
+        recomputes_compute_intensive: policy == Recompute::ComputeIntensive,
         ..Partition::default()
     };
     let mut symints = Vec::new();

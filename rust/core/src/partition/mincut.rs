@@ -7,10 +7,11 @@
 //! output) / [`Error::Partition`] (a value the backward needs can be neither
 //! saved nor recomputed; the message shows the chain of constraints).
 //!
-//! The flow network has two nodes per graph node `i`, `2*i` (in) and
-//! `2*i + 1` (out), joined by an edge whose capacity is the cost of saving
-//! `i`; then a source `2N` and a sink `2N + 1`. Only nodes the backward
-//! (transitively) needs take part. Edges:
+//! The flow network ([`super::cut_network`], shared with the memory budget)
+//! has two nodes per graph node `i`, `2*i` (in) and `2*i + 1` (out), joined
+//! by an edge whose capacity is the cost of saving `i`; then a source `2N`
+//! and a sink `2N + 1`. Only nodes the backward (transitively) needs take
+//! part. Edges:
 //! - `out(i) -> in(u)`, infinite, for each reader `u` (data dependencies);
 //! - `source -> in(i)`, infinite, when `i` is banned from recomputation
 //!   ([`super::bans`]: primals, never-recompute ops, heuristics);
@@ -42,6 +43,7 @@
 
 use super::bans::{compute_bans, Ban, BanInput};
 use super::classify::NodeInfo;
+use super::cut_network::{self, CutEdges, INF};
 use super::derive::{common_reason, derive};
 use super::prepass::with_passes;
 use super::result::{Partition, SavedReason};
@@ -52,8 +54,6 @@ use crate::flow::{max_source_side, FlowNetwork};
 use crate::ids::NodeId;
 use crate::passes::{cse, eliminate, is_identity};
 use crate::store::{flags, GraphStore, NodeKind};
-
-const INF: f64 = f64::INFINITY;
 
 /// Partitions `store` by min-cut rematerialization (see the module docs).
 pub fn partition_min_cut(store: &GraphStore, opts: &PartitionOptions) -> Result<Partition> {
@@ -117,84 +117,30 @@ fn prepare(store: &GraphStore, opts: &PartitionOptions) -> Result<Prepared> {
         dist: &dist,
         opts,
     });
-    let edges = build_edges(store, &rules, &info, &bans, &dist);
-    let n = store.len();
-    let (source, sink) = (2 * n as u32, 2 * n as u32 + 1);
-    let net = FlowNetwork::from_edges(2 * n + 2, &edges.src, &edges.dst, &edges.cap, source, sink)?;
+    let scale: Vec<f64> = (0..=100).map(|k| 1.1f64.powi(k)).collect();
+    let CutEdges { mut edges, split } = cut_network::build(
+        store,
+        &rules,
+        &info,
+        |v| bans[v.index()] != Ban::None,
+        |v| save_cost(store, &rules, v, dist[v.index()], &scale),
+    );
+    // The split edges of mutated primals, penalized once all are known.
+    let mutated: Vec<usize> = split
+        .iter()
+        .filter(|(v, _)| {
+            store.kind[v.index()] == NodeKind::Primal && store.has_flag(*v, flags::MUTATED_INPUT)
+        })
+        .map(|&(_, k)| k)
+        .collect();
+    penalize(&mut edges.cap, &mutated);
+    let net = edges.network(store.len())?;
     Ok(Prepared {
         rules,
         info,
         bans,
         net,
     })
-}
-
-#[derive(Default)]
-struct Edges {
-    src: Vec<u32>,
-    dst: Vec<u32>,
-    cap: Vec<f64>,
-}
-
-impl Edges {
-    #[inline]
-    fn push(&mut self, u: u32, v: u32, c: f64) {
-        self.src.push(u);
-        self.dst.push(v);
-        self.cap.push(c);
-    }
-}
-
-fn build_edges(
-    store: &GraphStore,
-    rules: &OpRules,
-    info: &NodeInfo,
-    bans: &[Ban],
-    dist: &[u32],
-) -> Edges {
-    let n = store.len() as u32;
-    let (source, sink) = (2 * n, 2 * n + 1);
-    let mut e = Edges::default();
-    let cap_hint = store.node_ids().len() * 2 + store.user_idx.len();
-    e.src.reserve(cap_hint);
-    e.dst.reserve(cap_hint);
-    e.cap.reserve(cap_hint);
-    let scale: Vec<f64> = (0..=100).map(|k| 1.1f64.powi(k)).collect();
-    // Edges `in -> out` of mutated primals, penalized once all are known.
-    let mut mutated: Vec<usize> = Vec::new();
-    for v in store.node_ids() {
-        let i = v.index();
-        if !info.needed_by_bw[i] {
-            continue;
-        }
-        let (vin, vout) = (2 * v.0, 2 * v.0 + 1);
-        if info.td[i] {
-            e.push(vin, sink, INF);
-            continue;
-        }
-        if info.required_bw[i] {
-            e.push(vout, sink, INF);
-        }
-        if rules.must_recompute(v) && bans[i] == Ban::None {
-            e.push(vin, sink, INF);
-            continue;
-        }
-        if bans[i] != Ban::None {
-            e.push(source, vin, INF);
-        }
-        if store.kind[i] == NodeKind::Primal && store.has_flag(v, flags::MUTATED_INPUT) {
-            mutated.push(e.cap.len());
-        }
-        e.push(vin, vout, save_cost(store, rules, v, dist[i], &scale));
-        let users = store.users(v);
-        for (k, &u) in users.iter().enumerate() {
-            if info.needed_by_bw[u.index()] && (k == 0 || users[k - 1] != u) {
-                e.push(vout, 2 * u.0, INF);
-            }
-        }
-    }
-    penalize(&mut e.cap, &mutated);
-    e
 }
 
 /// Adds to each edge in `edges` a penalty above the sum of all finite

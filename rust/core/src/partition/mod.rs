@@ -14,6 +14,7 @@
 mod bans;
 mod check;
 mod classify;
+mod cut_network;
 mod default;
 mod derive;
 mod mincut;

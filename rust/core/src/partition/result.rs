@@ -35,7 +35,8 @@ pub enum SavedReason {
 /// Invariants (checked by [`super::check`], on the store with `rep` applied):
 /// the forward never reads a tangent-derived node; every argument of a node computed in the backward is
 /// saved, a tangent, or computed in the backward; saved values are computed in
-/// the forward; ops that may never be recomputed are not.
+/// the forward; ops that may never be recomputed are not (compute-intensive
+/// ops may be when [`Self::recomputes_compute_intensive`] is set).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Partition {
     /// One [`placement`] bit set per node.
@@ -55,6 +56,10 @@ pub struct Partition {
     /// which then stands in for it (node `i` has placement 0; readers of `i`
     /// read `rep[i]`). The identity when CSE is off.
     pub rep: Vec<NodeId>,
+    /// Whether the partitioner was allowed to recompute compute-intensive ops
+    /// (the memory-budget partitioner, which prices them by their FLOPs); the
+    /// others never recompute them. [`super::check`] applies the same rule.
+    pub recomputes_compute_intensive: bool,
 }
 
 impl Partition {
