@@ -105,9 +105,26 @@ def _constants_digest(gm: fx.GraphModule) -> str:
             t = value.detach().cpu().contiguous()
             h.update(f"{node.target}:{_describe_input(value)}".encode())
             h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(value, fx.GraphModule):  # a higher-order op's body: its code too
+            h.update(f"{node.target}:{value.code}:{_constants_digest(value)}".encode())
+            context_fn = value.meta.get("_checkpoint_context_fn")
+            if context_fn is not None:
+                h.update(_describe_context_fn(context_fn).encode())
         else:
             h.update(f"{node.target}:{type(value).__name__}".encode())
     return h.hexdigest()
+
+
+def _describe_context_fn(fn: Any) -> str:
+    """A selective-checkpoint ``context_fn``: its name, bytecode, constants and closure
+    values (a closure value whose repr holds an address misses the disk cache: safe)."""
+    fn = getattr(fn, "func", fn)  # functools.partial
+    code = getattr(fn, "__code__", None)
+    parts = [_describe_callable(fn)]
+    if code is not None:
+        parts += [code.co_code.hex(), repr(code.co_consts), repr(code.co_names)]
+    parts += [repr(cell.cell_contents) for cell in getattr(fn, "__closure__", None) or ()]
+    return "|".join(parts)
 
 
 def key_for(

@@ -522,7 +522,9 @@ def to_table(
         nbytes.append(nb)
         const_hash.append(ch)
         flags.append(bits)
-        region.append(meta.get("ac_graph_id", -1))
+        # a checkpoint region's id; a selective-checkpoint mode without one writes None
+        rid = meta.get("ac_graph_id")
+        region.append(rid if type(rid) is int else -1)
 
     if role_iter is not None and next(role_iter, _NO_ROLE) is not _NO_ROLE:
         raise table_error("kind", None, "more roles were given than the graph has placeholders")

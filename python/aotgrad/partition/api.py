@@ -14,6 +14,7 @@ import torch.fx as fx
 from .. import _rust
 from ..split import split_joint
 from ..table import to_table
+from .reorder import has_checkpoint_tags, mimic_autograd_order
 
 SAVED_REASONS = (
     "read by backward",
@@ -64,10 +65,15 @@ class PartitionResult:
     def split(
         self, joint: fx.GraphModule, num_fwd_outputs: int
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
-        """The forward and backward GraphModules this decision describes."""
-        return split_joint(
+        """The forward and backward GraphModules this decision describes. Where values of
+        checkpointed regions are recomputed, each is recomputed just before the backward
+        first reads it, as the autograd engine does (``reorder``)."""
+        fw, bw = split_joint(
             joint, self.nodes, self.placement, self.saved, num_fwd_outputs, rep=self.rep
         )
+        if has_checkpoint_tags(self.recomputed_nodes()):
+            mimic_autograd_order(bw)
+        return fw, bw
 
 
 def _as_array(buf: Any, dtype: Any) -> np.ndarray:

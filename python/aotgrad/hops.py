@@ -1,0 +1,238 @@
+"""Higher-order ops (HOPs) while tracing: what aotgrad does with them, and its error when it can't.
+
+HOPs reach the tracer from Dynamo graphs (``tag_activation_checkpoint``, ``cond``,
+``wrap``, ``invoke_subgraph``, ``map``, ``scan``, ``while_loop``, ...) with their
+bodies as ``get_attr`` submodules. ``fx.Interpreter`` calls each with its body;
+the HOP's own dispatch rules then trace it under aotgrad's modes:
+
+* ``tag_activation_checkpoint`` is inlined at the Autograd key: its body runs under
+  a selective-checkpoint mode that tags every forward node with
+  ``meta["recompute"]`` (a ``CheckpointPolicy``) and ``meta["ac_graph_id"]`` (its
+  region). ``aotgrad.table`` turns the tags into ``MUST_SAVE`` / ``MUST_RECOMPUTE``
+  flags and the id into the ``region`` column; the Rust partitioners honour them
+  and ``aotgrad.partition.reorder`` recomputes each region just before the backward
+  needs it.
+* ``cond``, ``invoke_subgraph``, ``map``, ``scan``, ``while_loop`` stay one node in
+  the joint graph (``higher_order.<name>`` in the node table), with traced,
+  functionalized subgraphs as ``get_attr`` nodes: a forward node, and a backward
+  node whose subgraph is the branch's joint (it recomputes the branch's forward).
+
+``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` called directly in a
+function traced without Dynamo (``aot_function``, ``aot_module``) is routed the same
+way by ``checkpoint_regions``: each call becomes a region with its own id and,
+unless the caller gave a selective policy, every op in it is tagged
+``PREFER_RECOMPUTE``. (Untagged, torch's checkpoint would record a second copy of
+the region in the backward, which common-subexpression elimination merges back
+into the forward's: the region would be saved, not recomputed.)
+
+A HOP with no rule for a dispatch key or mode aotgrad traces through (no autograd
+rule, no ``FunctionalTensorMode`` rule) fails inside its dispatch;
+``unsupported_hop_errors`` turns that failure into an
+:class:`~aotgrad.errors.UnsupportedError` naming the op, so callers get an aotgrad
+error (and the backends fall back to eager) rather than a torch internal error. A
+HOP whose autograd rule is torch's deferred "Autograd not implemented" error would
+instead trace to ``None`` gradients; ``refuse_deferred_autograd_errors`` refuses it
+(eager raises there too), so it is never a wrong result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import torch
+import torch.fx.traceback as fx_traceback
+import torch.utils.checkpoint as torch_checkpoint
+from torch._ops import HigherOrderOperator
+
+from .errors import AotgradError, UnsupportedError
+
+
+def failing_hop(tb: TracebackType | None) -> HigherOrderOperator | None:
+    """The innermost higher-order op being called in traceback ``tb``, if any."""
+    found = None
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, HigherOrderOperator):
+            found = owner
+        tb = tb.tb_next
+    return found
+
+
+_OBJECT_REPR = re.compile(r"<(?:[\w]+\.)*(\w+) object at 0x[0-9a-fA-F]+>")
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, without torch's hint and without object
+    addresses (the backends warn once per distinct reason)."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    line = _OBJECT_REPR.sub(r"\1", line).split("Hint:")[0].rstrip(" .")
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+#: The message of torch's ``autograd_not_implemented`` (a HOP with no autograd rule),
+#: raised when the backward reaches the op, outside its dispatch.
+_NO_AUTOGRAD = re.compile(r"Autograd not implemented for (\S+)")
+
+
+#: torch's reentrant checkpoint refusing ``autograd.grad`` in its backward.
+_REENTRANT = "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad()"
+
+
+def _is_hop_failure(exc: Exception) -> bool:
+    """Errors a HOP's dispatch raises about the HOP itself (no rule for a key or mode,
+    a body it refuses), not errors of the code inside it (which keep their type)."""
+    module = type(exc).__module__
+    return isinstance(exc, NotImplementedError) or module.startswith(
+        ("torch._higher_order_ops", "torch._dynamo")
+    )
+
+
+def unsupported_hop_error(exc: Exception) -> UnsupportedError | None:
+    """The ``UnsupportedError`` naming the higher-order op ``exc`` comes from (or the
+    reentrant checkpoint that raised it), if it does."""
+    hop = failing_hop(exc.__traceback__)
+    if hop is not None and _is_hop_failure(exc):
+        return UnsupportedError(f"higher-order op {hop.name()} is not supported: {_reason(exc)}")
+    if isinstance(exc, RuntimeError) and _REENTRANT in str(exc):
+        return UnsupportedError(
+            "checkpoint(use_reentrant=True) cannot be traced (it refuses autograd.grad, which "
+            "tracing the backward uses): pass use_reentrant=False, or compile with "
+            "torch.compile, whose checkpoint op always traces the non-reentrant form"
+        )
+    no_grad = _NO_AUTOGRAD.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    if no_grad is not None:
+        return UnsupportedError(
+            f"higher-order op {no_grad.group(1)} is not supported: it has no autograd rule, "
+            "so its inputs' gradients cannot be traced"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def unsupported_hop_errors() -> Iterator[None]:
+    """Re-raise a higher-order op's failure while tracing (``unsupported_hop_error``) as
+    an ``UnsupportedError`` naming the op; other errors pass through unchanged."""
+    try:
+        yield
+    except AotgradError:
+        raise
+    except Exception as e:
+        err = unsupported_hop_error(e)
+        if err is None:
+            raise
+        raise err from e
+
+
+#: ``name()`` of the autograd node torch's deferred errors install (``DelayedError``).
+_ERROR_NODE = "torch::autograd::Error"
+
+
+def refuse_deferred_autograd_errors(outputs: Sequence[Any]) -> None:
+    """Raise ``UnsupportedError`` if the autograd graph of ``outputs`` holds a deferred
+    "Autograd not implemented" error: an op (a HOP under torch's
+    ``autograd_not_implemented``) whose backward raises.
+
+    Eager ``backward()`` runs that node and raises; ``autograd.grad`` over the inputs
+    only runs nodes on a path to them, and the error node's path ends at a detached
+    copy, so the trace would silently give ``None`` gradients instead.
+    Complexity: ``O(nodes + edges)`` of the autograd graph.
+    """
+    stack = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor)]
+    seen: set[Any] = set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if node.name() == _ERROR_NODE:
+            # It raises its message whatever the gradient. FunctionalTensor's own
+            # wrappers carry such nodes too ("Cannot backprop through mirrored meta");
+            # only torch's "Autograd not implemented for <op>" is an op's refusal.
+            try:
+                node(None)
+            except RuntimeError as e:
+                err = unsupported_hop_error(RuntimeError(str(e)))
+                if err is not None:
+                    raise err from None
+        stack.extend(fn for fn, _ in node.next_functions)
+
+
+# ------------------------------------------------------------ checkpoint without Dynamo
+
+_IMPL_NAME = "_checkpoint_without_reentrant_generator_impl"
+_region_ids = itertools.count(1 << 20)  # apart from Dynamo's ids (counted from 0)
+_patch_lock = threading.Lock()
+_patch_depth = 0
+_active = threading.local()
+
+
+def _prefer_recompute(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    return torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _tagged_contexts(context_fn: Callable[[], Any], region: int) -> Callable[[], Any]:
+    """``context_fn``, or the recompute-everything policy for the default one, with
+    ``region`` as the selective-checkpoint mode's region id where it has none."""
+    if context_fn is torch_checkpoint.noop_context_fn:
+        context_fn = functools.partial(
+            torch_checkpoint.create_selective_checkpoint_contexts, _prefer_recompute
+        )
+
+    def contexts() -> Any:
+        forward, recompute = context_fn()
+        if getattr(forward, "ac_graph_id", False) is None:
+            forward.ac_graph_id = region
+        return forward, recompute
+
+    return contexts
+
+
+def _region_impl(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def impl(fn: Any, args: Any, kwargs: Any, **options: Any) -> Any:
+        if not getattr(_active, "on", False):
+            yield from original(fn, args, kwargs, **options)
+            return
+        default = torch_checkpoint.noop_context_fn
+        options["context_fn"] = _tagged_contexts(
+            options.get("context_fn", default), next(_region_ids)
+        )
+        # the mode writes its tags through current_meta: keep it for this region only
+        with fx_traceback.preserve_node_meta():
+            yield from original(fn, args, kwargs, **options)
+
+    return impl
+
+
+@contextlib.contextmanager
+def checkpoint_regions() -> Iterator[None]:
+    """While tracing in this thread, make each non-reentrant checkpoint a tagged region
+    (see the module docs). Other threads' checkpoints run unchanged."""
+    global _patch_depth
+    if not hasattr(torch_checkpoint, _IMPL_NAME):  # another torch: checkpoints run untagged
+        yield
+        return
+    with _patch_lock:
+        if _patch_depth == 0:
+            original = getattr(torch_checkpoint, _IMPL_NAME)
+            setattr(torch_checkpoint, _IMPL_NAME, _region_impl(original))
+        _patch_depth += 1
+    was = getattr(_active, "on", False)
+    _active.on = True
+    try:
+        yield
+    finally:
+        _active.on = was
+        with _patch_lock:
+            _patch_depth -= 1
+            if _patch_depth == 0:
+                patched = getattr(torch_checkpoint, _IMPL_NAME)
+                setattr(torch_checkpoint, _IMPL_NAME, patched.__wrapped__)
