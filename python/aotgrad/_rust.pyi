@@ -182,3 +182,17 @@ def memory_frontier(
 
 def recompute_costs(store: GraphStore, flops: Any | None = None) -> bytes:
     """float64[N] (native order): the cost table's price of recomputing each node."""
+
+# -- alias classification (rust/binding/src/alias.rs) -----------------------
+
+def classify_aliases(
+    input_flags: list[int],
+    input_storage: list[int],
+    output_flags: list[int],
+    output_input: list[int],
+    output_base: list[int],
+    output_base_output: list[int],
+) -> tuple[bytes, bytes, list[int], list[int]]:
+    """The alias table (docs/node_table.md) → ``(input_verdicts, output_verdicts,
+    output_source, intermediate_bases)``; ``TableError`` (``column``, ``node`` = row) on a
+    malformed table."""

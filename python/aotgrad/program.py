@@ -15,9 +15,14 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from . import observe, trace
+from . import alias, observe, trace
 from .compile import Compiler, run_compiler
-from .runtime import ForwardLayout, make_inference_function, make_training_function
+from .runtime import (
+    ForwardLayout,
+    OutputAlias,
+    make_inference_function,
+    make_training_function,
+)
 
 
 def default_partition_fn(*args: Any, **kwargs: Any) -> Any:
@@ -100,6 +105,51 @@ def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _layout(
+    metadata: trace.TraceMetadata,
+    fake_args: Sequence[Any],
+    tangent_outputs: list[int],
+    num_saved_tensors: int = 0,
+    num_saved_symints: int = 0,
+    num_tokens: int = 0,
+) -> ForwardLayout:
+    """The runtime's instructions, from the alias plan of the traced function."""
+    plan = metadata.plan
+    facts = plan.facts
+    verdict = alias.InputVerdict
+    aliases = [
+        OutputAlias(k, v, plan.output_source[k], facts.output_view.get(k), out.requires_grad)
+        for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
+        if v != alias.OutputVerdict.NON_ALIAS
+    ]
+    metadata_mutations = {
+        i: facts.input_view[i]
+        for i, v in enumerate(plan.inputs)
+        if v in (verdict.METADATA, verdict.DATA_AND_METADATA)
+    }
+    specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
+    return ForwardLayout(
+        num_user_outputs=len(metadata.outputs),
+        mutated_inputs=plan.mutated_inputs,
+        tangent_outputs=tangent_outputs,
+        num_saved_tensors=num_saved_tensors,
+        num_saved_symints=num_saved_symints,
+        num_tokens=num_tokens,
+        num_intermediate_bases=len(plan.intermediate_bases),
+        mutation_with_grad=[
+            plan.inputs[i] == verdict.DATA_DIFFERENTIABLE for i in plan.mutated_inputs
+        ],
+        metadata_mutations=metadata_mutations,
+        version_deltas={
+            i: facts.input_version_delta[i]
+            for i, v in enumerate(plan.inputs)
+            if v != verdict.UNMUTATED and facts.input_version_delta[i] > 0
+        },
+        output_aliases=aliases,
+        bindings=[] if all(s.static for s in specs) else alias.views.bindings_of(fake_args),
+    )
+
+
 @_gc_paused
 def build_program(
     flat_fn: Callable[..., list[Any]],
@@ -112,19 +162,12 @@ def build_program(
     """Trace ``flat_fn`` (flat graph inputs → flat outputs) and partition its joint graph."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    metadata = trace.collect_metadata(flat_fn, fake_args, fake_mode)
+    keep = options.keep_inference_input_mutations and not training
+    metadata = trace.collect_metadata(flat_fn, fake_args, fake_mode, keep_input_mutations=keep)
     if not training:
-        g = trace.trace_inference(
-            flat_fn,
-            fake_args,
-            fake_mode,
-            metadata,
-            options.decompositions,
-            options.keep_inference_input_mutations,
-        )
+        g = trace.trace_inference(flat_fn, fake_args, fake_mode, metadata, options.decompositions)
         timings["trace"] = time.perf_counter() - t0
-        mutated = [] if options.keep_inference_input_mutations else metadata.mutated_inputs
-        layout = ForwardLayout(g.num_user_outputs, mutated, [])
+        layout = _layout(metadata, fake_args, [])
         observe.traced("inference", g.gm, timings)
         return PartitionedProgram(False, g.gm, None, layout, None, timings)
 
@@ -137,13 +180,8 @@ def build_program(
     )
     timings["partition"] = time.perf_counter() - t1
     n_tensors, n_sym = _saved_split(fw_gm, joint.num_fwd_outputs)
-    layout = ForwardLayout(
-        joint.num_user_outputs,
-        metadata.mutated_inputs,
-        metadata.tangent_outputs,
-        n_tensors,
-        n_sym,
-        joint.num_tokens,
+    layout = _layout(
+        metadata, fake_args, metadata.tangent_outputs, n_tensors, n_sym, joint.num_tokens
     )
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)

@@ -1,51 +1,147 @@
 """Stage 6 — runtime: compiled forward/backward wrapped in a ``torch.autograd.Function``.
 
-The forward graph returns the user's outputs, then the new values of mutated
-inputs, then the saved values (tensors, then SymInts). The autograd.Function
-keeps the saved values on ``ctx`` and feeds them, with the tangents, to the
-compiled backward. Input mutations are applied to the real inputs after the
-graph has run, outside autograd's view (the graph itself is functional).
+The forward graph returns the user's outputs, then the intermediate bases of
+aliased outputs, then the new values of mutated inputs, then the saved values
+(tensors, then SymInts). The autograd.Function keeps the saved values on
+``ctx`` and feeds them, with the tangents, to the compiled backward. The graph
+itself is functional: after it runs, the epilogue applies input mutations to
+the real inputs, sets their version counters and rebuilds outputs that alias
+inputs or intermediates as real views (``aotgrad.alias`` decides which).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from .alias import OutputVerdict, ViewSpec
+from .alias.views import Binding, Evaluator, regenerate, replay_metadata
 
 BoxedFn = Callable[[list[Any]], Any]
 
 
 @dataclass
+class OutputAlias:
+    """A user output the runtime rebuilds as a view instead of returning the graph's."""
+
+    index: int
+    verdict: OutputVerdict
+    #: The input, user output or intermediate-base slot it is a view of (``AliasPlan``).
+    source: int
+    view: ViewSpec | None
+    requires_grad: bool
+
+
+@dataclass
 class ForwardLayout:
-    """How the flat outputs of a compiled forward graph are laid out."""
+    """How the flat outputs of a compiled forward graph are laid out, and what the runtime
+    does with them: user outputs, then intermediate bases, then the new values of mutated
+    inputs, then effect tokens (then, in training, the saved values)."""
 
     num_user_outputs: int
     mutated_inputs: list[int]
-    #: Indices (among user outputs) that get a tangent in the backward.
+    #: Forward outputs (indices among all of the above) that get a tangent in the backward.
     tangent_outputs: list[int]
     num_saved_tensors: int = 0
     num_saved_symints: int = 0
     #: Effect tokens after the mutated inputs' values (not user-visible).
     num_tokens: int = 0
+    num_intermediate_bases: int = 0
+    #: Per entry of ``mutated_inputs``: copy the new value in with grad mode on.
+    mutation_with_grad: list[bool] = field(default_factory=list)
+    #: Inputs whose sizes/strides/offset the function changed, and the new ones.
+    metadata_mutations: dict[int, ViewSpec] = field(default_factory=dict)
+    #: Inputs the function wrote, and how many in-place ops it ran on each.
+    version_deltas: dict[int, int] = field(default_factory=dict)
+    output_aliases: list[OutputAlias] = field(default_factory=list)
+    #: Where the size symbols of non-static view specs are read from the inputs.
+    bindings: list[Binding] = field(default_factory=list)
 
     @property
     def num_fwd_outputs(self) -> int:
-        return self.num_user_outputs + len(self.mutated_inputs) + self.num_tokens
+        return (
+            self.num_user_outputs
+            + self.num_intermediate_bases
+            + len(self.mutated_inputs)
+            + self.num_tokens
+        )
+
+    @property
+    def plain(self) -> bool:
+        """Nothing to replay: the graph's user outputs are the answer."""
+        return not (
+            self.mutated_inputs
+            or self.metadata_mutations
+            or self.version_deltas
+            or self.output_aliases
+        )
 
 
-def _apply_mutations(args: Sequence[Any], layout: ForwardLayout, fwd: Sequence[Any]) -> None:
-    if not layout.mutated_inputs:
-        return
-    start = layout.num_user_outputs
-    new_values = fwd[start : start + len(layout.mutated_inputs)]
-    with torch.no_grad():
-        for i, value in zip(layout.mutated_inputs, new_values):
+def _identity(spec: ViewSpec) -> ViewSpec:
+    return spec
+
+
+class _Epilogue:
+    """What runs after the compiled forward: input mutations (metadata, then data)
+    applied to the real inputs, their version counters set as eager's, and aliased
+    outputs rebuilt as real views of their inputs or intermediate bases."""
+
+    def __init__(self, layout: ForwardLayout) -> None:
+        self.layout = layout
+        self.n_user = layout.num_user_outputs
+        self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
+        self.versioned = list(layout.version_deltas.items())
+        specs = [a.view for a in layout.output_aliases if a.view is not None]
+        specs += layout.metadata_mutations.values()
+        self.static = all(s.static for s in specs)
+
+    def versions_before(self, args: Sequence[Any]) -> list[int]:
+        # Inference tensors have no version counter (-1: nothing to set).
+        return [-1 if args[i].is_inference() else args[i]._version for i, _ in self.versioned]
+
+    def __call__(self, args: Sequence[Any], fwd: Sequence[Any], before: list[int]) -> tuple:
+        layout = self.layout
+        spec = _identity if self.static else Evaluator(layout.bindings, args).spec
+        for i, view in layout.metadata_mutations.items():
+            replay_metadata(args[i], spec(view))
+        start = self.values_start
+        new_values = fwd[start : start + len(layout.mutated_inputs)]
+        for i, value, with_grad in zip(
+            layout.mutated_inputs, new_values, layout.mutation_with_grad
+        ):
             target = args[i]
-            if target is not value:
-                target.copy_(value)
+            if target is value:
+                continue
+            if with_grad:
+                target.copy_(value)  # autograd records the write (CopyBackwards)
+            else:
+                with torch.no_grad():
+                    target.copy_(value)
+        for (i, delta), v0 in zip(self.versioned, before):
+            t = args[i]
+            if v0 >= 0 and t._version < v0 + delta:
+                torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
+        outs = list(fwd[: self.n_user])
+        for a in layout.output_aliases:
+            outs[a.index] = self._rebuild(a, args, fwd, outs, spec)
+        return tuple(outs)
+
+    def _rebuild(
+        self, a: OutputAlias, args: Sequence[Any], fwd: Sequence[Any], outs: list, spec: Any
+    ) -> Any:
+        if a.verdict == OutputVerdict.IS_INPUT:
+            return args[a.source]
+        if a.verdict == OutputVerdict.ALIAS_OF_INPUT:
+            base = args[a.source]
+        elif a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+            base = outs[a.source]
+        else:
+            base = fwd[self.n_user + a.source]
+        assert a.view is not None
+        return regenerate(base, spec(a.view), a.requires_grad)
 
 
 def _call(bw: BoxedFn, args: list[Any]) -> Any:
@@ -95,8 +191,7 @@ def make_training_function(
     n_tensors = layout.num_saved_tensors
     tangent_outputs = layout.tangent_outputs
     mutated = layout.mutated_inputs
-    nondiff = set(range(layout.num_user_outputs)) - set(tangent_outputs)
-    nondiff |= set(range(layout.num_user_outputs, n_fwd))
+    nondiff = set(range(n_fwd)) - set(tangent_outputs)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -123,20 +218,36 @@ def make_training_function(
             # One gradient per input; a trailing effect token of the backward is dropped.
             return tuple(run_bw(bw, args))[: ctx.num_inputs]
 
-    def run(*args: Any) -> tuple[Any, ...]:
-        fwd = CompiledFunction.apply(*args)
-        _apply_mutations(args, layout, fwd)
-        return fwd[: layout.num_user_outputs]
+    n_user = layout.num_user_outputs
+    if layout.plain:
 
-    return run
+        def run(*args: Any) -> tuple[Any, ...]:
+            return CompiledFunction.apply(*args)[:n_user]
+
+        return run
+    epilogue = _Epilogue(layout)
+
+    def run_and_replay(*args: Any) -> tuple[Any, ...]:
+        before = epilogue.versions_before(args)
+        return epilogue(args, CompiledFunction.apply(*args), before)
+
+    return run_and_replay
 
 
 def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:
     """Return ``run(*flat_tensor_args) -> user outputs`` for a forward-only graph."""
 
-    def run(*args: Any) -> tuple[Any, ...]:
-        outs = fw(list(args))
-        _apply_mutations(args, layout, outs)
-        return tuple(outs[: layout.num_user_outputs])
+    n_user = layout.num_user_outputs
+    if layout.plain:
 
-    return run
+        def run(*args: Any) -> tuple[Any, ...]:
+            return tuple(fw(list(args))[:n_user])
+
+        return run
+    epilogue = _Epilogue(layout)
+
+    def run_and_replay(*args: Any) -> tuple[Any, ...]:
+        before = epilogue.versions_before(args)
+        return epilogue(args, fw(list(args)), before)
+
+    return run_and_replay

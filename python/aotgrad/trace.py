@@ -28,7 +28,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from . import alias
 from .errors import TraceError, UnsupportedError
+from .hops import (
+    checkpoint_regions,
+    refuse_deferred_autograd_errors,
+    unsupported_hop_errors,
+)
 
 ROLE = "aotgrad_role"
 PRIMAL = "primal"
@@ -45,30 +51,46 @@ class OutputInfo:
     needs_tangent: bool
 
 
-@dataclass(frozen=True)
-class InputInfo:
-    """What the metadata pass learned about one flat tensor input."""
-
-    requires_grad: bool
-    mutates_data: bool
-    mutates_metadata: bool
-    mutated_under_no_grad: bool
-
-
 @dataclass
 class TraceMetadata:
-    inputs: list[InputInfo]
     outputs: list[OutputInfo]
     #: The flat outputs as fakes (shapes, dtypes, devices for tangents and guards).
     fake_outputs: list[Any]
+    #: What each input and output is, aliasing-wise (classified in Rust).
+    plan: alias.AliasPlan
+    #: The graph's forward outputs as fakes: the user's, the intermediate bases the
+    #: runtime regenerates views from, the mutated inputs' new values.
+    fake_fwd_outputs: list[Any] = field(default_factory=list)
 
     @property
     def mutated_inputs(self) -> list[int]:
-        return [i for i, info in enumerate(self.inputs) if info.mutates_data]
+        """Inputs whose new value the graph returns, in order."""
+        return self.plan.mutated_inputs
+
+    @property
+    def num_intermediate_bases(self) -> int:
+        return len(self.plan.intermediate_bases)
 
     @property
     def tangent_outputs(self) -> list[int]:
-        return [i for i, info in enumerate(self.outputs) if info.needs_tangent]
+        """Forward outputs (indices among user outputs, bases, new values) that get a
+        tangent: differentiable user outputs that alias nothing, every intermediate base,
+        and new values of inputs written with autograd history."""
+        plan = self.plan
+        n_user = len(self.outputs)
+        users = [
+            i
+            for i, info in enumerate(self.outputs)
+            if info.needs_tangent and plan.outputs[i] == alias.OutputVerdict.NON_ALIAS
+        ]
+        bases = [n_user + s for s in range(self.num_intermediate_bases)]
+        start = n_user + self.num_intermediate_bases
+        values = [
+            start + m
+            for m, i in enumerate(self.mutated_inputs)
+            if plan.inputs[i] == alias.InputVerdict.DATA_DIFFERENTIABLE
+        ]
+        return users + bases + values
 
 
 @dataclass
@@ -154,19 +176,6 @@ def _from_functional(x: Any) -> Any:
     return x
 
 
-def _input_info(wrapped: Any, original: Any) -> InputInfo:
-    if not isinstance(wrapped, FunctionalTensor):
-        return InputInfo(False, False, False, False)
-    torch._sync(wrapped)
-    data = bool(torch._functionalize_has_data_mutation(wrapped.elem))  # type: ignore[attr-defined]
-    meta = bool(torch._functionalize_has_metadata_mutation(wrapped.elem))
-    hidden = bool(
-        data
-        and torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(wrapped.elem)
-    )
-    return InputInfo(bool(original.requires_grad), data, meta, hidden)
-
-
 def _output_info(o: Any) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
@@ -228,35 +237,49 @@ _TRACE_LOCK = threading.RLock()
 
 @contextlib.contextmanager
 def _tracing_modes(fake_mode: FakeTensorMode):
-    with _TRACE_LOCK, fake_mode, enable_python_dispatcher(), FunctionalTensorMode():
+    # unsupported_hop_errors is outermost: _trace_errors has translated what it knows
+    with (
+        _TRACE_LOCK,
+        unsupported_hop_errors(),
+        checkpoint_regions(),
+        fake_mode,
+        enable_python_dispatcher(),
+        FunctionalTensorMode(),
+    ):
         yield
 
 
 def collect_metadata(
-    fn: Callable[..., Any], fake_args: Sequence[Any], fake_mode: FakeTensorMode
+    fn: Callable[..., Any],
+    fake_args: Sequence[Any],
+    fake_mode: FakeTensorMode,
+    *,
+    keep_input_mutations: bool = False,
 ) -> TraceMetadata:
-    """Run ``fn`` once on fakes, functionalized; record mutations and output facts."""
+    """Run ``fn`` once on fakes, functionalized; record mutations and output facts and
+    classify them (``aotgrad.alias``). ``keep_input_mutations``: a forward-only graph
+    that writes into its inputs itself."""
+    grad_mode = torch.is_grad_enabled()
     with _tracing_modes(fake_mode), _trace_errors(fn):
         wrapped = [_to_functional(a) for a in fake_args]
+        before = alias.facts.versions(wrapped)
         chain = _EffectChain()
         outs = _flat_call(fn, wrapped)
         chain.finish()
-        inputs = [_input_info(w, a) for w, a in zip(wrapped, fake_args)]
         outputs = [_output_info(o) for o in outs]
-        fake_outputs = [_from_functional(o) for o in outs]
-    for i, (info, w) in enumerate(zip(inputs, wrapped)):
-        if info.mutates_data and not info.requires_grad and getattr(w, "requires_grad", False):
-            raise UnsupportedError(
-                f"input {i} does not require grad but is updated in place with a value that "
-                "does (eager gives it a grad_fn); not supported yet, so refused rather than "
-                "losing its gradient"
-            )
-        if info.mutates_metadata:
-            raise UnsupportedError(
-                f"input {i} has its metadata mutated in place (e.g. t_/transpose_/resize_): "
-                "not supported yet"
-            )
-    return TraceMetadata(inputs, outputs, fake_outputs)
+        facts = alias.collect(
+            wrapped,
+            fake_args,
+            outs,
+            before,
+            grad_mode=grad_mode,
+            keep_in_graph=keep_input_mutations,
+        )
+        plan = alias.classify(facts)
+        bases = [outs[k]._base for k in plan.intermediate_bases]
+        new_values = [wrapped[i] for i in plan.mutated_inputs]
+        fake_fwd = [_from_functional(o) for o in [*outs, *bases, *new_values]]
+    return TraceMetadata(outputs, fake_fwd[: len(outs)], plan, fake_fwd)
 
 
 def _mark_roles(gm: fx.GraphModule, num_primals: int, mutated: Sequence[int] = ()) -> None:
@@ -303,44 +326,67 @@ def trace_joint(
     decompositions: dict[Any, Any] | None = None,
 ) -> JointGraph:
     """Trace forward and backward of ``fn`` into one graph (see ``JointGraph``)."""
+    plan = metadata.plan
     mutated = metadata.mutated_inputs
     tangent_outputs = metadata.tangent_outputs
     num_user_outputs = len(metadata.outputs)
     num_tokens = [0]
+    # Inputs that require grad and are written: the function runs on a clone, so that
+    # autograd.grad differentiates with respect to the value from before the write.
+    requires_grad = [getattr(a, "requires_grad", False) for a in fake_args]
+    cloned = {
+        i
+        for i, v in enumerate(plan.inputs)
+        if requires_grad[i] and v != alias.InputVerdict.UNMUTATED
+    }
+    written_in_backward: list[int] = []
 
     def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         fp = [_to_functional(p) for p in primals]
         ft = [_to_functional(t) for t in tangents]
         chain = _EffectChain()
         with torch.enable_grad():
-            outs = _flat_call(fn, fp)
+            call = [p.clone() if i in cloned else p for i, p in enumerate(fp)]
+            outs = _flat_call(fn, call)
         fwd_tokens = chain.finish()
         num_tokens[0] = len(fwd_tokens)
         chain = _EffectChain()  # the backward orders its own effects
+        fwd_values = [
+            *outs,
+            *(outs[k]._base for k in plan.intermediate_bases),
+            *(call[i] for i in mutated),
+        ]
         needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
-        diff_outs = [outs[i] for i in tangent_outputs]
+        diff_outs = [fwd_values[i] for i in tangent_outputs]
+        refuse_deferred_autograd_errors(diff_outs)
+        versions = alias.facts.versions(call)
         grads: Sequence[Any] = ()
         if needs and diff_outs:
             grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
+        written_in_backward.extend(
+            i for i, (a, b) in enumerate(zip(versions, alias.facts.versions(call))) if a != b
+        )
         it = iter(grads)
         per_primal = [
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
             for p in fp
         ]
-        new_values = [fp[i] for i in mutated]
-        fwd = [_from_functional(o) for o in outs] + [_from_functional(v) for v in new_values]
+        fwd = [_from_functional(v) for v in fwd_values]
         bwd = [_from_functional(g) for g in per_primal]
         return fwd + fwd_tokens, bwd + chain.finish()
 
     with fake_mode:
-        fake_tangents = [_tangent_like(metadata.fake_outputs[i]) for i in tangent_outputs]
+        fake_tangents = [_tangent_like(metadata.fake_fwd_outputs[i]) for i in tangent_outputs]
     with _tracing_modes(fake_mode), _trace_errors(fn):
         gm = make_fx(joint, decomposition_table=decompositions or {})(
             list(fake_args), fake_tangents
         )
+    if written_in_backward:
+        alias.refuse_backward_mutations(plan, written_in_backward)
     _flatten_codegen(gm)
     _clean(gm)
     _mark_roles(gm, len(fake_args), mutated)
+    num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(mutated)
     return JointGraph(
         gm=gm,
         metadata=metadata,
@@ -348,7 +394,7 @@ def trace_joint(
         fake_primals=list(fake_args),
         fake_tangents=fake_tangents,
         num_user_outputs=num_user_outputs,
-        num_fwd_outputs=num_user_outputs + len(mutated) + num_tokens[0],
+        num_fwd_outputs=num_fwd + num_tokens[0],
         num_tokens=num_tokens[0],
     )
 
@@ -359,22 +405,25 @@ def trace_inference(
     fake_mode: FakeTensorMode,
     metadata: TraceMetadata,
     decompositions: dict[Any, Any] | None = None,
-    keep_input_mutations: bool = False,
 ) -> InferenceGraph:
-    """Trace the forward alone. With ``keep_input_mutations`` the graph writes into its
-    inputs itself (``aten.copy_``) and returns only the user's outputs."""
-    mutated = metadata.mutated_inputs
+    """Trace the forward alone. Outputs as in the joint graph's forward: the user's, the
+    intermediate bases, the new values of mutated inputs. Inputs the plan keeps in the
+    graph (``collect_metadata(keep_input_mutations=True)``) are written by the graph itself (``aten.copy_``)."""
+    plan = metadata.plan
 
     def forward(primals: list[Any]) -> list[Any]:
         fp = [_to_functional(p) for p in primals]
         chain = _EffectChain()
         outs = _flat_call(fn, fp)
-        flat = [_from_functional(o) for o in outs]
-        if keep_input_mutations:
-            for i in mutated:
-                primals[i].copy_(_from_functional(fp[i]))
-            return flat + chain.finish()
-        return flat + [_from_functional(fp[i]) for i in mutated] + chain.finish()
+        values = [
+            *outs,
+            *(outs[k]._base for k in plan.intermediate_bases),
+            *(fp[i] for i in plan.mutated_inputs),
+        ]
+        flat = [_from_functional(o) for o in values]
+        for i in plan.in_graph_mutations:
+            primals[i].copy_(_from_functional(fp[i]))
+        return flat + chain.finish()
 
     with _tracing_modes(fake_mode), _trace_errors(fn), torch.no_grad():
         gm = make_fx(forward, decomposition_table=decompositions or {})(list(fake_args))

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! AotgradError(Exception)
-//! ├── TableError      Error::Table      (attributes: column, node)
+//! ├── TableError      Error::Table, Error::Alias (attributes: column, node/row)
 //! ├── GraphError      Error::Graph      (attribute: node)
 //! ├── FlowError       Error::Flow
 //! ├── PartitionError  Error::Partition
@@ -86,6 +86,12 @@ pub fn to_pyerr(py: Python<'_>, e: &Error) -> PyErr {
         Error::Graph { node, .. } => {
             let err = GraphError::new_err(message);
             let _ = err.value(py).setattr("node", *node);
+            err
+        }
+        Error::Alias { column, row, .. } => {
+            let err = TableError::new_err(message);
+            let _ = err.value(py).setattr("column", *column);
+            let _ = err.value(py).setattr("node", *row);
             err
         }
         Error::Flow(_) => FlowError::new_err(message),

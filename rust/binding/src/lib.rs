@@ -1,6 +1,7 @@
 //! `aotgrad._rust`: thin pyo3 bindings over `aotgrad-core`. One small file per
 //! exposed type; no algorithm code here.
 
+pub mod alias;
 pub mod budget;
 pub mod enter;
 pub mod errors;
@@ -21,6 +22,7 @@ fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition::partition_default, m)?)?;
     m.add_function(wrap_pyfunction!(partition::partition_min_cut, m)?)?;
     m.add_function(wrap_pyfunction!(partition::check_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(alias::classify_aliases, m)?)?;
     m.add_class::<budget::PyBudgetSolution>()?;
     m.add_function(wrap_pyfunction!(budget::partition_memory_budget, m)?)?;
     m.add_function(wrap_pyfunction!(budget::memory_frontier, m)?)?;

@@ -20,6 +20,14 @@ pub enum Error {
     /// Bad input to a flow / cut primitive.
     #[error("invalid flow network: {0}")]
     Flow(String),
+    /// An alias table (the tracer's facts about inputs and outputs) that
+    /// breaks the format contract (`docs/node_table.md`, "The alias table").
+    #[error("malformed alias table: column `{column}`{}: {detail}", at_row(*row))]
+    Alias {
+        column: &'static str,
+        row: Option<u32>,
+        detail: String,
+    },
     /// A partition that cannot satisfy its constraints.
     #[error("partition failed: {0}")]
     Partition(String),
@@ -27,6 +35,10 @@ pub enum Error {
 
 fn at_node(node: Option<u32>) -> String {
     node.map_or_else(String::new, |n| format!(" at node {n}"))
+}
+
+fn at_row(row: Option<u32>) -> String {
+    row.map_or_else(String::new, |n| format!(" at row {n}"))
 }
 
 fn at_node_plain(node: Option<u32>) -> String {

@@ -2,6 +2,7 @@
 //! max-flow min-cut solver, the passes (CSE) and the partitioners. No Python
 //! here; the pyo3 binding crate (`rust/binding`) is a thin layer over this crate.
 
+pub mod alias;
 pub mod error;
 pub mod ids;
 pub mod passes;

@@ -1,0 +1,127 @@
+"""Alias facts → an ``AliasPlan``: the Rust classification's verdicts, and what the
+tracer and the runtime do about each input and output."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+
+from .. import _rust
+from ..errors import UnsupportedError
+from .facts import AliasFacts
+from .views import ViewSpec
+
+
+class InputVerdict(enum.IntEnum):
+    """rust/core/src/alias/rules.rs ``InputVerdict``."""
+
+    UNMUTATED = 0
+    DATA = 1
+    DATA_DIFFERENTIABLE = 2
+    DATA_IN_GRAPH = 3
+    METADATA = 4
+    DATA_AND_METADATA = 5
+    ERROR_LEAF_MUTATED = 16
+    ERROR_ALIASED_MUTATION = 17
+    ERROR_MUTATED_IN_BACKWARD = 18
+    ERROR_METADATA_REQUIRES_GRAD = 19
+
+
+class OutputVerdict(enum.IntEnum):
+    """rust/core/src/alias/rules.rs ``OutputVerdict``."""
+
+    NON_ALIAS = 0
+    IS_INPUT = 1
+    ALIAS_OF_INPUT = 2
+    ALIAS_OF_INTERMEDIATE = 3
+    ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT = 4
+    ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT = 5
+
+
+#: The graph returns the input's new value (the runtime copies it in).
+RETURNS_NEW_VALUE = frozenset(
+    {InputVerdict.DATA, InputVerdict.DATA_DIFFERENTIABLE, InputVerdict.DATA_AND_METADATA}
+)
+
+_REFUSALS = {
+    InputVerdict.ERROR_LEAF_MUTATED: (
+        "is a leaf tensor that requires grad and is updated in place with grad mode on "
+        "(eager raises 'a leaf Variable that requires grad is being used in an in-place "
+        "operation')"
+    ),
+    InputVerdict.ERROR_ALIASED_MUTATION: (
+        "is updated in place and shares storage with another input; aliased inputs that "
+        "are written must be passed as one synthetic base"
+    ),
+    InputVerdict.ERROR_MUTATED_IN_BACKWARD: "is updated in place by the backward pass: not supported",
+    InputVerdict.ERROR_METADATA_REQUIRES_GRAD: (
+        "requires grad (or gets a value that does) and has its metadata changed in place "
+        "(t_/transpose_/as_strided_): not supported"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class AliasPlan:
+    """Per flat input and output, what the tracer returns and the runtime replays."""
+
+    inputs: tuple[InputVerdict, ...]
+    outputs: tuple[OutputVerdict, ...]
+    #: Per output: the input / user output / intermediate-base slot it comes from, or -1.
+    output_source: tuple[int, ...]
+    #: Per intermediate-base slot, the output whose ``_base`` the graph also returns.
+    intermediate_bases: tuple[int, ...]
+    facts: AliasFacts = field(compare=False)
+
+    @property
+    def mutated_inputs(self) -> list[int]:
+        """Inputs whose new value the graph returns (in this order)."""
+        return [i for i, v in enumerate(self.inputs) if v in RETURNS_NEW_VALUE]
+
+    @property
+    def in_graph_mutations(self) -> list[int]:
+        return [i for i, v in enumerate(self.inputs) if v == InputVerdict.DATA_IN_GRAPH]
+
+    def output_view(self, k: int) -> ViewSpec | None:
+        return self.facts.output_view.get(k)
+
+
+class NeedsSyntheticBase(UnsupportedError):
+    """Inputs that overlap in memory are written: the caller can retry with the group
+    passed as one synthetic base (``aotgrad.alias.synthetic_base``)."""
+
+    def __init__(self, message: str, inputs: list[int]) -> None:
+        super().__init__(message)
+        self.inputs = inputs
+
+
+def classify(facts: AliasFacts) -> AliasPlan:
+    """Run the Rust classification; an input it refuses raises ``UnsupportedError``."""
+    ins, outs, source, bases = _rust.classify_aliases(*facts.columns())
+    plan = AliasPlan(
+        tuple(InputVerdict(v) for v in ins),
+        tuple(OutputVerdict(v) for v in outs),
+        tuple(source),
+        tuple(bases),
+        facts,
+    )
+    aliased = [i for i, v in enumerate(plan.inputs) if v == InputVerdict.ERROR_ALIASED_MUTATION]
+    if aliased:
+        raise NeedsSyntheticBase(f"inputs {aliased} {_REFUSALS[plan.inputs[aliased[0]]]}", aliased)
+    for i, v in enumerate(plan.inputs):
+        if v in _REFUSALS:
+            raise UnsupportedError(f"input {i} {_REFUSALS[v]}")
+    return plan
+
+
+def refuse_backward_mutations(plan: AliasPlan, inputs: list[int]) -> None:
+    """The joint trace saw the backward write into ``inputs``: classify again with that
+    fact (the rule table refuses it) and raise."""
+    from .facts import IN_MUTATED_IN_BACKWARD
+
+    flags = list(plan.facts.input_flags)
+    for i in inputs:
+        flags[i] |= IN_MUTATED_IN_BACKWARD
+    classify(dataclasses.replace(plan.facts, input_flags=flags))
+    raise AssertionError("the rule table accepted a backward mutation")  # pragma: no cover

@@ -1,0 +1,211 @@
+"""Raw alias and mutation facts about a traced function's inputs and outputs.
+
+Collected once, by the tracer's metadata pass, from the functional tensors the
+function ran on: which inputs it wrote (data, metadata, under no_grad), how
+often (their version counters), which inputs share storage, and per output
+whether it is an input, a view of one, or a view of an intermediate. The
+facts are columns of the alias table (``docs/node_table.md``); the
+classification of them runs in Rust (``aotgrad.alias.classify``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from .storage import byte_range, overlap_groups
+from .views import ViewSpec
+
+# Bit values: rust/core/src/alias/facts.rs (input_bits / output_bits).
+IN_MUTATES_DATA = 1 << 0
+IN_MUTATES_METADATA = 1 << 1
+IN_MUTATIONS_HIDDEN = 1 << 2
+IN_REQUIRES_GRAD = 1 << 3
+IN_IS_LEAF = 1 << 4
+IN_NEW_VALUE_REQUIRES_GRAD = 1 << 5
+IN_MUTATED_IN_BACKWARD = 1 << 6
+IN_KEEP_IN_GRAPH = 1 << 7
+IN_GRAD_MODE = 1 << 8
+
+OUT_IS_TENSOR = 1 << 0
+OUT_REQUIRES_GRAD = 1 << 1
+OUT_IS_INPUT = 1 << 2
+OUT_ALIASES_INPUT = 1 << 3
+OUT_STORAGE_CHANGED = 1 << 4
+OUT_VIEW_OF_INTERMEDIATE = 1 << 5
+OUT_BASE_REQUIRES_GRAD = 1 << 6
+OUT_BASE_IS_OUTPUT = 1 << 7
+OUT_REINTERPRETED = 1 << 8
+
+
+@dataclass
+class AliasFacts:
+    """The alias table's columns, plus the view metadata the runtime replays."""
+
+    input_flags: list[int] = field(default_factory=list)
+    input_storage: list[int] = field(default_factory=list)
+    #: In-place ops per input (eager bumps its version counter this often).
+    input_version_delta: list[int] = field(default_factory=list)
+    #: The new sizes/strides/offset of inputs whose metadata changed.
+    input_view: dict[int, ViewSpec] = field(default_factory=dict)
+    output_flags: list[int] = field(default_factory=list)
+    output_input: list[int] = field(default_factory=list)
+    output_base: list[int] = field(default_factory=list)
+    output_base_output: list[int] = field(default_factory=list)
+    #: Per aliasing output, its view of the input or intermediate it aliases.
+    output_view: dict[int, ViewSpec] = field(default_factory=dict)
+
+    def columns(self) -> tuple[list[int], ...]:
+        return (
+            self.input_flags,
+            self.input_storage,
+            self.output_flags,
+            self.output_input,
+            self.output_base,
+            self.output_base_output,
+        )
+
+
+def versions(wrapped: Sequence[Any]) -> list[int]:
+    return [w._version if isinstance(w, torch.Tensor) else 0 for w in wrapped]
+
+
+def _unwrap(t: FunctionalTensor) -> Any:
+    torch._sync(t)
+    return t.elem
+
+
+def _input_flags(w: Any, original: Any, grad_mode: bool, keep_in_graph: bool) -> int:
+    flags = IN_GRAD_MODE if grad_mode else 0
+    if not isinstance(original, torch.Tensor):
+        return flags
+    if original.requires_grad:
+        flags |= IN_REQUIRES_GRAD
+    if original.is_leaf:
+        flags |= IN_IS_LEAF
+    if not isinstance(w, FunctionalTensor):
+        return flags
+    elem = _unwrap(w)
+    if torch._functionalize_has_data_mutation(elem):  # type: ignore[attr-defined]
+        flags |= IN_MUTATES_DATA
+        if keep_in_graph:
+            flags |= IN_KEEP_IN_GRAPH
+        if torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem):
+            flags |= IN_MUTATIONS_HIDDEN
+        if w.requires_grad:
+            flags |= IN_NEW_VALUE_REQUIRES_GRAD
+    if torch._functionalize_has_metadata_mutation(elem):  # type: ignore[attr-defined]
+        flags |= IN_MUTATES_METADATA
+    return flags
+
+
+def collect(
+    wrapped: Sequence[Any],
+    originals: Sequence[Any],
+    outputs: Sequence[Any],
+    versions_before: Sequence[int],
+    *,
+    grad_mode: bool,
+    keep_in_graph: bool,
+) -> AliasFacts:
+    """The facts of one run of a function on functional wrappers ``wrapped`` of the fake
+    inputs ``originals``, which returned ``outputs``. Call inside the tracing modes."""
+    facts = AliasFacts()
+    storage_ids: dict[Any, int] = {}
+    input_of_storage: dict[Any, list[int]] = {}
+    storage_of_input: list[int] = []
+    tensor_inputs = [(k, w) for k, w in enumerate(wrapped) if isinstance(w, torch.Tensor)]
+    for k, (w, a) in enumerate(zip(wrapped, originals)):
+        flags = _input_flags(w, a, grad_mode, keep_in_graph)
+        facts.input_flags.append(flags)
+        if isinstance(a, torch.Tensor):
+            ref = StorageWeakRef(a.untyped_storage())
+            storage_of_input.append(storage_ids.setdefault(ref, len(storage_ids)))
+            input_of_storage.setdefault(StorageWeakRef(w.untyped_storage()), []).append(k)
+        else:
+            storage_of_input.append(-1 - k)
+        facts.input_version_delta.append(
+            (w._version if isinstance(w, torch.Tensor) else 0) - versions_before[k]
+        )
+        if flags & IN_MUTATES_METADATA:
+            facts.input_view[k] = ViewSpec.of(w, a, check_base=False)
+
+    # Inputs count as aliased (one storage id) only where their bytes overlap.
+    facts.input_storage = overlap_groups(originals, storage_of_input)
+    output_index = {id(o): j for j, o in enumerate(outputs) if isinstance(o, torch.Tensor)}
+    base_groups: dict[int, int] = {}
+    for j, o in enumerate(outputs):
+        flags, inp, base, base_out = _output_row(
+            o, tensor_inputs, input_of_storage, originals, output_index, base_groups
+        )
+        facts.output_flags.append(flags)
+        facts.output_input.append(inp)
+        facts.output_base.append(base)
+        facts.output_base_output.append(base_out)
+        if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
+            facts.output_view[j] = ViewSpec.of(o, originals[inp], check_base=False)
+        elif flags & OUT_VIEW_OF_INTERMEDIATE:
+            facts.output_view[j] = ViewSpec.of(o, o._base, check_base=True)
+    return facts
+
+
+def _reinterprets(view: Any, base: Any) -> bool:
+    """Another dtype or conj/neg bit than its base: not an ``as_strided`` of it."""
+    return (
+        view.dtype != base.dtype
+        or view.is_conj() != base.is_conj()
+        or view.is_neg() != base.is_neg()
+    )
+
+
+def _containing_input(o: Any, candidates: list[int], originals: Sequence[Any]) -> int:
+    """Of the inputs sharing ``o``'s storage, the one whose bytes contain ``o``'s (the view
+    is rebuilt from it, and autograd routes its gradient there)."""
+    r = byte_range(o)
+    for k in candidates:
+        rk = byte_range(originals[k])
+        if r is None or (rk is not None and rk[0] <= r[0] and r[1] <= rk[1]):
+            return k
+    return candidates[0]
+
+
+def _output_row(
+    o: Any,
+    tensor_inputs: Sequence[tuple[int, Any]],
+    input_of_storage: dict[Any, list[int]],
+    originals: Sequence[Any],
+    output_index: dict[int, int],
+    base_groups: dict[int, int],
+) -> tuple[int, int, int, int]:
+    if not isinstance(o, torch.Tensor):
+        return 0, -1, -1, -1
+    flags = OUT_IS_TENSOR | (OUT_REQUIRES_GRAD if o.requires_grad else 0)
+    if isinstance(o, FunctionalTensor) and torch._functionalize_was_storage_changed(o.elem):  # type: ignore[attr-defined]
+        flags |= OUT_STORAGE_CHANGED
+    same = next((k for k, w in tensor_inputs if w is o), None)
+    if same is not None:
+        return flags | OUT_IS_INPUT | OUT_ALIASES_INPUT, same, -1, -1
+    candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
+    if candidates:
+        k = _containing_input(o, candidates, originals)
+        if _reinterprets(o, originals[k]):
+            flags |= OUT_REINTERPRETED
+        return flags | OUT_ALIASES_INPUT, k, -1, -1
+    base = o._base
+    if base is None:
+        return flags, -1, -1, -1
+    flags |= OUT_VIEW_OF_INTERMEDIATE
+    if _reinterprets(o, base):
+        flags |= OUT_REINTERPRETED
+    if base.requires_grad:
+        flags |= OUT_BASE_REQUIRES_GRAD
+    group = base_groups.setdefault(id(base), len(base_groups))
+    base_out = output_index.get(id(base), -1)
+    if base_out >= 0:
+        flags |= OUT_BASE_IS_OUTPUT
+    return flags, -1, group, base_out

@@ -1,0 +1,130 @@
+"""View metadata recorded at trace time and replayed on real tensors at run time.
+
+A ``ViewSpec`` is the (sizes, strides, storage offset relative to the base) of
+a view as the tracer saw it on fakes. Under ``dynamic=True`` the entries can be
+sympy expressions in the input's size symbols; ``Bindings`` says where each
+symbol is read from the real inputs, so a spec is evaluated per call with a
+few attribute reads (static specs are plain ints and cost nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+#: (symbol, input index, "size" | "stride" | "offset", dim)
+Binding = tuple[Any, int, str, int]
+
+
+def _plain(v: Any) -> Any:
+    """An int, or the sympy expression of a SymInt (an int when it is constant)."""
+    if isinstance(v, torch.SymInt):
+        expr = v.node.expr
+        return int(expr) if expr.is_number else expr
+    return int(v)
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    size: tuple[Any, ...]
+    stride: tuple[Any, ...]
+    #: Storage offset minus the base's storage offset.
+    offset: Any
+    #: The strides the base must have (a base returned by a compiled graph is
+    #: checked against them); None for an input base, whose strides are guarded.
+    base_stride: tuple[Any, ...] | None = None
+
+    @classmethod
+    def of(cls, view: torch.Tensor, base: torch.Tensor, *, check_base: bool) -> ViewSpec:
+        return cls(
+            tuple(_plain(s) for s in view.shape),
+            tuple(_plain(s) for s in view.stride()),
+            _plain(view.storage_offset() - base.storage_offset()),
+            tuple(_plain(s) for s in base.stride()) if check_base else None,
+        )
+
+    @property
+    def static(self) -> bool:
+        items = (*self.size, *self.stride, self.offset, *(self.base_stride or ()))
+        return all(isinstance(v, int) for v in items)
+
+
+def bindings_of(fake_args: Sequence[Any]) -> list[Binding]:
+    """Where each size symbol of the fake inputs is found on the real ones."""
+    out: list[Binding] = []
+    seen: set[Any] = set()
+
+    def visit(v: Any, i: int, kind: str, d: int) -> None:
+        if isinstance(v, torch.SymInt):
+            expr = v.node.expr
+            if expr.is_Symbol and expr not in seen:
+                seen.add(expr)
+                out.append((expr, i, kind, d))
+
+    for i, a in enumerate(fake_args):
+        if isinstance(a, torch.Tensor):
+            for d, s in enumerate(a.shape):
+                visit(s, i, "size", d)
+            for d, s in enumerate(a.stride()):
+                visit(s, i, "stride", d)
+            visit(a.storage_offset(), i, "offset", 0)
+        elif isinstance(a, torch.SymInt):
+            visit(a, i, "value", 0)
+    return out
+
+
+def _read(arg: Any, kind: str, d: int) -> int:
+    if kind == "size":
+        return int(arg.shape[d])
+    if kind == "stride":
+        return int(arg.stride(d))
+    if kind == "offset":
+        return int(arg.storage_offset())
+    return int(arg)
+
+
+class Evaluator:
+    """Evaluates the symbolic entries of specs against one call's real inputs."""
+
+    def __init__(self, bindings: Sequence[Binding], args: Sequence[Any]) -> None:
+        self.values = {sym: _read(args[i], kind, d) for sym, i, kind, d in bindings}
+
+    def __call__(self, v: Any) -> int:
+        return v if isinstance(v, int) else int(v.xreplace(self.values))
+
+    def spec(self, spec: ViewSpec) -> ViewSpec:
+        if spec.static:
+            return spec
+        e = self
+        return ViewSpec(
+            tuple(e(s) for s in spec.size),
+            tuple(e(s) for s in spec.stride),
+            e(spec.offset),
+            None if spec.base_stride is None else tuple(e(s) for s in spec.base_stride),
+        )
+
+
+def regenerate(base: torch.Tensor, spec: ViewSpec, requires_grad: bool) -> torch.Tensor:
+    """The view ``spec`` of the real ``base``: it shares base's storage, ``._base`` and
+    version counter, and autograd differentiates through it into ``base``."""
+    if spec.base_stride is not None and tuple(base.stride()) != spec.base_stride:
+        raise RuntimeError(
+            f"aotgrad: a compiled graph returned a view's base with strides "
+            f"{tuple(base.stride())}, expected {spec.base_stride}; cannot rebuild the view"
+        )
+    if tuple(base.shape) == spec.size and tuple(base.stride()) == spec.stride and spec.offset == 0:
+        out = base.view(base.shape)  # the whole base, still a view of it
+    else:
+        out = base.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
+    if base.requires_grad and not requires_grad:
+        out = out.detach()
+    return out
+
+
+def replay_metadata(t: torch.Tensor, spec: ViewSpec) -> None:
+    """Give the real input ``t`` the sizes/strides/offset the function gave it (``t_()``)."""
+    with torch.no_grad():
+        t.as_strided_(spec.size, spec.stride, t.storage_offset() + spec.offset)
