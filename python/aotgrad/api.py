@@ -19,9 +19,9 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from . import guards, trace
+from . import alias, guards, trace
 from .compile import Compiler
-from .errors import GuardError, UnsupportedError
+from .errors import GuardError
 from .program import (
     AotOptions,
     CompiledArtifact,
@@ -49,23 +49,20 @@ class _Entry:
     unflatten: Callable[[Sequence[Any]], Any]
     #: Positions of the tensors among the flat arguments; ``None`` when all are tensors.
     tensor_positions: list[int] | None
+    #: Under ``dynamic=True``: the symbolic-shape guards the compilation relied on.
+    shape_guard: guards.ShapeGuard | None = None
+    #: An earlier entry with the same key whose shape guards differ (``dynamic=True``).
+    fallback: _Entry | None = None
 
+    #: Inputs that overlap in memory and are written, passed as one synthetic base.
+    synthetic_base: alias.SyntheticBase | None = None
 
-def _refuse_mutated_overlaps(
-    artifact: CompiledArtifact, views: tuple[tuple[int, int], ...], unique: list[int]
-) -> None:
-    """Inputs that share storage without being the same view, one of them mutated, need a
-    synthetic base (not implemented yet): refuse rather than answer wrongly."""
-    if not views or not artifact.layout.mutated_inputs:
-        return
-    shared = {views[k][0] for k in unique if views[k][0] != k}
-    for graph_input in artifact.layout.mutated_inputs:
-        k = unique[graph_input]
-        if views[k][0] in shared or k in shared:
-            raise UnsupportedError(
-                f"input {k} is mutated and shares storage with another input through a "
-                "different view; aliased mutated inputs (synthetic bases) are not supported yet"
-            )
+    def graph_inputs(self, flat: Sequence[Any]) -> Sequence[Any]:
+        positions = self.tensor_positions
+        tensors = flat if positions is None else [flat[i] for i in positions]
+        if self.synthetic_base is not None:
+            return self.synthetic_base.prepare(tensors)
+        return tensors
 
 
 def _unflattener(spec: Any) -> Callable[[Sequence[Any]], Any]:
@@ -87,12 +84,25 @@ def _tree_unflatten(outs: Sequence[Any], spec: Any) -> Any:
 class AotFunction:
     """A guarded, compiled function (what ``aot_function`` returns)."""
 
-    def __init__(self, fn: Callable[..., Any], options: AotOptions) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        options: AotOptions,
+        state: Callable[[], Any] | None = None,
+    ) -> None:
         self.fn = fn
         self.options = options
+        #: Returns extra state the graphs depend on (a module's training flags); guarded.
+        self.state = state
+        #: Guard key → the most recent entry for it (older ones chained by ``fallback``).
         self.cache: dict[tuple, _Entry] = {}
+        self.compilations = 0
         self.last_key: tuple | None = None
         functools.update_wrapper(self, fn)
+
+    def key(self, flat: Sequence[Any], shape: Any) -> tuple:
+        state = None if self.state is None else self.state()
+        return guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
@@ -100,21 +110,46 @@ class AotFunction:
             shape: Any = len(args)
         else:
             flat, shape = pytree.tree_flatten((args, kwargs))
-        key = guards.call_key(flat, dynamic=self.options.dynamic, extra=shape)
+        return self.call_flat(flat, shape, None if self.state is None else self.state())
+
+    def call_flat(self, flat: list[Any], shape: Any, state: Any) -> Any:
+        """Run on flattened arguments: ``shape`` is their pytree spec, or their count when
+        they are positional leaves; ``state`` is the extra guarded state (or None)."""
+        key = guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
         entry = self.cache.get(key)
+        while (
+            entry is not None
+            and entry.shape_guard
+            and not entry.shape_guard(entry.graph_inputs(flat))
+        ):
+            entry = entry.fallback
         if entry is None:
-            entry = self._compile(flat, key)
-        positions = entry.tensor_positions
-        outs = entry.artifact.run(*(flat if positions is None else [flat[i] for i in positions]))
-        return entry.unflatten(outs)
+            entry = self._compile_in_call(flat, key)
+        return entry.unflatten(entry.artifact.run(*entry.graph_inputs(flat)))
+
+    def _compile_in_call(self, flat: list[Any], key: tuple) -> _Entry:
+        """``_compile`` for a call under the current modes. Under inference mode the
+        tracing itself runs outside it (fake and functional tensors need version counters),
+        with grad off, which is what the compiled inference graph assumes."""
+        if not torch.is_inference_mode_enabled():
+            return self._compile(flat, key)
+        with torch.inference_mode(False), torch.no_grad():
+            return self._compile(flat, key)
+
+    def _recompile_reason(self, flat: list[Any], key: tuple) -> str:
+        entry = self.cache.get(key)
+        if entry is not None and entry.shape_guard is not None:
+            failing = entry.shape_guard.failing(entry.graph_inputs(flat))
+            return f"a symbolic shape guard failed: {' and '.join(failing)}"
+        assert self.last_key is not None
+        return guards.describe_change(self.last_key, key)
 
     def _compile(self, flat: list[Any], key: tuple) -> _Entry:
-        if len(self.cache) >= self.options.recompile_limit:
-            assert self.last_key is not None
+        if self.compilations >= self.options.recompile_limit:
             raise GuardError(
-                f"{getattr(self.fn, '__qualname__', self.fn)} was recompiled "
-                f"{len(self.cache)} times (recompile_limit={self.options.recompile_limit}); "
-                f"the assumption that keeps changing: {guards.describe_change(self.last_key, key)}"
+                f"{getattr(self.fn, '__qualname__', self.fn)} was compiled "
+                f"{self.compilations} times (recompile_limit={self.options.recompile_limit}); "
+                f"the assumption that keeps changing: {self._recompile_reason(flat, key)}"
             )
         in_spec = key[-1]
         if isinstance(in_spec, int):  # the positional fast path
@@ -139,19 +174,37 @@ class AotFunction:
         tensors = [flat[i] for i in positions]
         fake_mode = trace.make_fake_mode(self.options.dynamic)
         fake_args = trace.fakify(fake_mode, tensors, dynamic=self.options.dynamic)
-        artifact = compile_flat(
-            flat_fn, fake_args, fake_mode, self.options, training=_needs_autograd(tensors)
-        )
-        _refuse_mutated_overlaps(artifact, views, unique)
+        training = _needs_autograd(tensors)
+        base: alias.SyntheticBase | None = None
+        try:
+            artifact = compile_flat(flat_fn, fake_args, fake_mode, self.options, training=training)
+        except alias.NeedsSyntheticBase as need:
+            base = alias.SyntheticBase.of(tensors, need.inputs, dynamic=self.options.dynamic)
+            fake_mode = trace.make_fake_mode(self.options.dynamic)
+            fake_args = trace.fakify(fake_mode, base.prepare(tensors), dynamic=False)
+            artifact = compile_flat(
+                base.wrap(flat_fn), fake_args, fake_mode, self.options, training=training
+            )
         all_tensors = len(positions) == len(flat)
         entry = _Entry(artifact, _unflattener(out_spec_box[0]), None if all_tensors else positions)
+        entry.synthetic_base = base
+        if self.options.dynamic:
+            entry.shape_guard = guards.ShapeGuard.of(fake_mode, fake_args)
+            entry.fallback = self.cache.get(key)
         self.cache[key] = entry
+        self.compilations += 1
         self.last_key = key
         return entry
 
     @property
     def artifacts(self) -> list[CompiledArtifact]:
-        return [e.artifact for e in self.cache.values()]
+        out = []
+        for entry in self.cache.values():
+            chain: _Entry | None = entry
+            while chain is not None:
+                out.append(chain.artifact)
+                chain = chain.fallback
+        return out
 
 
 def aot_function(
@@ -194,32 +247,56 @@ class AotModule(torch.nn.Module):
         self._compiled = compiled
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        named = _named_state(self.orig_module)
-        return self._compiled(named, self.orig_module.training, *args, **kwargs)
+        names, tensors, flags = module_snapshot(self.orig_module)
+        if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
+            flat: list[Any] = [names, *tensors, *args]
+            shape: Any = len(flat)
+        else:
+            flat, shape = pytree.tree_flatten(((names, *tensors, *args), kwargs))
+        return self._compiled.call_flat(flat, shape, flags)
 
 
-def _named_state(mod: torch.nn.Module) -> dict[str, torch.Tensor]:
-    state = dict(mod.named_parameters(remove_duplicate=False))
-    state.update(mod.named_buffers(remove_duplicate=False))
-    return state
+class _Names(tuple):  # type: ignore[type-arg]
+    """Parameter and buffer names: one hashable pytree leaf (a plain tuple would be a node)."""
+
+    __slots__ = ()
+
+
+def module_snapshot(mod: torch.nn.Module) -> tuple[_Names, list[torch.Tensor], tuple[bool, ...]]:
+    """One walk over ``mod``: the names of its parameters then buffers (as
+    ``named_parameters``/``named_buffers(remove_duplicate=False)`` give them), the tensors
+    themselves, and every submodule's ``training`` flag (the guarded module state)."""
+    names: list[str] = []
+    params: list[torch.Tensor] = []
+    buffer_names: list[str] = []
+    buffers: list[torch.Tensor] = []
+    flags = []
+    for prefix, m in mod.named_modules(remove_duplicate=False):
+        flags.append(m.training)
+        dot = prefix + "." if prefix else ""
+        for k, v in m._parameters.items():
+            if v is not None:
+                names.append(dot + k)
+                params.append(v)
+        for k, v in m._buffers.items():
+            if v is not None:
+                buffer_names.append(dot + k)
+                buffers.append(v)
+    return _Names(names + buffer_names), params + buffers, tuple(flags)
 
 
 def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
-    """``aot_function`` for an ``nn.Module``: parameters and buffers become graph inputs
-    (read on every call), and the module's ``training`` flag is part of the guard."""
+    """``aot_function`` for an ``nn.Module``: parameters and buffers become graph inputs,
+    read from the module on every call by name (a replaced parameter or reassigned buffer
+    is simply the next call's input; names and tied/shared ones are guarded), and every
+    submodule's ``training`` flag is part of the guard."""
 
-    def functional_call(named: dict[str, torch.Tensor], training: bool, *a: Any, **kw: Any):
-        was = mod.training
-        mod.train(training)
-        try:
-            return torch.func.functional_call(mod, named, a, kw)
-        finally:
-            mod.train(was)
+    def functional_call(names: _Names, *rest: Any, **kw: Any) -> Any:
+        n = len(names)
+        return torch.func.functional_call(mod, dict(zip(names, rest[:n])), rest[n:], kw)
 
-    n = len(_named_state(mod))
-    kwargs.setdefault("num_params_buffers", n)
-    compiled = aot_function(functional_call, *args, **kwargs)
-    return AotModule(mod, compiled)
+    kwargs.setdefault("num_params_buffers", len(module_snapshot(mod)[1]))
+    return AotModule(mod, aot_function(functional_call, *args, **kwargs))
 
 
 def aot_module_simplified(
@@ -261,8 +338,9 @@ def aot_module_simplified(
     tc = TracingContext.try_get()
     if tc is None or tc.fake_mode is None:
         # Used directly, not under Dynamo: nothing else guards the call, so aotgrad does.
-        guarded = AotFunction(flat_fn, options)
-        guarded._compile(graph_inputs, _key_of(graph_inputs, options))
+        state = functools.partial(guards.module_state, mod)
+        guarded = AotFunction(flat_fn, options, state)
+        guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
         return guarded
 
     # Under Dynamo: its guards cover the call; compile once with its symbols.
@@ -325,10 +403,6 @@ def _run_module(mod: Any, inputs: Sequence[Any]) -> Any:
         with fx.traceback.preserve_node_meta():
             return fx.Interpreter(mod).run(*inputs)
     return mod(*inputs)
-
-
-def _key_of(flat: list[Any], options: AotOptions) -> tuple:
-    return guards.call_key(flat, dynamic=options.dynamic, extra=len(flat))
 
 
 def _fakify_with_context(fake_mode: Any, inputs: Sequence[Any], tc: Any, dynamic: bool) -> list:
