@@ -318,6 +318,10 @@ def _clean(gm: fx.GraphModule) -> None:
     gm.recompile()
 
 
+def _unpack(t: Any) -> Any:
+    return t
+
+
 def trace_joint(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -347,6 +351,15 @@ def trace_joint(
         chain = _EffectChain()
         with torch.enable_grad():
             call = [p.clone() if i in cloned else p for i, p in enumerate(fp)]
+        # Autograd saves a snapshot of a written input, not the input itself: the backward
+        # reads the value from before the write (eager would fail its version check).
+        written = {id(call[i]) for i in mutated}
+
+        def pack(t: Any) -> Any:
+            base = t._base if t._is_view() else t
+            return t.clone() if id(t) in written or id(base) in written else t
+
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _unpack):
             outs = _flat_call(fn, call)
         fwd_tokens = chain.finish()
         num_tokens[0] = len(fwd_tokens)
