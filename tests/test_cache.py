@@ -124,3 +124,42 @@ def test_key_changes_with_input_metadata():
     assert a != cache.key_for(gm, [torch.randn(3, 4)], opts, training=True)
     assert a != cache.key_for(gm, [torch.randn(2, 4, dtype=torch.float64)], opts, training=True)
     assert a != cache.key_for(gm, [torch.randn(2, 4)], opts, training=False)
+
+
+RELU_SCRIPT = textwrap.dedent(
+    """
+    import json, torch
+    import aotgrad.observe as observe
+    hits = []
+    observe.on_compiled(lambda a: hits.append("cache" in a.timings))
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    c = torch.compile(lambda x, w: torch.relu(x @ w), backend="aotgrad")
+    c(x, w).sum().backward()
+    print(json.dumps({"hits": hits, "grad": w.grad.sum().item()}))
+    """
+)
+
+
+def test_inductor_compiles_a_graph_read_back_from_disk(tmp_path):
+    """Unpickling a GraphModule re-traces its code, which turns relu-backward's
+    ``aten.full([], 0.0)`` into a real ``_tensor_constant``; Inductor's fake propagation
+    refused it, so every second process failed to compile a cached ReLU backward."""
+    env = dict(
+        os.environ,
+        AOTGRAD_CACHE_DIR=str(tmp_path / "aotgrad"),
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),  # no FX-graph cache hit
+    )
+    runs = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", RELU_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert runs[0]["hits"] == [False] and runs[1]["hits"] == [True]
+    assert runs[1]["grad"] == runs[0]["grad"]

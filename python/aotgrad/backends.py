@@ -87,6 +87,32 @@ def _run_joint_graph_passes(gm: fx.GraphModule, inputs: Sequence[Any]) -> fx.Gra
         return joint_graph_passes(gm, _device_of(inputs)) or gm
 
 
+def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    """``compile_fx_inner``, letting real tensor constants through its fake propagation.
+    A graph read back from the disk cache holds them: unpickling a GraphModule re-traces
+    its code, which evaluates an all-constant call such as ``aten.full([], 0.0)`` into a
+    ``_tensor_constant`` attribute (Inductor then embeds it like any constant)."""
+    import contextlib
+    from unittest import mock
+
+    from torch._guards import detect_fake_mode
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    real_constants = any(
+        isinstance(getattr(gm, str(n.target), None), torch.Tensor)
+        and not isinstance(getattr(gm, str(n.target)), torch._subclasses.FakeTensor)
+        for n in gm.graph.find_nodes(op="get_attr")
+    )
+    mode = detect_fake_mode(example_inputs) if real_constants else None
+    allow = (
+        mock.patch.object(mode, "allow_non_fake_inputs", True)
+        if mode is not None
+        else contextlib.nullcontext()
+    )
+    with allow:
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+
+
 def _mark_user_visible(gm: fx.GraphModule, count: int | None) -> None:
     out = gm.graph.output_node()
     args = list(out.args[0])  # type: ignore[arg-type]
@@ -109,28 +135,22 @@ def inductor_partition(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def inductor_forward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    from torch._inductor.compile_fx import compile_fx_inner
-
     if "user_visible_output_idxs" not in gm.graph.output_node().meta:
         _mark_user_visible(gm, None)
-    return compile_fx_inner(gm, example_inputs)
+    return _compile_inner(gm, example_inputs)
 
 
 def inductor_inference(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    from torch._inductor.compile_fx import compile_fx_inner
-
     gm = _run_joint_graph_passes(gm, example_inputs)
     _mark_user_visible(gm, None)
-    return compile_fx_inner(gm, example_inputs, is_inference=True)
+    return _compile_inner(gm, example_inputs, is_inference=True)
 
 
 def inductor_backward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    from torch._inductor.compile_fx import compile_fx_inner
-
     placeholders = gm.graph.find_nodes(op="placeholder")
     num_saved = sum(1 for p in placeholders if not p.name.startswith("tangents"))
     gm.graph.output_node().meta["user_visible_output_idxs"] = []
-    return compile_fx_inner(
+    return _compile_inner(
         gm, example_inputs, is_backward=True, static_input_idxs=list(range(num_saved))
     )
 
