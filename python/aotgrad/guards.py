@@ -47,6 +47,8 @@ from typing import Any
 
 import torch
 
+from .alias.storage import overlaps
+
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
 
@@ -114,23 +116,12 @@ def _unaliased(n: int) -> tuple[tuple[int, int], ...]:
     return tuple((i, i) for i in range(n)) if n > 1 else ()
 
 
-def _byte_range(t: torch.Tensor) -> tuple[int, int]:
-    """[first byte, one past the last byte) that ``t`` can reach; empty for no elements."""
-    start = t.data_ptr()
-    if t.numel() == 0:
-        return start, start
-    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-    return start, start + extent * t.element_size()
-
-
 def overlapping(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether the memory ``a`` and ``b`` can reach intersects: their byte ranges
-    ``[offset, offset + extent)`` (extent from sizes and strides) overlap. Conservative:
-    interleaved views that touch disjoint elements of one range (``x[::2]``, ``x[1::2]``)
-    count as overlapping."""
-    a0, a1 = _byte_range(a)
-    b0, b1 = _byte_range(b)
-    return a0 < b1 and b0 < a1
+    """Whether ``a`` and ``b`` (sharing a storage) can reach a common byte: their byte
+    ranges ``[offset, offset + extent)`` intersect. Conservative: interleaved views that
+    touch disjoint elements of one range (``x[::2]``, ``x[1::2]``) count as overlapping.
+    The same test decides synthetic bases (``aotgrad.alias.storage``)."""
+    return overlaps(a, b)
 
 
 def storage_layout(

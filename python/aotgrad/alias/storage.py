@@ -25,8 +25,10 @@ def byte_range(t: torch.Tensor) -> tuple[int, int] | None:
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` (already known to share a storage) may touch a common byte.
+    """Whether ``a`` and ``b`` may touch a common byte (real or fake tensors).
     Conservative: interleaved strided views (``x[:, 0]`` / ``x[:, 1]``) count as overlapping."""
+    if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+        return False  # (the raw storage handle: safe on fakes, unlike data_ptr)
     ra, rb = byte_range(a), byte_range(b)
     if ra is None or rb is None:
         return False
