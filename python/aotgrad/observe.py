@@ -30,8 +30,12 @@ def enabled_channels() -> frozenset[str]:
     return frozenset(names & set(_CHANNELS))
 
 
-def _emit(channel: str, title: str, text: str) -> None:
+def _emit(channel: str, title: str, text: str | Callable[[], str]) -> None:
+    """Log ``text`` (a string, or a function making it: printing a graph costs ~70 ms on
+    a small GPT, so it is only made when the channel is on)."""
     if channel in enabled_channels():
+        if callable(text):
+            text = text()
         if not log.handlers and not logging.getLogger().handlers:
             logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
         log.setLevel(logging.INFO)
@@ -43,7 +47,7 @@ def _code(gm: fx.GraphModule) -> str:
 
 
 def traced(kind: str, gm: fx.GraphModule, timings: dict[str, float]) -> None:
-    _emit(kind, f"{kind} graph: {len(gm.graph.nodes)} nodes", _code(gm))
+    _emit(kind, f"{kind} graph: {len(gm.graph.nodes)} nodes", lambda: _code(gm))
 
 
 def partitioned(program: Any) -> None:
@@ -55,8 +59,8 @@ def partitioned(program: Any) -> None:
         f"forward {len(program.forward.graph.nodes)} nodes, "
         f"backward {len(program.backward.graph.nodes)} nodes",
     )
-    _emit("forward", "forward graph", _code(program.forward))
-    _emit("backward", "backward graph", _code(program.backward))
+    _emit("forward", "forward graph", lambda: _code(program.forward))
+    _emit("backward", "backward graph", lambda: _code(program.backward))
 
 
 def compiled(artifact: Any) -> None:
