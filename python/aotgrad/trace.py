@@ -7,9 +7,11 @@ same graph. Placeholders carry their role in ``node.meta["aotgrad_role"]``
 still follow torch's ``primals_N`` / ``tangents_N`` so that Inductor and
 torch's own tooling read our graphs.
 
-A first, cheap pass (``_collect_metadata``) runs the function once on fakes to
-learn which outputs need tangents and which inputs it mutates; the second pass
-(``trace_joint`` / ``trace_inference``) records the graph.
+A first, cheap pass (``collect_metadata``) runs the function once on fakes to
+learn which outputs need tangents, and collects the alias facts (which inputs it
+writes, which outputs view inputs or intermediates) that ``aotgrad.alias``
+classifies; the second pass (``trace_joint`` / ``trace_inference``) records the
+graph accordingly.
 """
 
 from __future__ import annotations
@@ -98,8 +100,9 @@ class JointGraph:
     """A traced joint graph and the facts the later stages need.
 
     Placeholders: ``num_primals`` primals, then one tangent per entry of
-    ``metadata.tangent_outputs``. Outputs: the user's flat outputs, then the new
-    values of mutated inputs (``metadata.mutated_inputs``), then effect tokens —
+    ``metadata.tangent_outputs``. Outputs: the user's flat outputs, then the
+    intermediate bases of aliased outputs, then the new values of mutated inputs
+    (``metadata.mutated_inputs``), then effect tokens —
     together the ``num_fwd_outputs`` forward outputs — then one gradient per primal
     (``None`` where the primal needs no gradient), then the backward's effect token
     if it has effectful ops.
