@@ -197,6 +197,22 @@ def test_higher_order_op_differentiates_like_eager(case: str) -> None:
     assert hop_name in hops  # recognisable in the joint graph, not inlined
 
 
+def test_scan_under_inductor_runs_eagerly_with_right_grads() -> None:
+    """torch 2.15's Inductor miscompiles scan's backward (backend="inductor" too): the
+    aotgrad backend refuses it by name and the graph runs eagerly, with eager's grads."""
+    torch._dynamo.reset()
+    x = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(8, 8, requires_grad=True)
+    compiled = torch.compile(_scan, backend="aotgrad", fullgraph=True, options={"cache": False})
+    with pytest.warns(UserWarning, match="scan"):
+        compiled(x, w).backward()
+    got = (x.grad, w.grad)
+    x.grad = w.grad = None
+    _scan(x, w).backward()
+    torch.testing.assert_close(got[0], x.grad)
+    torch.testing.assert_close(got[1], w.grad)
+
+
 # ------------------------------------------------------------------ unsupported
 
 

@@ -120,11 +120,33 @@ def _mark_user_visible(gm: fx.GraphModule, count: int | None) -> None:
     out.meta["user_visible_output_idxs"] = [i for i in range(n) if isinstance(args[i], fx.Node)]
 
 
+#: Higher-order ops Inductor (torch 2.15, CPU) compiles to wrong gradients: the joint
+#: graph aotgrad hands it is right (backend="aotgrad_eager" matches eager) but
+#: backend="inductor" gives the same wrong answer. Refused, so the graph runs eagerly.
+_INDUCTOR_MISCOMPILED_HOPS = frozenset({"scan"})
+
+
+def _refuse_miscompiled_hops(joint: fx.GraphModule) -> None:
+    from torch._ops import HigherOrderOperator
+
+    from .errors import UnsupportedError
+
+    for node in joint.graph.nodes:
+        target = node.target
+        if isinstance(target, HigherOrderOperator) and target.name() in _INDUCTOR_MISCOMPILED_HOPS:
+            raise UnsupportedError(
+                f"higher-order op {target.name()} is not supported with Inductor: torch "
+                f"{torch.__version__}'s Inductor computes wrong gradients for it "
+                "(use backend='aotgrad_eager')"
+            )
+
+
 def inductor_partition(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run Inductor's joint-graph passes, then ``partition_fn``."""
 
     @functools.wraps(partition_fn)
     def partition(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any):
+        _refuse_miscompiled_hops(joint)
         flat_inputs = [x for group in joint_inputs for x in group]
         joint = _run_joint_graph_passes(joint, flat_inputs)
         fw, bw = partition_fn(joint, joint_inputs, **kwargs)
