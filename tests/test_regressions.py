@@ -118,3 +118,43 @@ def test_saved_tensors_released_by_ctx_but_kept_for_retain_graph():
     compiled(x, w).backward()
     # The activation (relu's input or mask) died inside the backward, not after it.
     assert freed and freed[0] >= 1
+
+
+@pytest.mark.parametrize("entry", ["aot_module", "dynamo"])
+def test_parameters_are_free_to_save_so_weight_transposes_are_not_saved(entry):
+    """A parameter lives for the whole step, so saving it costs no memory (torch's
+    treat_parameters_as_free_to_save): the min cut saves the weight and recomputes its
+    transpose in the backward. Before, the forward computed and returned ``t(weight)`` for
+    every Linear (17 extra forward outputs on a 4-layer GPT)."""
+    import aotgrad.observe as observe
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    artifacts = []
+    unregister = observe.on_compiled(artifacts.append)
+    try:
+        if entry == "aot_module":
+            compiled = aotgrad.aot_module(model, aotgrad.nop)
+        else:
+            torch._dynamo.reset()
+            compiled = torch.compile(model, backend="aotgrad_eager", options={"cache": False})
+        x = torch.randn(5, 8)
+        compiled(x).sum().backward()
+    finally:
+        unregister()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p.grad)
+    fw = artifacts[-1].forward
+    outputs = fw.graph.output_node().args[0]
+    transposes = (torch.ops.aten.t.default, torch.ops.aten.permute.default)
+    saved_views = [
+        o.name for o in outputs if isinstance(o, torch.fx.Node) and o.target in transposes
+    ]
+    assert saved_views == []  # no transpose of a weight is saved (the weight is)
+    saved_params = [o for o in outputs if isinstance(o, torch.fx.Node) and o.op == "placeholder"]
+    assert len(saved_params) >= 2
+    bw_targets = {n.target for n in artifacts[-1].backward.graph.nodes}
+    assert bw_targets & {torch.ops.aten.t.default, torch.ops.aten.permute.default}

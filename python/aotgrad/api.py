@@ -328,6 +328,7 @@ def aot_module_simplified(
         keep_inference_input_mutations,
         inference_compiler,
         dynamic=bool(kwargs.get("dynamic", False)),
+        static_input_indices=_dynamo_static_inputs(mod),
     )
 
     def flat_fn(*inputs: Any) -> Any:
@@ -393,6 +394,18 @@ def _compile_cached(
     artifact = compile_program(program, options)
     cache.memory_put(key, artifact)
     return artifact
+
+
+def _dynamo_static_inputs(mod: Any) -> list[int]:
+    """The inputs of a Dynamo graph that are parameters or buffers (Dynamo marks their
+    placeholders ``tensor_dict["_dynamo_static_input_type"]``)."""
+    if not isinstance(mod, fx.GraphModule):
+        return []
+    return [
+        i
+        for i, node in enumerate(mod.graph.find_nodes(op="placeholder"))
+        if node.meta.get("tensor_dict", {}).get("_dynamo_static_input_type") is not None
+    ]
 
 
 def _run_module(mod: Any, inputs: Sequence[Any]) -> Any:

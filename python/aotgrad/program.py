@@ -46,6 +46,15 @@ class AotOptions:
     dynamic: bool = False
     #: Compiled artefacts kept per function before a ``GuardError`` is raised.
     recompile_limit: int = 8
+    #: Graph inputs that are parameters/buffers (free for the partitioner to save);
+    #: None: the first ``num_params_buffers``.
+    static_input_indices: list[int] | None = None
+
+    @property
+    def static_inputs(self) -> list[int]:
+        if self.static_input_indices is not None:
+            return self.static_input_indices
+        return list(range(self.num_params_buffers))
 
 
 @dataclass
@@ -171,7 +180,9 @@ def build_program(
         observe.traced("inference", g.gm, timings)
         return PartitionedProgram(False, g.gm, None, layout, None, timings)
 
-    joint = trace.trace_joint(flat_fn, fake_args, fake_mode, metadata, options.decompositions)
+    joint = trace.trace_joint(
+        flat_fn, fake_args, fake_mode, metadata, options.decompositions, options.static_inputs
+    )
     timings["trace"] = time.perf_counter() - t0
     observe.traced("joint", joint.gm, timings)
     t1 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Joint FX graph → node table: flat columns, no Python object per node.
 
-The format is ``docs/node_table.md`` (version 2); Rust reads the columns
+The format is ``docs/node_table.md`` (version 3); Rust reads the columns
 zero-copy and validates them (``aotgrad._rust.GraphStore.from_table``).
 
 ``to_table`` makes one pass over the graph's nodes. Facts that depend only on
@@ -32,12 +32,13 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from .errors import UnsupportedError, table_error
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 PLACEHOLDER_OP = "placeholder"
 GET_ATTR_OP = "get_attr"
 ROLE_KEY = "aotgrad_role"
 #: ``meta`` key the tracer sets on primals the function overwrites in place.
 MUTATED_KEY = "aotgrad_mutated"
+STATIC_KEY = "aotgrad_static_input"
 #: Byte size assumed for a dimension with no size hint (an unbacked symbol).
 UNHINTED_DIM = 4096
 
@@ -52,7 +53,7 @@ class Kind(enum.IntEnum):
 
 
 class Flag(enum.IntFlag):
-    """The ``flags`` column (bits 12-31 must be zero)."""
+    """The ``flags`` column (bits 13-31 must be zero)."""
 
     SYMBOLIC_SIZE = 1 << 0
     RANDOM = 1 << 1
@@ -66,6 +67,7 @@ class Flag(enum.IntFlag):
     NON_TENSOR = 1 << 9
     MULTI_OUTPUT = 1 << 10
     MUTATED_INPUT = 1 << 11
+    STATIC_INPUT = 1 << 12
 
 
 @dataclass
@@ -328,6 +330,7 @@ _SYMINT = int(Flag.SYMINT)
 _NON_TENSOR = int(Flag.NON_TENSOR)
 _MULTI_OUTPUT = int(Flag.MULTI_OUTPUT)
 _MUTATED_INPUT = int(Flag.MUTATED_INPUT)
+_STATIC_INPUT = int(Flag.STATIC_INPUT)
 _NO_ROLE = object()
 # torch's C implementation of ``map_arg``: calls ``fn`` on every node in a
 # nested argument (tuples, lists, dicts, slices), in order.
@@ -483,8 +486,10 @@ def to_table(
             op_id, bits, ch = 0, 0, 0
             role = next(role_iter, _NO_ROLE) if role_iter is not None else None
             k = _placeholder_kind(node, len(nodes), role)
-            if k == _PRIMAL and meta.get(MUTATED_KEY):
-                bits = _MUTATED_INPUT
+            if k == _PRIMAL:
+                bits = (_MUTATED_INPUT if meta.get(MUTATED_KEY) else 0) | (
+                    _STATIC_INPUT if meta.get(STATIC_KEY) else 0
+                )
         elif kind_of == "get_attr":
             op_id, bits, ch = 1, 0, 0
             k = _GET_ATTR

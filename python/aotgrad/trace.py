@@ -285,14 +285,22 @@ def collect_metadata(
     return TraceMetadata(outputs, fake_fwd[: len(outs)], plan, fake_fwd)
 
 
-def _mark_roles(gm: fx.GraphModule, num_primals: int, mutated: Sequence[int] = ()) -> None:
-    """Record each placeholder's role, and which primals the function overwrites (their
-    pre-mutation value is what the graph reads; the runtime writes the new one back)."""
-    mutated_set = set(mutated)
+def _mark_roles(
+    gm: fx.GraphModule,
+    num_primals: int,
+    mutated: Sequence[int] = (),
+    static: Sequence[int] = (),
+) -> None:
+    """Record each placeholder's role, which primals the function overwrites (their
+    pre-mutation value is what the graph reads; the runtime writes the new one back) and
+    which are parameters/buffers (alive all step: free to save)."""
+    mutated_set, static_set = set(mutated), set(static)
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         node.meta[ROLE] = PRIMAL if i < num_primals else TANGENT
         if i in mutated_set:
             node.meta["aotgrad_mutated"] = True
+        if i in static_set:
+            node.meta["aotgrad_static_input"] = True
 
 
 def _flatten_codegen(gm: fx.GraphModule) -> None:
@@ -331,6 +339,7 @@ def trace_joint(
     fake_mode: FakeTensorMode,
     metadata: TraceMetadata,
     decompositions: dict[Any, Any] | None = None,
+    static_inputs: Sequence[int] = (),
 ) -> JointGraph:
     """Trace forward and backward of ``fn`` into one graph (see ``JointGraph``)."""
     plan = metadata.plan
@@ -401,7 +410,7 @@ def trace_joint(
         alias.refuse_backward_mutations(plan, written_in_backward)
     _flatten_codegen(gm)
     _clean(gm)
-    _mark_roles(gm, len(fake_args), mutated)
+    _mark_roles(gm, len(fake_args), mutated, static_inputs)
     num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(mutated)
     return JointGraph(
         gm=gm,

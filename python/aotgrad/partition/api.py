@@ -13,7 +13,7 @@ import torch.fx as fx
 
 from .. import _rust
 from ..split import split_joint
-from ..table import to_table
+from ..table import STATIC_KEY, to_table
 from .reorder import has_checkpoint_tags, mimic_autograd_order
 
 SAVED_REASONS = (
@@ -119,9 +119,24 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-# torch passes keyword arguments of its own (static_lifetime_input_indices, ...);
-# they carry nothing aotgrad's partitioners need.
+# torch passes keyword arguments of its own: static_lifetime_input_indices (the
+# parameters, free to save: marked on their placeholders) and the like.
 _TORCH_KWARGS = frozenset({"static_lifetime_input_indices", "static_lifetime_input_nodes"})
+
+
+def mark_static_inputs(joint_module: fx.GraphModule, indices: Any) -> None:
+    """Flag the primals at ``indices`` (parameters and buffers) ``STATIC_INPUT``."""
+    if not indices:
+        return
+    wanted = set(indices)
+    primals = [
+        n
+        for n in joint_module.graph.find_nodes(op="placeholder")
+        if n.meta.get("aotgrad_role", "primal" if "tangent" not in n.name else None) == "primal"
+    ]
+    for i, node in enumerate(primals):
+        if i in wanted:
+            node.meta[STATIC_KEY] = True
 
 
 def _own_options(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -132,6 +147,7 @@ def default_partition(
     joint_module: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int, **kwargs: Any
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Save every forward value the backward reads; recompute nothing."""
+    mark_static_inputs(joint_module, kwargs.get("static_lifetime_input_indices"))
     return _partition("default", joint_module, num_fwd_outputs, _own_options(kwargs))
 
 
@@ -139,5 +155,8 @@ def min_cut_rematerialization_partition(
     joint_module: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int, **kwargs: Any
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Choose saved values by a max-flow min-cut over byte sizes, recomputing cheap ops
-    in the backward where that saves memory (the policy torch.compile users rely on)."""
+    in the backward where that saves memory (the policy torch.compile users rely on).
+    Parameters (``static_lifetime_input_indices``, or primals traced with
+    ``meta["aotgrad_static_input"]``) are free to save."""
+    mark_static_inputs(joint_module, kwargs.get("static_lifetime_input_indices"))
     return _partition("min_cut", joint_module, num_fwd_outputs, _own_options(kwargs))

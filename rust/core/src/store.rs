@@ -47,8 +47,11 @@ pub mod flags {
     /// A primal the function overwrites in place (meaningful on `PRIMAL` rows
     /// only): the runtime must copy it to save it, so min-cut avoids saving it.
     pub const MUTATED_INPUT: u32 = 1 << 11;
+    /// A primal that lives for the whole training step anyway (a parameter or
+    /// buffer; meaningful on `PRIMAL` rows only): saving it costs no memory.
+    pub const STATIC_INPUT: u32 = 1 << 12;
     /// Bits a table may carry on input (`TANGENT_DERIVED` is computed, not read).
-    pub const KNOWN_INPUT: u32 = (1 << 12) - 1;
+    pub const KNOWN_INPUT: u32 = (1 << 13) - 1;
 }
 
 /// A joint forward+backward graph in topological order.

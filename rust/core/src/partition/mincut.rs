@@ -21,7 +21,9 @@
 //!   from a tangent (the backward needs its value).
 //!
 //! The cost of saving `i`: 1 for a `SymInt`; infinite for a non-tensor or a
-//! tuple (its `getitem`s are saved instead); otherwise `nbytes` scaled by
+//! tuple (its `getitem`s are saved instead); 0 for a primal flagged
+//! `STATIC_INPUT` (a parameter: torch's `treat_parameters_as_free_to_save`, so
+//! a weight's transpose is recomputed in the backward, not saved); otherwise `nbytes` scaled by
 //! `1.1^clamp(dist_from_bw, 1, 100)` (prefer saving values close to the
 //! backward), doubled when every reader could fuse it (prefer saving values
 //! that are materialized anyway). A primal flagged `MUTATED_INPUT` costs
@@ -163,6 +165,9 @@ fn save_cost(store: &GraphStore, rules: &OpRules, v: NodeId, dist: u32, scale: &
     }
     if store.has_flag(v, flags::NON_TENSOR | flags::MULTI_OUTPUT) {
         return INF;
+    }
+    if store.kind[v.index()] == NodeKind::Primal && store.has_flag(v, flags::STATIC_INPUT) {
+        return 0.0; // a parameter is alive all step: saving it is free (torch does the same)
     }
     let bytes = (store.nbytes[v.index()] as f64 * scale[dist.clamp(1, 100) as usize]).floor();
     let materialized = store.kind[v.index()] == NodeKind::Primal

@@ -195,7 +195,7 @@ fn corrupt(c: &mut Columns, what: u8, at: usize, val: u32) -> Option<&'static st
             "arg_idx"
         }
         6 => {
-            c.flags[pick(n)?] |= 1 << (12 + val % 20);
+            c.flags[pick(n)?] |= 1 << (13 + val % 19);
             "flags"
         }
         7 => {
