@@ -11,10 +11,11 @@ each ``checkpoint`` call is made a tagged region the same way (``aotgrad.hops``)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -73,15 +74,28 @@ def _inputs(step: int) -> torch.Tensor:
     return torch.randn(BATCH, D, generator=torch.Generator().manual_seed(step))
 
 
-def _compile(mode: str, backend: str, steps: int = 1) -> CompiledArtifact:
-    """Train-step ``Net(mode)`` compiled with ``backend`` against eager; the artefact."""
-    torch._dynamo.reset()
+def _eager_and_copy(mode: str) -> tuple[Net, Net]:
     torch.manual_seed(0)
     eager = Net(mode)
-    model = copy.deepcopy(eager)
+    return eager, copy.deepcopy(eager)
+
+
+@contextlib.contextmanager
+def _recording() -> Iterator[list[CompiledArtifact]]:
+    """The artefacts compiled inside the block."""
     artifacts: list[CompiledArtifact] = []
     unregister = observe.on_compiled(artifacts.append)
     try:
+        yield artifacts
+    finally:
+        unregister()
+
+
+def _compile(mode: str, backend: str, steps: int = 1) -> CompiledArtifact:
+    """Train-step ``Net(mode)`` compiled with ``backend`` against eager; the artefact."""
+    torch._dynamo.reset()
+    eager, model = _eager_and_copy(mode)
+    with _recording() as artifacts:
         compiled = torch.compile(model, backend=backend, options={"strict": True, "cache": False})
         for step in range(steps):
             x = _inputs(step)
@@ -90,8 +104,6 @@ def _compile(mode: str, backend: str, steps: int = 1) -> CompiledArtifact:
                 m(x).backward()
             for (name, a), b in zip(eager.named_parameters(), model.parameters()):
                 torch.testing.assert_close(b.grad, a.grad, msg=name)
-    finally:
-        unregister()
     assert len(artifacts) == 1
     return artifacts[0]
 
@@ -178,12 +190,8 @@ def test_gpt_with_checkpointed_blocks_grads_equal_eager() -> None:
     )
     g = torch.Generator().manual_seed(1)
     x, y = (torch.randint(0, 32, (4, 16), generator=g) for _ in range(2))
-    artifacts: list[CompiledArtifact] = []
-    unregister = observe.on_compiled(artifacts.append)
-    try:
+    with _recording() as artifacts:
         compiled(x, y).backward()
-    finally:
-        unregister()
     (art,) = artifacts
     assert len(_regions(art)) == 2
     eager(x, y).backward()
@@ -195,17 +203,10 @@ def test_gpt_with_checkpointed_blocks_grads_equal_eager() -> None:
 def test_checkpoint_under_aot_module(mode: str) -> None:
     """Without Dynamo, each checkpoint call is still one tagged region: traced once
     (no second copy in the backward for CSE to merge back), recomputed there."""
-    torch.manual_seed(0)
-    eager = Net(mode)
-    model = copy.deepcopy(eager)
-    artifacts: list[CompiledArtifact] = []
-    unregister = observe.on_compiled(artifacts.append)
-    try:
-        compiled = aot_module(model, nop)
-        x = _inputs(0)
-        compiled(x).backward()
-    finally:
-        unregister()
+    eager, model = _eager_and_copy(mode)
+    x = _inputs(0)
+    with _recording() as artifacts:
+        aot_module(model, nop)(x).backward()
     eager(x).backward()
     for (name, a), b in zip(eager.named_parameters(), model.parameters()):
         torch.testing.assert_close(b.grad, a.grad, msg=name)
