@@ -81,7 +81,7 @@ fn columns(u: &mut Unstructured<'_>) -> Result<Columns> {
         Ok(if raw {
             f
         } else {
-            f & ((1 << 12) - 1) & !(1 << 5)
+            f & aotgrad_core::flags::KNOWN_INPUT & !aotgrad_core::flags::TANGENT_DERIVED
         })
     })?;
     let l = len(u, n)?;
