@@ -47,7 +47,8 @@ from typing import Any
 
 import torch
 
-from .alias.storage import overlaps
+# Whether two inputs can reach a common byte: the same test that decides synthetic bases.
+from .alias.storage import overlaps as overlapping
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
@@ -114,14 +115,6 @@ def alias_groups(tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...]
 def _unaliased(n: int) -> tuple[tuple[int, int], ...]:
     """``alias_groups`` of ``n`` tensors no two of which share storage."""
     return tuple((i, i) for i in range(n)) if n > 1 else ()
-
-
-def overlapping(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` (sharing a storage) can reach a common byte: their byte
-    ranges ``[offset, offset + extent)`` intersect. Conservative: interleaved views that
-    touch disjoint elements of one range (``x[::2]``, ``x[1::2]``) count as overlapping.
-    The same test decides synthetic bases (``aotgrad.alias.storage``)."""
-    return overlaps(a, b)
 
 
 def storage_layout(

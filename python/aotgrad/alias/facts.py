@@ -119,7 +119,7 @@ def collect(
     storage_ids: dict[Any, int] = {}
     input_of_storage: dict[Any, list[int]] = {}
     storage_of_input: list[int] = []
-    tensor_inputs = [(k, w) for k, w in enumerate(wrapped) if isinstance(w, torch.Tensor)]
+    input_index = {id(w): k for k, w in enumerate(wrapped) if isinstance(w, torch.Tensor)}
     for k, (w, a) in enumerate(zip(wrapped, originals)):
         flags = _input_flags(w, a, grad_mode, keep_in_graph)
         facts.input_flags.append(flags)
@@ -141,7 +141,7 @@ def collect(
     base_groups: dict[int, int] = {}
     for j, o in enumerate(outputs):
         flags, inp, base, base_out = _output_row(
-            o, tensor_inputs, input_of_storage, originals, output_index, base_groups
+            o, input_index, input_of_storage, originals, output_index, base_groups
         )
         facts.output_flags.append(flags)
         facts.output_input.append(inp)
@@ -176,7 +176,7 @@ def _containing_input(o: Any, candidates: list[int], originals: Sequence[Any]) -
 
 def _output_row(
     o: Any,
-    tensor_inputs: Sequence[tuple[int, Any]],
+    input_index: dict[int, int],
     input_of_storage: dict[Any, list[int]],
     originals: Sequence[Any],
     output_index: dict[int, int],
@@ -187,7 +187,7 @@ def _output_row(
     flags = OUT_IS_TENSOR | (OUT_REQUIRES_GRAD if o.requires_grad else 0)
     if isinstance(o, FunctionalTensor) and torch._functionalize_was_storage_changed(o.elem):  # type: ignore[attr-defined]
         flags |= OUT_STORAGE_CHANGED
-    same = next((k for k, w in tensor_inputs if w is o), None)
+    same = input_index.get(id(o))
     if same is not None:
         return flags | OUT_IS_INPUT | OUT_ALIASES_INPUT, same, -1, -1
     candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))

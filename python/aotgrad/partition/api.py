@@ -125,18 +125,11 @@ _TORCH_KWARGS = frozenset({"static_lifetime_input_indices", "static_lifetime_inp
 
 
 def mark_static_inputs(joint_module: fx.GraphModule, indices: Any) -> None:
-    """Flag the primals at ``indices`` (parameters and buffers) ``STATIC_INPUT``."""
-    if not indices:
-        return
-    wanted = set(indices)
-    primals = [
-        n
-        for n in joint_module.graph.find_nodes(op="placeholder")
-        if n.meta.get("aotgrad_role", "primal" if "tangent" not in n.name else None) == "primal"
-    ]
-    for i, node in enumerate(primals):
-        if i in wanted:
-            node.meta[STATIC_KEY] = True
+    """Flag the primals at ``indices`` (parameters and buffers) ``STATIC_INPUT``. Primals
+    are a joint graph's leading placeholders, so primal ``i`` is placeholder ``i``."""
+    placeholders = joint_module.graph.find_nodes(op="placeholder")
+    for i in indices or ():
+        placeholders[i].meta[STATIC_KEY] = True
 
 
 def _own_options(kwargs: dict[str, Any]) -> dict[str, Any]:
