@@ -17,6 +17,7 @@ import torch.fx as fx
 
 from . import alias, observe, trace
 from .compile import Compiler, run_compiler
+from .frame_stack import with_frame_room
 from .runtime import (
     ForwardLayout,
     OutputAlias,
@@ -159,6 +160,7 @@ def _layout(
     )
 
 
+@with_frame_room
 @_gc_paused
 def build_program(
     flat_fn: Callable[..., list[Any]],
@@ -199,6 +201,7 @@ def build_program(
     return program
 
 
+@with_frame_room
 @_gc_paused
 def compile_program(program: PartitionedProgram, options: AotOptions) -> CompiledArtifact:
     """Compile a partitioned program's graphs and wrap them in the runtime."""
