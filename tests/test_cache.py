@@ -130,28 +130,36 @@ RELU_SCRIPT = textwrap.dedent(
     """
     import json, torch
     import aotgrad.observe as observe
+    from torch._dynamo.utils import counters
     hits = []
     observe.on_compiled(lambda a: hits.append("cache" in a.timings))
     torch.manual_seed(0)
     x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
-    c = torch.compile(lambda x, w: torch.relu(x @ w), backend="aotgrad")
+    c = torch.compile(lambda x, w: torch.relu(x @ w) + torch.arange(4.0), backend="aotgrad")
     c(x, w).sum().backward()
-    print(json.dumps({"hits": hits, "grad": w.grad.sum().item()}))
+    fx_cache = {k: v for k, v in counters["inductor"].items() if k.startswith("fxgraph_cache")}
+    print(json.dumps({"hits": hits, "grad": w.grad.sum().item(), "fx_cache": fx_cache}))
     """
 )
 
 
-def test_inductor_compiles_a_graph_read_back_from_disk(tmp_path):
-    """Unpickling a GraphModule re-traces its code, which turns relu-backward's
-    ``aten.full([], 0.0)`` into a real ``_tensor_constant``; Inductor's fake propagation
-    refused it, so every second process failed to compile a cached ReLU backward."""
-    env = dict(
-        os.environ,
-        AOTGRAD_CACHE_DIR=str(tmp_path / "aotgrad"),
-        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),  # no FX-graph cache hit
-    )
+@pytest.mark.parametrize("inductor_cache", ["fresh", "shared"])
+def test_inductor_compiles_a_graph_read_back_from_disk(tmp_path, inductor_cache):
+    """A second process reads the forward and backward back from aotgrad's disk cache.
+    With a fresh Inductor cache, Inductor compiles them (regression: the graphs used to be
+    re-traced when loaded, relu-backward's ``aten.full([], 0.0)`` became a real tensor
+    constant and Inductor's fake propagation refused it). With Inductor's cache shared,
+    both hit its FX-graph cache: the graphs come back exactly as they were built
+    (regression: re-traced graphs had other node names, so every kernel was generated
+    again)."""
     runs = []
-    for _ in range(2):
+    for k in range(2):
+        inductor_dir = "inductor" if inductor_cache == "shared" or k == 0 else "inductor-2"
+        env = dict(
+            os.environ,
+            AOTGRAD_CACHE_DIR=str(tmp_path / "aotgrad"),
+            TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor_dir),
+        )
         out = subprocess.run(
             [sys.executable, "-c", RELU_SCRIPT],
             env=env,
@@ -163,3 +171,55 @@ def test_inductor_compiles_a_graph_read_back_from_disk(tmp_path):
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert runs[0]["hits"] == [False] and runs[1]["hits"] == [True]
     assert runs[1]["grad"] == runs[0]["grad"]
+    assert runs[0]["fx_cache"] == {"fxgraph_cache_miss": 2}
+    expected = {"fxgraph_cache_hit": 2} if inductor_cache == "shared" else {"fxgraph_cache_miss": 2}
+    assert runs[1]["fx_cache"] == expected
+
+
+def _captured_program(fn, *args):
+    """The forward and backward GraphModules aotgrad builds for ``fn`` (nop compilers)."""
+    import aotgrad
+
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(gm, _inputs):
+        graphs.append(gm)
+        return gm
+
+    aotgrad.aot_function(fn, fw_compiler=keep)(*args).sum().backward()
+    return graphs
+
+
+def test_graph_records_bring_graphs_back_exactly():
+    from aotgrad import graph_records
+
+    def fn(x, w):
+        y = torch.relu(x @ w) + torch.arange(4.0)  # an all-constant call: stays a call
+        return torch.cond(y.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (y,))
+
+    x, w = torch.randn(3, 4), torch.randn(4, 4, requires_grad=True)
+    for gm in _captured_program(fn, x, w):
+        back = graph_records.loads(graph_records.dumps({"g": gm}))["g"]
+        assert back.code == gm.code
+        assert [n.name for n in back.graph.nodes] == [n.name for n in gm.graph.nodes]
+        for a, b in zip(gm.graph.nodes, back.graph.nodes):
+            assert b.target == a.target
+            assert {k: b.meta[k] for k in graph_records.KEPT_META & b.meta.keys()} == {
+                k: a.meta[k] for k in graph_records.KEPT_META & a.meta.keys()
+            }
+        assert not any(isinstance(v, torch.Tensor) for v in back.__dict__.values())
+        inputs = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
+        real = [torch.randn(v.shape).to(v.dtype) for v in inputs]
+        torch.testing.assert_close(back(*real), gm(*real))
+
+
+def test_graph_records_name_a_missing_operator():
+    from aotgrad import graph_records
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(torch.ops.aten.relu.default, (x,)))
+    data = graph_records.dumps(torch.fx.GraphModule(torch.nn.Module(), g))
+    broken = data.replace(b"aten::relu", b"aten::rel0")
+    with pytest.raises(AttributeError, match="rel0"):
+        graph_records.loads(broken)

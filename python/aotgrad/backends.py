@@ -104,6 +104,7 @@ def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: 
         for n in gm.graph.find_nodes(op="get_attr")
     )
     mode = detect_fake_mode(example_inputs) if real_constants else None
+    _canonical_attribute_order(gm)
     allow = (
         mock.patch.object(mode, "allow_non_fake_inputs", True)
         if mode is not None
@@ -111,6 +112,20 @@ def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: 
     )
     with allow:
         return compile_fx_inner(gm, example_inputs, **kwargs)
+
+
+def _canonical_attribute_order(gm: fx.GraphModule) -> None:
+    """Generate ``gm``'s code now and sort its attributes by name. Inductor's FX-graph
+    cache key pickles the GraphModule's ``__dict__``, whose order depends on the history
+    of the object (a lazily recompiled graph sets ``_code`` last); a graph built afresh
+    and the same graph read back from aotgrad's disk cache must hash alike."""
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    if isinstance(gm, _LazyGraphModule):
+        gm.real_recompile()
+    ordered = sorted(gm.__dict__.items())
+    gm.__dict__.clear()
+    gm.__dict__.update(ordered)
 
 
 def _mark_user_visible(gm: fx.GraphModule, count: int | None) -> None:

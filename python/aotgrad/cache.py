@@ -13,7 +13,8 @@ written by older code).
   partitioned program (forward/backward graphs and their layout), written before
   compilation. A hit in a new process skips tracing and partitioning; Inductor's
   own FX-graph cache then skips code generation. An entry is a header (format,
-  key, SHA-256 of the payload) and the pickled payload; an entry that fails any
+  key, SHA-256 of the payload) and the payload (graphs stored node by node by
+  ``graph_records``, so they come back exactly); an entry that fails any
   check — truncated, tampered, another key, another format — is discarded with a
   warning and rebuilt, never trusted.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import os
 import pickle
 import sys
@@ -37,9 +37,10 @@ from unittest import mock
 import torch
 import torch.fx as fx
 
+from . import graph_records
 from .program import AotOptions, CompiledArtifact, PartitionedProgram
 
-FORMAT = 1
+FORMAT = 2  # 2: graphs stored node by node (graph_records), no longer re-traced
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 
@@ -193,7 +194,7 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
         "layout": program.layout,
     }
     try:
-        payload = pickle.dumps(payload_obj, protocol=pickle.HIGHEST_PROTOCOL)
+        payload = graph_records.dumps(payload_obj)
     except Exception as e:  # a graph with an unpicklable constant: just don't cache it
         warnings.warn(f"aotgrad: not caching this graph on disk: {e}", stacklevel=2)
         return None
@@ -237,7 +238,7 @@ def _read_entry(path: Path, key: str) -> dict[str, Any]:
     if header.get("sha256") != hashlib.sha256(payload).hexdigest():
         raise CorruptEntry("checksum mismatch")
     try:
-        body = pickle.load(io.BytesIO(payload))
+        body = graph_records.loads(payload)
     except Exception as e:
         raise CorruptEntry(f"unreadable payload: {e}") from None
     if not isinstance(body, dict) or not isinstance(body.get("forward"), fx.GraphModule):
