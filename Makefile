@@ -55,6 +55,7 @@ bench: build
 	$(PY) benches/flow_vs_networkx.py
 	$(PY) benches/partition_vs_torch.py
 	$(PY) benches/backend_vs_inductor.py
+	$(PY) benches/cache_second_process.py
 
 # Every op of torch's op_db through aotgrad and through torch's aot_function.
 opinfo: build
