@@ -152,15 +152,22 @@ def worker(args: argparse.Namespace, first: str) -> dict[str, Any]:
     }
 
 
-def run_round(first: str, args: argparse.Namespace) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS=str(args.threads))
-    cmd = [sys.executable, __file__, "--worker", first]
-    for name in ("steps", "layers", "width", "seq", "batch", "threads"):
-        cmd += [f"--{name}", str(getattr(args, name))]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+def run_worker(script: str, argv: list[str], threads: int, **env: str) -> dict[str, Any]:
+    """Run ``script --worker ARGV`` in a fresh process (hash seed 0, ``threads`` OpenMP
+    threads, extra environment ``env``); its last stdout line is the JSON result."""
+    full_env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS=str(threads), **env)
+    cmd = [sys.executable, script, "--worker", *argv]
+    out = subprocess.run(cmd, env=full_env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
-        raise SystemExit(f"round worker failed:\n{out.stderr[-4000:]}")
+        raise SystemExit(f"worker failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_round(first: str, args: argparse.Namespace) -> dict[str, Any]:
+    argv = [first]
+    for name in ("steps", "layers", "width", "seq", "batch", "threads"):
+        argv += [f"--{name}", str(getattr(args, name))]
+    return run_worker(__file__, argv, args.threads)
 
 
 def _print_metric(name: str, rounds: list[dict[str, Any]], get: Any, ratio_of: Any) -> dict:

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,18 +59,15 @@ def worker(backend: str) -> dict[str, Any]:
 
 
 def run_process(backend: str, aotgrad_dir: str, inductor_dir: str) -> dict[str, Any]:
-    env = dict(
-        os.environ,
+    from backend_vs_inductor import run_worker
+
+    return run_worker(
+        __file__,
+        [backend],
+        1,
         AOTGRAD_CACHE_DIR=aotgrad_dir,
         TORCHINDUCTOR_CACHE_DIR=inductor_dir,
-        OMP_NUM_THREADS="1",
-        PYTHONHASHSEED="0",
     )
-    cmd = [sys.executable, __file__, "--worker", backend]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"worker failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def chain(backend: str, root: str, name: str, *, fresh_inductor_second: bool) -> list[dict]:

@@ -36,14 +36,20 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(tmp_path: Path, backend: str = "aotgrad_eager") -> dict:
+def _run(
+    tmp_path: Path,
+    backend: str = "aotgrad_eager",
+    script: str = SCRIPT,
+    inductor_dir: str = "inductor",
+) -> dict:
+    """Run ``script`` in a fresh process with its caches under ``tmp_path``."""
     env = dict(
         os.environ,
         AOTGRAD_CACHE_DIR=str(tmp_path / "aotgrad"),
-        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor_dir),
     )
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, backend],
+        [sys.executable, "-c", script, backend],
         env=env,
         capture_output=True,
         text=True,
@@ -128,14 +134,14 @@ def test_key_changes_with_input_metadata():
 
 RELU_SCRIPT = textwrap.dedent(
     """
-    import json, torch
+    import json, sys, torch
     import aotgrad.observe as observe
     from torch._dynamo.utils import counters
     hits = []
     observe.on_compiled(lambda a: hits.append("cache" in a.timings))
     torch.manual_seed(0)
     x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
-    c = torch.compile(lambda x, w: torch.relu(x @ w) + torch.arange(4.0), backend="aotgrad")
+    c = torch.compile(lambda x, w: torch.relu(x @ w) + torch.arange(4.0), backend=sys.argv[1])
     c(x, w).sum().backward()
     fx_cache = {k: v for k, v in counters["inductor"].items() if k.startswith("fxgraph_cache")}
     print(json.dumps({"hits": hits, "grad": w.grad.sum().item(), "fx_cache": fx_cache}))
@@ -152,23 +158,11 @@ def test_inductor_compiles_a_graph_read_back_from_disk(tmp_path, inductor_cache)
     both hit its FX-graph cache: the graphs come back exactly as they were built
     (regression: re-traced graphs had other node names, so every kernel was generated
     again)."""
-    runs = []
-    for k in range(2):
-        inductor_dir = "inductor" if inductor_cache == "shared" or k == 0 else "inductor-2"
-        env = dict(
-            os.environ,
-            AOTGRAD_CACHE_DIR=str(tmp_path / "aotgrad"),
-            TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor_dir),
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", RELU_SCRIPT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=True,
-        )
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    second_dir = "inductor" if inductor_cache == "shared" else "inductor-2"
+    runs = [
+        _run(tmp_path, "aotgrad", RELU_SCRIPT),
+        _run(tmp_path, "aotgrad", RELU_SCRIPT, inductor_dir=second_dir),
+    ]
     assert runs[0]["hits"] == [False] and runs[1]["hits"] == [True]
     assert runs[1]["grad"] == runs[0]["grad"]
     assert runs[0]["fx_cache"] == {"fxgraph_cache_miss": 2}
