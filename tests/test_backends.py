@@ -110,6 +110,47 @@ def test_dynamic_shapes_compile_once(backend):
     assert len(compiles) == 1 and "SymInt" in compiles[0]
 
 
+@pytest.mark.parametrize("backend", ["aotgrad_eager", "aotgrad"])
+def test_data_dependent_sizes_trace_and_train(backend):
+    """nonzero and item() make unbacked sizes: traced once (strict: no eager fallback),
+    the backward scatters into them, and every count of nonzeros runs the same graphs."""
+    from aotgrad.backends import aotgrad_backend, aotgrad_eager_backend
+
+    inner = aotgrad_backend if backend == "aotgrad" else aotgrad_eager_backend
+    compiles = []
+
+    def counting(gm, example_inputs, **kw):
+        compiles.append(gm)
+        return inner(gm, example_inputs, options={"strict": True})
+
+    def f(x, w):
+        idx = (x > 0).nonzero().squeeze(1)
+        y = x[idx] * w[idx]
+        n = (x > 0).sum().item()
+        return y.sum() + y.square().mean() + torch.ones(n).sum(), y.tanh()
+
+    torch._dynamo.reset()
+    c = torch.compile(f, backend=counting)
+    counts = set()
+    with torch._dynamo.config.patch(
+        capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True
+    ):
+        for seed in (0, 1, 2):
+            torch.manual_seed(seed)
+            x = torch.randn(16, requires_grad=True)
+            w = torch.randn(16, requires_grad=True)
+            a, b = c(x, w)
+            (a + b.sum()).backward()
+            x2, w2 = x.detach().requires_grad_(), w.detach().requires_grad_()
+            a2, b2 = f(x2, w2)
+            (a2 + b2.sum()).backward()
+            torch.testing.assert_close((a, b), (a2, b2))
+            torch.testing.assert_close((x.grad, w.grad), (x2.grad, w2.grad))
+            counts.add(b.shape[0])
+    assert len(counts) > 1  # the data did change the sizes
+    assert len(compiles) == 1
+
+
 def test_fallback_warns_once_and_strict_raises(monkeypatch):
     import aotgrad.api
     from aotgrad.errors import AotgradError, TraceError

@@ -170,6 +170,34 @@ def test_inductor_compiles_a_graph_read_back_from_disk(tmp_path, inductor_cache)
     assert runs[1]["fx_cache"] == expected
 
 
+DATA_DEPENDENT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, torch
+    import aotgrad.observe as observe
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    torch._dynamo.config.capture_scalar_outputs = True
+    hits = []
+    observe.on_compiled(lambda a: hits.append("cache" in a.timings))
+    def f(x, w):
+        y = x[(x > 0).nonzero().squeeze(1)] * w[:1]
+        return y.square().sum() + torch.ones((x > 0).sum().item()).sum()
+    torch.manual_seed(0)
+    x, w = torch.randn(16), torch.randn(16, requires_grad=True)
+    c = torch.compile(f, backend=sys.argv[1], options={"strict": True})
+    c(x, w).backward()
+    print(json.dumps({"hits": hits, "grad": w.grad.tolist()}))
+    """
+)
+
+
+def test_data_dependent_sizes_come_back_from_disk(tmp_path):
+    """Unbacked sizes (nonzero, item) in a graph read back by a second process: its fake
+    values and unbacked bindings are made again, and Inductor compiles it."""
+    runs = [_run(tmp_path, "aotgrad", DATA_DEPENDENT_SCRIPT, inductor_dir=d) for d in "ab"]
+    assert [r["hits"] for r in runs] == [[False], [True]]
+    assert runs[1]["grad"] == runs[0]["grad"] != [0.0] * 16
+
+
 def _captured_program(fn, *args):
     """The forward and backward GraphModules aotgrad builds for ``fn`` (nop compilers)."""
     import aotgrad

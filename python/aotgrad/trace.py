@@ -263,7 +263,13 @@ def collect_metadata(
     classify them (``aotgrad.alias``). ``keep_input_mutations``: a forward-only graph
     that writes into its inputs itself."""
     grad_mode = torch.is_grad_enabled()
-    with _tracing_modes(fake_mode), _trace_errors(fn):
+    shape_env = fake_mode.shape_env
+    # Data-dependent ops (nonzero, item) make unbacked symbols here; only the traced run's
+    # belong in the graph, so this run's are not left pending.
+    suppress_pending = (
+        shape_env.ignore_fresh_unbacked_symbols() if shape_env else contextlib.nullcontext()
+    )
+    with _tracing_modes(fake_mode), suppress_pending, _trace_errors(fn):
         wrapped = [_to_functional(a) for a in fake_args]
         before = alias.facts.versions(wrapped)
         chain = _EffectChain()
