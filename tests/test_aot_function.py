@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import aotgrad
-from aotgrad.errors import AotgradError, TraceError
+from aotgrad.errors import AotgradError, TraceError, UnsupportedError
 from aotgrad.partition import default_partition, min_cut_rematerialization_partition
 
 PARTITIONERS = [default_partition, min_cut_rematerialization_partition]
@@ -246,9 +246,26 @@ def test_effectful_linalg_ops_keep_their_error_checks(partition_fn):
 
 
 def test_zero_dim_tensor_value_is_never_baked_in():
-    def fn(x, start):
+    """A tensor's value used as a size becomes an unbacked symbol: one graph serves
+    every value. A view of an input at such an offset can't be rebuilt from the inputs
+    alone: refused, naming why."""
+
+    def copy_of_narrow(x, start):
+        return torch.narrow(x, 0, start, 2) * 2
+
+    compiled = aotgrad.aot_function(copy_of_narrow, aotgrad.nop)
+    x = torch.randn(5, 3, requires_grad=True)
+    for start in (1, 3):
+        out = compiled(x, torch.tensor(start))
+        torch.testing.assert_close(out, x[start : start + 2] * 2)
+        (g,) = torch.autograd.grad(out.sum(), x)
+        torch.testing.assert_close(g[start : start + 2], torch.full((2, 3), 2.0))
+        assert g.sum() == 12
+    assert len(compiled.artifacts) == 1
+
+    def narrow(x, start):
         return torch.narrow(x, 0, start, 2)
 
-    compiled = aotgrad.aot_function(fn, aotgrad.nop)
-    with pytest.raises(TraceError, match="data-dependent"):
+    compiled = aotgrad.aot_function(narrow, aotgrad.nop)
+    with pytest.raises(UnsupportedError, match="data-dependent sizes or offset"):
         compiled(torch.randn(5, 3, requires_grad=True), torch.tensor(1))

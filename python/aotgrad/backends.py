@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 
 from .api import aot_module_simplified
-from .compile import nop
+from .compile import fake_mode_of, nop
 from .errors import AotgradError
 from .partition import default_partition, min_cut_rematerialization_partition
 
@@ -70,20 +70,13 @@ def _device_of(inputs: Sequence[Any]) -> torch.device | None:
     return None
 
 
-def _fake_mode_of(gm: fx.GraphModule) -> Any:
-    from torch._guards import detect_fake_mode
-
-    vals = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
-    return detect_fake_mode(vals)
-
-
 def _run_joint_graph_passes(gm: fx.GraphModule, inputs: Sequence[Any]) -> fx.GraphModule:
     """Inductor's joint-graph passes (pattern rewrites, random-op replacement): required
     before ``compile_fx_inner`` sees a graph containing ``aten.rand``."""
     from torch._inductor.fx_passes.joint_graph import joint_graph_passes
     from torch._inductor.virtualized import V
 
-    with V.set_fake_mode(_fake_mode_of(gm)):
+    with V.set_fake_mode(fake_mode_of(gm)):
         return joint_graph_passes(gm, _device_of(inputs)) or gm
 
 

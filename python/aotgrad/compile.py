@@ -8,11 +8,15 @@ called with positional arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import torch
 import torch.fx as fx
+from torch._guards import TracingContext, detect_fake_mode, tracing
 from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 Compiler = Callable[[fx.GraphModule, Sequence[Any]], Callable[..., Any]]
 
@@ -49,6 +53,43 @@ def fake_inputs_of(gm: fx.GraphModule) -> list[Any]:
     return [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
 
 
-def run_compiler(compiler: Compiler, gm: fx.GraphModule) -> Callable[[list[Any]], Any]:
-    """Compile ``gm`` with ``compiler`` and return it in the boxed convention."""
-    return boxed(compiler(gm, fake_inputs_of(gm)))
+def fake_mode_of(gm: fx.GraphModule) -> Any:
+    """The fake mode of ``gm``'s placeholders' values (None when they have none)."""
+    return detect_fake_mode(fake_inputs_of(gm))
+
+
+def run_compiler(
+    compiler: Compiler, gm: fx.GraphModule, example_inputs: Sequence[Any] | None = None
+) -> Callable[[list[Any]], Any]:
+    """Compile ``gm`` with ``compiler`` (for ``example_inputs``, by default its
+    placeholders' fake values) and return it in the boxed convention."""
+    inputs = fake_inputs_of(gm) if example_inputs is None else example_inputs
+    return boxed(compiler(gm, inputs))
+
+
+@contextlib.contextmanager
+def reporting_output_strides(fake_mode: Any) -> Iterator[list[Any] | None]:
+    """Collect the strides a compiler gives its graph's outputs (Inductor reports them to
+    the tracing context; its layout optimisation can make a saved convolution output
+    channels-last). Yields the list it fills, empty when the compiler reports nothing."""
+    context = TracingContext.try_get()
+    scope = tracing(TracingContext(fake_mode)) if context is None else contextlib.nullcontext()
+    with scope, TracingContext.report_output_strides() as strides:
+        yield strides
+
+
+def saved_inputs_as_produced(
+    backward: fx.GraphModule, forward_strides: list[Any] | None, first_saved_output: int
+) -> list[Any]:
+    """The backward's example inputs, its saved tensors restrided as the compiled forward
+    produces them (the backward's first inputs are the forward's outputs from
+    ``first_saved_output`` on): compiled for the strides it will really get."""
+    inputs = fake_inputs_of(backward)
+    strides = (forward_strides or [])[first_saved_output:]
+    for i, (value, stride) in enumerate(zip(inputs, strides)):
+        if not isinstance(value, torch.Tensor) or stride is None:
+            continue
+        # Compare without guessing: statically_known_true never specialises a symbol.
+        if not all(statically_known_true(a == b) for a, b in zip(value.stride(), stride)):
+            inputs[i] = value.as_strided(value.size(), stride, value.storage_offset())
+    return inputs

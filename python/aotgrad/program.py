@@ -16,7 +16,14 @@ import torch
 import torch.fx as fx
 
 from . import alias, observe, trace
-from .compile import Compiler, run_compiler
+from .compile import (
+    Compiler,
+    fake_mode_of,
+    reporting_output_strides,
+    run_compiler,
+    saved_inputs_as_produced,
+)
+from .errors import UnsupportedError
 from .frame_stack import with_frame_room
 from .runtime import (
     ForwardLayout,
@@ -138,6 +145,14 @@ def _layout(
         if v in (verdict.METADATA, verdict.DATA_AND_METADATA)
     }
     specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
+    bindings = [] if all(s.static for s in specs) else alias.views.bindings_of(fake_args)
+    unbound = alias.views.unbound_symbols(specs, bindings)
+    if unbound:
+        raise UnsupportedError(
+            "an output that views an input or intermediate, or an input's new metadata, "
+            f"has data-dependent sizes or offset ({', '.join(sorted(map(str, unbound)))}): "
+            "not supported; return a copy (.clone()) instead"
+        )
     return ForwardLayout(
         num_user_outputs=len(metadata.outputs),
         mutated_inputs=plan.mutated_inputs,
@@ -156,7 +171,7 @@ def _layout(
             if v != verdict.UNMUTATED and facts.input_version_delta[i] > 0
         },
         output_aliases=aliases,
-        bindings=[] if all(s.static for s in specs) else alias.views.bindings_of(fake_args),
+        bindings=bindings,
     )
 
 
@@ -214,8 +229,10 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
         run = make_inference_function(fw, layout)
     else:
         assert program.backward is not None
-        fw = run_compiler(options.fw_compiler, program.forward)
-        bw = run_compiler(options.bw_compiler or options.fw_compiler, program.backward)
+        with reporting_output_strides(fake_mode_of(program.forward)) as fw_strides:
+            fw = run_compiler(options.fw_compiler, program.forward)
+        bw_inputs = saved_inputs_as_produced(program.backward, fw_strides, layout.num_fwd_outputs)
+        bw = run_compiler(options.bw_compiler or options.fw_compiler, program.backward, bw_inputs)
         run = make_training_function(fw, bw, layout)
     timings["compile"] = time.perf_counter() - t0
     artifact = CompiledArtifact(

@@ -76,6 +76,17 @@ def bindings_of(fake_args: Sequence[Any]) -> list[Binding]:
     return out
 
 
+def unbound_symbols(specs: Sequence[ViewSpec], bindings: Sequence[Binding]) -> set[Any]:
+    """The symbols of ``specs`` that no binding reads from the inputs: data-dependent
+    (unbacked) sizes, which the inputs alone cannot give at run time."""
+    found: set[Any] = set()
+    for spec in specs:
+        for v in (*spec.size, *spec.stride, spec.offset, *(spec.base_stride or ())):
+            if not isinstance(v, int):
+                found |= v.free_symbols
+    return found - {b[0] for b in bindings}
+
+
 def _read(arg: Any, kind: str, d: int) -> int:
     if kind == "size":
         return int(arg.shape[d])

@@ -160,11 +160,13 @@ fn penalize(cap: &mut [f64], edges: &[usize]) {
 
 /// The capacity of `in(v) -> out(v)`: what saving `v` costs.
 fn save_cost(store: &GraphStore, rules: &OpRules, v: NodeId, dist: u32, scale: &[f64]) -> f64 {
-    if store.has_flag(v, flags::SYMINT) {
-        return 1.0;
-    }
+    // A SymFloat (SYMINT | NON_TENSOR) is never saved: it is recomputed from the sizes
+    // it is made of (saved as ints), as torch's min-cut does.
     if store.has_flag(v, flags::NON_TENSOR | flags::MULTI_OUTPUT) {
         return INF;
+    }
+    if store.has_flag(v, flags::SYMINT) {
+        return 1.0;
     }
     if store.kind[v.index()] == NodeKind::Primal && store.has_flag(v, flags::STATIC_INPUT) {
         return 0.0; // a parameter is alive all step: saving it is free (torch does the same)
