@@ -151,6 +151,40 @@ def test_data_dependent_sizes_trace_and_train(backend):
     assert len(compiles) == 1
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_convolutions_train_with_inductor_layouts(dynamic):
+    """Inductor's layout optimisation makes saved convolution outputs channels-last: the
+    backward is compiled for the strides the compiled forward really produces
+    (regression: a stride assertion failed in the backward). Dynamic: batch norm's
+    SymFloat (1/N) is recomputed in the backward, not saved, so Inductor's FX-graph cache
+    can key both graphs (regression: ``fxgraph_cache_bypass``)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 4, 3),
+    )
+    ref = copy.deepcopy(m)
+    c = torch.compile(m, backend="aotgrad", dynamic=dynamic, options={"strict": True})
+    for b in (2, 3) if dynamic else (2,):
+        x = torch.randn(b, 3, 10, 10)
+        out = c(x)
+        out.square().sum().backward()
+        r = ref(x)
+        r.square().sum().backward()
+        torch.testing.assert_close(out, r, rtol=1e-4, atol=1e-4)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-3)
+        for p, q in zip(m.buffers(), ref.buffers()):
+            torch.testing.assert_close(p, q)
+    assert "fxgraph_cache_bypass" not in counters["inductor"]
+
+
 def test_fallback_warns_once_and_strict_raises(monkeypatch):
     import aotgrad.api
     from aotgrad.errors import AotgradError, TraceError

@@ -379,11 +379,13 @@ pub(crate) fn better(a: &Point, b: &Point, target: u64) -> bool {
 /// cut cannot price shared storage once: the exact solver and the reported
 /// figures do, [`activation_bytes`]).
 fn save_cap(store: &GraphStore, roots: &[NodeId], v: NodeId) -> f64 {
-    if store.has_flag(v, flags::SYMINT) {
-        return 1.0;
-    }
+    // A SymFloat (SYMINT | NON_TENSOR) is never saved: it is recomputed from the sizes
+    // it is made of (saved as ints), as torch's min-cut does.
     if store.has_flag(v, flags::NON_TENSOR | flags::MULTI_OUTPUT) {
         return INF;
+    }
+    if store.has_flag(v, flags::SYMINT) {
+        return 1.0;
     }
     if store.kind[roots[v.index()].index()] == NodeKind::Primal {
         return 0.0;

@@ -137,6 +137,34 @@ fn compute_intensive_ops_are_saved_and_symints_come_last() {
 }
 
 #[test]
+fn min_cut_recomputes_symfloats_from_the_sizes_they_are_made_of() {
+    // f = 1 / size(x) is a SymFloat (SYMINT | NON_TENSOR): min-cut saves the size and
+    // recomputes f in the backward; the default partition saves f itself, as torch's.
+    let mut c = Columns::new();
+    let (mm, size, div, mul) = (
+        c.intern("aten.mm.default"),
+        c.intern("aten.sym_size.int"),
+        c.intern("_operator.truediv"),
+        c.intern("aten.mul.Tensor"),
+    );
+    let x = c.push(PRIMAL, 0, &[], 400, 0);
+    let w = c.push(PRIMAL, 0, &[], 400, 0);
+    let t = c.push(TANGENT, 0, &[], 4000, 0);
+    let s = c.push(CALL, size, &[x], 8, flags::SYMINT);
+    let f = c.push(CALL, div, &[s], 0, flags::SYMINT | flags::NON_TENSOR);
+    let y = c.push(CALL, mm, &[x, w], 4000, 0);
+    let dy = c.push(CALL, mul, &[t, y, f], 4000, 0);
+    c.outputs = vec![y as i32, dy as i32, -1];
+    c.num_fwd_outputs = 1;
+    let g = GraphStore::from_table(&c.view()).unwrap();
+    let (d, m) = both(&g);
+    assert_eq!(ids(&d.saved), [y, f]);
+    assert_eq!(ids(&m.saved), [y, s]);
+    assert_eq!(m.num_saved_symints, 1);
+    assert_eq!(m.placement[f as usize], 2, "f is computed in the backward only");
+}
+
+#[test]
 fn errors_are_typed() {
     // A forward output that reads a tangent.
     let mut c = Columns::new();
