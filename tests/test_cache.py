@@ -198,6 +198,32 @@ def test_data_dependent_sizes_come_back_from_disk(tmp_path):
     assert runs[1]["grad"] == runs[0]["grad"] != [0.0] * 16
 
 
+DYNAMIC_CONV_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, torch
+    from torch._dynamo.utils import counters
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    c = torch.compile(m, backend=sys.argv[1], dynamic=True, options={"strict": True})
+    c(torch.randn(2, 3, 10, 10)).square().sum().backward()
+    fx_cache = {k: v for k, v in counters["inductor"].items() if k.startswith("fxgraph_cache")}
+    print(json.dumps({"grad": m[0].weight.grad.sum().item(), "fx_cache": fx_cache}))
+    """
+)
+
+
+def test_dynamic_backward_hits_inductors_cache_in_a_second_process(tmp_path):
+    """The backward of a dynamic-shape graph reads a derived size (a numel, 8*s0*(s1-2)**2):
+    the symbols it is made of are saved too, so the backward's cache entry guards on its
+    own inputs (regression: its guards named the forward's sources and the second
+    process's cache lookup failed with KeyError 'args'; before that, a saved SymFloat
+    made Inductor bypass its cache for the backward)."""
+    runs = [_run(tmp_path, "aotgrad", DYNAMIC_CONV_SCRIPT) for _ in range(2)]
+    assert runs[0]["fx_cache"] == {"fxgraph_cache_miss": 2}
+    assert runs[1]["fx_cache"] == {"fxgraph_cache_hit": 2}
+    assert runs[1]["grad"] == runs[0]["grad"]
+
+
 def _captured_program(fn, *args):
     """The forward and backward GraphModules aotgrad builds for ``fn`` (nop compilers)."""
     import aotgrad

@@ -56,6 +56,12 @@ def _placeholder(graph: fx.Graph, node: fx.Node, env: dict[fx.Node, fx.Node], na
     env[node] = new
 
 
+def is_tangent(placeholder: fx.Node) -> bool:
+    """Whether a joint graph's placeholder is a tangent (else a primal)."""
+    role = placeholder.meta.get("aotgrad_role", "primal")
+    return role == "tangent" or placeholder.name.startswith("tangents")
+
+
 def _map_outputs(values: Sequence[Any], env: dict[fx.Node, fx.Node], which: str) -> list[Any]:
     out = []
     for v in values:
@@ -115,9 +121,7 @@ def split_joint(
                     env[node] = env[r]
             continue
         if node.op == "placeholder":
-            if node.meta.get("aotgrad_role", "primal") == "tangent" or node.name.startswith(
-                "tangents"
-            ):
+            if is_tangent(node):
                 _placeholder(bw_graph, node, bw_env, node.name)
             else:
                 _placeholder(fw_graph, node, fw_env, node.name)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 import torch.fx as fx
 
 from .. import _rust
-from ..split import split_joint
+from ..split import IN_BACKWARD, IN_FORWARD, is_tangent, split_joint
 from ..table import STATIC_KEY, to_table
 from .reorder import has_checkpoint_tags, mimic_autograd_order
+from .symbols import missing_bindings
 
 SAVED_REASONS = (
     "read by backward",
@@ -62,6 +65,31 @@ class PartitionResult:
             rep=_as_array(raw.rep, np.uint32),
         )
 
+    def with_symbol_bindings(self, joint: fx.GraphModule) -> PartitionResult:
+        """This decision, also saving the nodes that bind the size symbols its saved
+        values and the tangents mention (``symbols``); itself when none is missing."""
+        saved = self.saved_nodes()
+        tangents = [n for n in joint.graph.find_nodes(op="placeholder") if is_tangent(n)]
+        extra = missing_bindings(joint, saved, tangents)
+        if not extra:
+            return self
+        row_of = {n: i for i, n in enumerate(self.nodes)}
+        rows = [int(self.rep[row_of[n]]) for n in extra if n in row_of]
+        rows = [r for r in dict.fromkeys(rows) if self.placement[r] & IN_FORWARD]
+        # Tensors first, then SymInts: the bindings lead the SymInts, as in torch.
+        n_tensors = sum(isinstance(n.meta.get("val"), torch.Tensor) for n in saved)
+        placement = self.placement.copy()
+        placement[rows] |= IN_FORWARD | IN_BACKWARD
+        reason = SAVED_REASONS.index("symbolic size")
+        return dataclasses.replace(
+            self,
+            placement=placement,
+            saved=np.insert(self.saved, n_tensors, rows).astype(np.uint32),
+            saved_reason=np.insert(self.saved_reason, n_tensors, [reason] * len(rows)).astype(
+                np.uint8
+            ),
+        )
+
     def split(
         self, joint: fx.GraphModule, num_fwd_outputs: int
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -92,7 +120,7 @@ def partition_joint(
         raw = _rust.partition_default(store, options or None)
     else:
         raise ValueError(f"unknown partition kind {kind!r}")
-    return PartitionResult.from_raw(nodes, raw)
+    return PartitionResult.from_raw(nodes, raw).with_symbol_bindings(joint_module)
 
 
 def _partition(
