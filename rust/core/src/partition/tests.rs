@@ -161,7 +161,10 @@ fn min_cut_recomputes_symfloats_from_the_sizes_they_are_made_of() {
     assert_eq!(ids(&d.saved), [y, f]);
     assert_eq!(ids(&m.saved), [y, s]);
     assert_eq!(m.num_saved_symints, 1);
-    assert_eq!(m.placement[f as usize], 2, "f is computed in the backward only");
+    assert_eq!(
+        m.placement[f as usize], 2,
+        "f is computed in the backward only"
+    );
 }
 
 #[test]
