@@ -75,6 +75,24 @@ def test_entry_point_registers_backends_without_import():
     assert out.stdout.strip().startswith("ok")
 
 
+def test_first_graph_of_a_process_may_use_inductor_decompositions_of_pooling():
+    """Inductor's max_pool2d decomposition reads torch._inductor.lowering; in a fresh
+    process aotgrad traces with it before anything of Inductor's compiler is loaded
+    (regression: AttributeError, the graph refused)."""
+    code = textwrap.dedent(
+        """
+        import torch
+        from aotgrad.models import zoo
+        zoo.check("maxpool_convtranspose", "aotgrad")
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert out.stdout.strip() == "ok"
+
+
 def test_unknown_option_is_a_clear_error():
     torch._dynamo.reset()
     f = torch.compile(lambda x: x + 1, backend="aotgrad_eager", options={"bogus": 1})

@@ -187,6 +187,10 @@ def inductor_backward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Call
 
 @functools.cache
 def inductor_decompositions() -> dict[Any, Any]:
+    # Some of Inductor's decompositions (max_pool2d's) call into torch._inductor.lowering,
+    # which torch's own backend has imported by then (through compile_fx): import it too,
+    # else the first such graph of a process fails to trace.
+    import torch._inductor.lowering  # noqa: F401
     from torch._inductor.decomposition import select_decomp_table
 
     return select_decomp_table()
