@@ -11,7 +11,7 @@ RUST_SRC := $(shell find rust -name '*.rs' -o -name 'Cargo.toml') Cargo.toml Car
 EXT_STAMP := $(VENV)/.ext-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv build browser test test-rust test-python demo bench opinfo lint fmt wheel clean
+.PHONY: all venv build browser test test-rust test-python demo bench opinfo models lint fmt wheel clean
 
 all: test
 
@@ -60,6 +60,10 @@ bench: build
 # Every op of torch's op_db through aotgrad and through torch's aot_function.
 opinfo: build
 	$(PY) benches/opinfo_sweep.py
+
+# Every model of aotgrad.models.zoo through aotgrad's backends and torch's, static and dynamic.
+models: build
+	$(PY) benches/model_sweep.py
 
 lint: $(STAMP)
 	cargo fmt --all -- --check
