@@ -271,11 +271,14 @@ def restore_fake_values(program: PartitionedProgram, fake_args: Sequence[Any], m
     """Give a deserialised program's nodes their ``meta["val"]`` back (compilers read them):
     propagate the fake inputs through the forward; the backward's inputs are the forward's
     saved outputs and tangents shaped like the differentiable outputs."""
+    from torch._dispatch.python import enable_python_dispatcher
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     # Tensor constants of the graphs (get_attr) come back as real tensors: let the fake
-    # mode convert them, as Inductor's own fake propagation does.
-    with mock.patch.object(mode, "allow_non_fake_inputs", True):
+    # mode convert them, as Inductor's own fake propagation does. The Python dispatcher,
+    # as when tracing: some ops' symbolic-shape rules live there (regression: a dynamic
+    # upsample's _unsafe_index failed on symbolic sizes in the second process).
+    with mock.patch.object(mode, "allow_non_fake_inputs", True), enable_python_dispatcher():
         _propagate(program, fake_args, mode, FakeTensorProp)
 
 
