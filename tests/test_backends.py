@@ -169,13 +169,15 @@ def test_data_dependent_sizes_trace_and_train(backend):
     assert len(compiles) == 1
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_convolutions_train_with_inductor_layouts(dynamic):
+@pytest.mark.parametrize(
+    ("dynamic", "partitioner"), [(False, "min_cut"), (True, "min_cut"), (True, "default")]
+)
+def test_convolutions_train_with_inductor_layouts(dynamic, partitioner):
     """Inductor's layout optimisation makes saved convolution outputs channels-last: the
     backward is compiled for the strides the compiled forward really produces
     (regression: a stride assertion failed in the backward). Dynamic: batch norm's
-    SymFloat (1/N) is recomputed in the backward, not saved, so Inductor's FX-graph cache
-    can key both graphs (regression: ``fxgraph_cache_bypass``)."""
+    SymFloat (1/N) is recomputed in the backward, not saved, by both partitioners, so
+    Inductor's FX-graph cache can key both graphs (regression: ``fxgraph_cache_bypass``)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
@@ -188,7 +190,8 @@ def test_convolutions_train_with_inductor_layouts(dynamic):
         torch.nn.Conv2d(8, 4, 3),
     )
     ref = copy.deepcopy(m)
-    c = torch.compile(m, backend="aotgrad", dynamic=dynamic, options={"strict": True})
+    options = {"strict": True, "partitioner": partitioner}
+    c = torch.compile(m, backend="aotgrad", dynamic=dynamic, options=options)
     for b in (2, 3) if dynamic else (2,):
         x = torch.randn(b, 3, 10, 10)
         out = c(x)

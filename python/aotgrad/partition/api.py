@@ -167,7 +167,9 @@ def _own_options(kwargs: dict[str, Any]) -> dict[str, Any]:
 def default_partition(
     joint_module: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int, **kwargs: Any
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """Save every forward value the backward reads; recompute nothing."""
+    """Save every forward value the backward reads; recompute nothing but SymFloats
+    (free from the sizes they are made of; a saved one keeps Inductor from caching
+    the backward)."""
     mark_static_inputs(joint_module, kwargs.get("static_lifetime_input_indices"))
     return _partition("default", joint_module, num_fwd_outputs, _own_options(kwargs))
 

@@ -9,7 +9,9 @@
 //! (`SymInt`s last, as ints); backward = the tangent-derived nodes and what they
 //! need. Nodes tagged `MUST_RECOMPUTE` are recomputed in the backward (their
 //! inputs saved instead), as torch's default partition does for activation
-//! checkpointing. Errors: [`crate::Error::Graph`] if a forward output is
+//! checkpointing; so are SymFloats (`SYMINT | NON_TENSOR`), which torch's saves:
+//! recomputing one from its sizes is free, and a saved one is a backward input
+//! Inductor's FX-graph cache cannot key on. Errors: [`crate::Error::Graph`] if a forward output is
 //! tangent-derived.
 //! Complexity: `O(N + E)`.
 //! Reference: `torch._functorch.partitioners.default_partition`.
@@ -20,7 +22,8 @@ use super::prepass::with_passes;
 use super::result::{Partition, SavedReason};
 use super::rules::{OpRules, PartitionOptions};
 use crate::error::Result;
-use crate::store::GraphStore;
+use crate::ids::NodeId;
+use crate::store::{flags, GraphStore};
 
 /// Partitions `store` the way the original program ran (see the module docs).
 pub fn partition_default(store: &GraphStore, opts: &PartitionOptions) -> Result<Partition> {
@@ -34,7 +37,12 @@ fn partition(store: &GraphStore) -> Result<Partition> {
         store,
         &rules,
         &info,
-        |v| rules.must_recompute(v),
+        |v| rules.must_recompute(v) || is_symfloat(store, v),
         |v| common_reason(store, &rules, v).unwrap_or(SavedReason::ReadByBackward),
     ))
+}
+
+/// A SymFloat: a symbolic scalar that is not an int (see `docs/node_table.md`).
+fn is_symfloat(store: &GraphStore, v: NodeId) -> bool {
+    store.has_flag(v, flags::SYMINT) && store.has_flag(v, flags::NON_TENSOR)
 }

@@ -137,9 +137,9 @@ fn compute_intensive_ops_are_saved_and_symints_come_last() {
 }
 
 #[test]
-fn min_cut_recomputes_symfloats_from_the_sizes_they_are_made_of() {
-    // f = 1 / size(x) is a SymFloat (SYMINT | NON_TENSOR): min-cut saves the size and
-    // recomputes f in the backward; the default partition saves f itself, as torch's.
+fn symfloats_are_recomputed_from_the_sizes_they_are_made_of() {
+    // f = 1 / size(x) is a SymFloat (SYMINT | NON_TENSOR): both partitioners save the
+    // size and recompute f in the backward (torch's default partition saves f itself).
     let mut c = Columns::new();
     let (mm, size, div, mul) = (
         c.intern("aten.mm.default"),
@@ -158,13 +158,14 @@ fn min_cut_recomputes_symfloats_from_the_sizes_they_are_made_of() {
     c.num_fwd_outputs = 1;
     let g = GraphStore::from_table(&c.view()).unwrap();
     let (d, m) = both(&g);
-    assert_eq!(ids(&d.saved), [y, f]);
-    assert_eq!(ids(&m.saved), [y, s]);
-    assert_eq!(m.num_saved_symints, 1);
-    assert_eq!(
-        m.placement[f as usize], 2,
-        "f is computed in the backward only"
-    );
+    for p in [&d, &m] {
+        assert_eq!(ids(&p.saved), [y, s]);
+        assert_eq!(p.num_saved_symints, 1);
+        assert_eq!(
+            p.placement[f as usize], 2,
+            "f is computed in the backward only"
+        );
+    }
 }
 
 #[test]
