@@ -9,7 +9,7 @@
 //! (`SymInt`s last, as ints); backward = the tangent-derived nodes and what they
 //! need. Nodes tagged `MUST_RECOMPUTE` are recomputed in the backward (their
 //! inputs saved instead), as torch's default partition does for activation
-//! checkpointing; so are SymFloats (`SYMINT | NON_TENSOR`), which torch's saves:
+//! checkpointing; so are `SymFloat`s (`SYMINT | NON_TENSOR`), which torch's saves:
 //! recomputing one from its sizes is free, and a saved one is a backward input
 //! Inductor's FX-graph cache cannot key on. Errors: [`crate::Error::Graph`] if a forward output is
 //! tangent-derived.
@@ -42,7 +42,7 @@ fn partition(store: &GraphStore) -> Result<Partition> {
     ))
 }
 
-/// A SymFloat: a symbolic scalar that is not an int (see `docs/node_table.md`).
+/// A `SymFloat`: a symbolic scalar that is not an int (see `docs/node_table.md`).
 fn is_symfloat(store: &GraphStore, v: NodeId) -> bool {
     store.has_flag(v, flags::SYMINT) && store.has_flag(v, flags::NON_TENSOR)
 }
