@@ -103,31 +103,40 @@ fn tags_and_random_ops() {
     assert_eq!((ids(&m.saved), ids(&m.recomputed)), (vec![0], vec![2]));
 }
 
+/// Columns holding x, w (primals), t (a tangent), s = size(x) (a `SymInt`) and
+/// y = mm(x, w); returns them with those rows.
+fn mm_and_size() -> (Columns, [u32; 5]) {
+    let mut c = Columns::new();
+    let (mm, size) = (c.intern("aten.mm.default"), c.intern("aten.sym_size.int"));
+    let x = c.push(PRIMAL, 0, &[], 400, 0);
+    let w = c.push(PRIMAL, 0, &[], 400, 0);
+    let t = c.push(TANGENT, 0, &[], 4000, 0);
+    let s = c.push(CALL, size, &[x], 8, flags::SYMINT);
+    let y = c.push(CALL, mm, &[x, w], 4000, 0);
+    (c, [x, w, t, s, y])
+}
+
+/// [`both`] on `c` with one forward output and one gradient output (the rest `None`).
+fn both_with_outputs(mut c: Columns, [fwd, grad]: [u32; 2]) -> (Partition, Partition) {
+    c.outputs = vec![fwd as i32, grad as i32, -1];
+    c.num_fwd_outputs = 1;
+    both(&GraphStore::from_table(&c.view()).unwrap())
+}
+
 #[test]
 fn compute_intensive_ops_are_saved_and_symints_come_last() {
-    let mut c = Columns::new();
-    let (mm, relu, tb, view, size) = (
-        c.intern("aten.mm.default"),
+    let (mut c, [_, _, t, s, y]) = mm_and_size();
+    let (relu, tb, view) = (
         c.intern("aten.relu.default"),
         c.intern("aten.threshold_backward.default"),
         c.intern("aten.view.default"),
-        c.intern("aten.sym_size.int"),
     );
-    let x = c.push(PRIMAL, 0, &[], 400, 0);
-    let w = c.push(PRIMAL, 0, &[], 400, 0);
-    let t = c.push(TANGENT, 0, &[], 400, 0);
-    let s = c.push(CALL, size, &[x], 8, flags::SYMINT);
-    let y = c.push(CALL, mm, &[x, w], 4000, 0);
     let z = c.push(CALL, relu, &[y], 4000, 0);
     let dy = c.push(CALL, tb, &[t, y], 4000, 0);
     let dv = c.push(CALL, view, &[dy, s], 4000, flags::VIEW);
-    c.outputs = vec![z as i32, dv as i32, -1];
-    c.num_fwd_outputs = 1;
-    let g = GraphStore::from_table(&c.view()).unwrap();
-    let (d, m) = both(&g);
+    let (d, m) = both_with_outputs(c, [z, dv]);
     for p in [&d, &m] {
-        assert_eq!(ids(&p.saved), [y, s]);
-        assert_eq!(p.num_saved_symints, 1);
+        assert_eq!((ids(&p.saved), p.num_saved_symints), (vec![y, s], 1));
         assert_eq!(p.saved_bytes, 4000);
     }
     assert_eq!(
@@ -140,27 +149,13 @@ fn compute_intensive_ops_are_saved_and_symints_come_last() {
 fn symfloats_are_recomputed_from_the_sizes_they_are_made_of() {
     // f = 1 / size(x) is a SymFloat (SYMINT | NON_TENSOR): both partitioners save the
     // size and recompute f in the backward (torch's default partition saves f itself).
-    let mut c = Columns::new();
-    let (mm, size, div, mul) = (
-        c.intern("aten.mm.default"),
-        c.intern("aten.sym_size.int"),
-        c.intern("_operator.truediv"),
-        c.intern("aten.mul.Tensor"),
-    );
-    let x = c.push(PRIMAL, 0, &[], 400, 0);
-    let w = c.push(PRIMAL, 0, &[], 400, 0);
-    let t = c.push(TANGENT, 0, &[], 4000, 0);
-    let s = c.push(CALL, size, &[x], 8, flags::SYMINT);
+    let (mut c, [_, _, t, s, y]) = mm_and_size();
+    let (div, mul) = (c.intern("_operator.truediv"), c.intern("aten.mul.Tensor"));
     let f = c.push(CALL, div, &[s], 0, flags::SYMINT | flags::NON_TENSOR);
-    let y = c.push(CALL, mm, &[x, w], 4000, 0);
     let dy = c.push(CALL, mul, &[t, y, f], 4000, 0);
-    c.outputs = vec![y as i32, dy as i32, -1];
-    c.num_fwd_outputs = 1;
-    let g = GraphStore::from_table(&c.view()).unwrap();
-    let (d, m) = both(&g);
+    let (d, m) = both_with_outputs(c, [y, dy]);
     for p in [&d, &m] {
-        assert_eq!(ids(&p.saved), [y, s]);
-        assert_eq!(p.num_saved_symints, 1);
+        assert_eq!((ids(&p.saved), p.num_saved_symints), (vec![y, s], 1));
         assert_eq!(
             p.placement[f as usize], 2,
             "f is computed in the backward only"
