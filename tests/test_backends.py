@@ -206,6 +206,43 @@ def test_convolutions_train_with_inductor_layouts(dynamic, partitioner):
     assert "fxgraph_cache_bypass" not in counters["inductor"]
 
 
+@pytest.mark.parametrize("backend", ["aotgrad_eager", "aotgrad"])
+@pytest.mark.parametrize("optimizer", ["AdamW", "SGD"])
+def test_compiled_optimizer_step_updates_parameters_like_eager(backend, optimizer):
+    """torch.compile(opt.step): Dynamo leaves the parameters and optimizer state as
+    attributes of its graph; aotgrad lifts them to inputs and writes the updates back into
+    the same tensors (regression: real parameters reached the fake mode, and a 0-dim
+    state tensor broke the cache key)."""
+    import aotgrad.observe as observe
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    ref = copy.deepcopy(m)
+    make = getattr(torch.optim, optimizer)
+    kw = {"lr": 0.01} if optimizer == "AdamW" else {"lr": 0.01, "momentum": 0.9}
+    opt, opt_ref = make(m.parameters(), **kw), make(ref.parameters(), **kw)
+    graphs = []
+    stop = observe.on_compiled(graphs.append)
+    try:
+        step = torch.compile(opt.step, backend=backend, options={"strict": True})
+        params = list(m.parameters())
+        for _ in range(3):
+            x = torch.randn(5, 8)
+            m(x).square().sum().backward()
+            ref(x).square().sum().backward()
+            step()
+            opt_ref.step()
+            opt.zero_grad()
+            opt_ref.zero_grad()
+            for p, q in zip(m.parameters(), ref.parameters()):
+                torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    finally:
+        stop()
+    assert graphs, "the step went through aotgrad"
+    assert all(p is q for p, q in zip(params, m.parameters()))
+
+
 def test_fallback_warns_once_and_strict_raises(monkeypatch):
     import aotgrad.api
     from aotgrad.errors import AotgradError, TraceError

@@ -120,6 +120,24 @@ def test_in_process_cache_hit_after_dynamo_reset(tmp_path, monkeypatch):
     assert len(seen) == 1  # the second compile was served from memory: nothing compiled
 
 
+def test_key_of_a_graph_with_a_zero_dim_constant():
+    """A 0-dim tensor constant is hashed by value (regression: viewing it as bytes raised)."""
+    from aotgrad.program import AotOptions
+
+    def keyed(value: float) -> str:
+        root = torch.nn.Module()
+        root.c = torch.tensor(0.0)
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        g.output(g.call_function(torch.ops.aten.mul.Tensor, (x, g.get_attr("c"))))
+        gm = torch.fx.GraphModule(root, g)
+        delattr(gm, "c")  # GraphModule made it a buffer (lifted to an input): a constant
+        gm.c = torch.tensor(value)
+        return cache.key_for(gm, [torch.randn(2)], AotOptions(lambda gm, _: gm), training=False)
+
+    assert keyed(2.0) == keyed(2.0) != keyed(3.0)
+
+
 def test_key_changes_with_input_metadata():
     gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 4))
     from aotgrad.program import AotOptions

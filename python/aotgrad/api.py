@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
+from torch.nn.utils.stateless import _reparametrize_module
 
 from . import alias, guards, trace
 from .compile import Compiler
@@ -319,6 +320,12 @@ def aot_module_simplified(
     in-process and on-disk caches (``aotgrad.cache``)."""
     from torch._guards import TracingContext, detect_fake_mode
 
+    tc = TracingContext.try_get()
+    under_dynamo = tc is not None and tc.fake_mode is not None
+    # Parameters and buffers Dynamo left as attributes of its graph (an optimizer step's
+    # parameters and state) become leading inputs, as in torch's aot_module_simplified.
+    names, lifted = _attribute_state(mod) if under_dynamo else ([], [])
+    n_lifted = len(lifted)
     options = AotOptions(
         fw_compiler,
         bw_compiler,
@@ -328,16 +335,18 @@ def aot_module_simplified(
         keep_inference_input_mutations,
         inference_compiler,
         dynamic=bool(kwargs.get("dynamic", False)),
-        static_input_indices=_dynamo_static_inputs(mod),
+        static_input_indices=[
+            *range(n_lifted),
+            *(i + n_lifted for i in _dynamo_static_inputs(mod)),
+        ],
     )
 
     def flat_fn(*inputs: Any) -> Any:
         out = _run_module(mod, inputs)
         return tuple(out) if isinstance(out, list) else out
 
-    graph_inputs = list(args)
-    tc = TracingContext.try_get()
-    if tc is None or tc.fake_mode is None:
+    graph_inputs = [*lifted, *args]
+    if not under_dynamo:
         # Used directly, not under Dynamo: nothing else guards the call, so aotgrad does.
         state = functools.partial(guards.module_state, mod)
         guarded = AotFunction(flat_fn, options, state)
@@ -349,7 +358,11 @@ def aot_module_simplified(
     fake_args = _fakify_with_context(fake_mode, graph_inputs, tc, options.dynamic)
 
     def list_fn(*inputs: Any) -> list[Any]:
-        out = _run_module(mod, inputs)
+        if n_lifted:
+            with _reparametrize_module(mod, dict(zip(names, inputs[:n_lifted], strict=True))):
+                out = _run_module(mod, inputs[n_lifted:])
+        else:
+            out = _run_module(mod, inputs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     training = _needs_autograd(graph_inputs)
@@ -362,7 +375,7 @@ def aot_module_simplified(
     run = artifact.run
 
     def forward(*runtime_args: Any) -> tuple[Any, ...]:
-        return run(*runtime_args)
+        return run(*lifted, *runtime_args)
 
     forward.artifact = artifact  # type: ignore[attr-defined]
     return forward
@@ -394,6 +407,17 @@ def _compile_cached(
     artifact = compile_program(program, options)
     cache.memory_put(key, artifact)
     return artifact
+
+
+def _attribute_state(mod: Any) -> tuple[list[str], list[torch.Tensor]]:
+    """The parameters and buffers of a Dynamo graph module, by name (duplicates kept)."""
+    if not isinstance(mod, fx.GraphModule):
+        return [], []
+    state = {
+        **dict(mod.named_parameters(remove_duplicate=False)),
+        **dict(mod.named_buffers(remove_duplicate=False)),
+    }
+    return list(state), list(state.values())
 
 
 def _dynamo_static_inputs(mod: Any) -> list[int]:

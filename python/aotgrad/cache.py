@@ -98,12 +98,21 @@ def _describe_options(options: AotOptions) -> str:
 
 def _constants_digest(gm: fx.GraphModule) -> str:
     h = hashlib.sha256()
+    # Parameters and buffers are lifted to graph inputs (api.aot_module_simplified): their
+    # metadata is in the key with the other inputs', their values are not constants.
+    state = {
+        *(name for name, _ in gm.named_parameters(remove_duplicate=False)),
+        *(name for name, _ in gm.named_buffers(remove_duplicate=False)),
+    }
     for node in gm.graph.find_nodes(op="get_attr"):
+        if node.target in state:
+            h.update(f"{node.target}:input".encode())
+            continue
         value = gm
         for part in str(node.target).split("."):
             value = getattr(value, part, None)
         if isinstance(value, torch.Tensor):
-            t = value.detach().cpu().contiguous()
+            t = value.detach().cpu().contiguous().reshape(-1)  # a 0-dim one can't be viewed
             h.update(f"{node.target}:{_describe_input(value)}".encode())
             h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         elif isinstance(value, fx.GraphModule):  # a higher-order op's body: its code too
