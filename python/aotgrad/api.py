@@ -324,7 +324,8 @@ def aot_module_simplified(
     under_dynamo = tc is not None and tc.fake_mode is not None
     # Parameters and buffers Dynamo left as attributes of its graph (an optimizer step's
     # parameters and state) become leading inputs, as in torch's aot_module_simplified.
-    names, lifted = _attribute_state(mod) if under_dynamo else ([], [])
+    state = lifted_state(mod) if under_dynamo else {}
+    names, lifted = list(state), list(state.values())
     n_lifted = len(lifted)
     options = AotOptions(
         fw_compiler,
@@ -409,15 +410,15 @@ def _compile_cached(
     return artifact
 
 
-def _attribute_state(mod: Any) -> tuple[list[str], list[torch.Tensor]]:
-    """The parameters and buffers of a Dynamo graph module, by name (duplicates kept)."""
+def lifted_state(mod: Any) -> dict[str, torch.Tensor]:
+    """The parameters and buffers of a Dynamo graph module by name (duplicates kept):
+    aot_module_simplified lifts them to leading graph inputs."""
     if not isinstance(mod, fx.GraphModule):
-        return [], []
-    state = {
+        return {}
+    return {
         **dict(mod.named_parameters(remove_duplicate=False)),
         **dict(mod.named_buffers(remove_duplicate=False)),
     }
-    return list(state), list(state.values())
 
 
 def _dynamo_static_inputs(mod: Any) -> list[int]:

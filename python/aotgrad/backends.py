@@ -81,10 +81,9 @@ def _run_joint_graph_passes(gm: fx.GraphModule, inputs: Sequence[Any]) -> fx.Gra
 
 
 def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-    """``compile_fx_inner``, letting real tensor constants through its fake propagation.
-    A graph read back from the disk cache holds them: unpickling a GraphModule re-traces
-    its code, which evaluates an all-constant call such as ``aten.full([], 0.0)`` into a
-    ``_tensor_constant`` attribute (Inductor then embeds it like any constant)."""
+    """``compile_fx_inner``, letting real tensor constants through its fake propagation:
+    a traced graph may read one (make_fx's ``_tensor_constant`` attributes, kept as real
+    tensors, also by ``graph_records``); Inductor embeds it like any constant."""
     import contextlib
     from unittest import mock
 

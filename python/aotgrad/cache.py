@@ -98,12 +98,11 @@ def _describe_options(options: AotOptions) -> str:
 
 def _constants_digest(gm: fx.GraphModule) -> str:
     h = hashlib.sha256()
-    # Parameters and buffers are lifted to graph inputs (api.aot_module_simplified): their
-    # metadata is in the key with the other inputs', their values are not constants.
-    state = {
-        *(name for name, _ in gm.named_parameters(remove_duplicate=False)),
-        *(name for name, _ in gm.named_buffers(remove_duplicate=False)),
-    }
+    from .api import lifted_state
+
+    # Parameters and buffers are lifted to graph inputs: their metadata is in the key with
+    # the other inputs', their values are not constants.
+    state = lifted_state(gm)
     for node in gm.graph.find_nodes(op="get_attr"):
         if node.target in state:
             h.update(f"{node.target}:input".encode())

@@ -68,12 +68,15 @@ def run_compiler(
 
 
 @contextlib.contextmanager
-def reporting_output_strides(fake_mode: Any) -> Iterator[list[Any] | None]:
-    """Collect the strides a compiler gives its graph's outputs (Inductor reports them to
-    the tracing context; its layout optimisation can make a saved convolution output
-    channels-last). Yields the list it fills, empty when the compiler reports nothing."""
-    context = TracingContext.try_get()
-    scope = tracing(TracingContext(fake_mode)) if context is None else contextlib.nullcontext()
+def reporting_output_strides(gm: fx.GraphModule) -> Iterator[list[Any] | None]:
+    """Collect the strides a compiler gives ``gm``'s outputs (Inductor reports them to
+    the tracing context, made here under ``gm``'s fake mode when there is none; its
+    layout optimisation can make a saved convolution output channels-last). Yields the
+    list it fills, empty when the compiler reports nothing."""
+    if TracingContext.try_get() is None:
+        scope: Any = tracing(TracingContext(fake_mode_of(gm)))
+    else:
+        scope = contextlib.nullcontext()
     with scope, TracingContext.report_output_strides() as strides:
         yield strides
 

@@ -18,7 +18,6 @@ import torch.fx as fx
 from . import alias, observe, trace
 from .compile import (
     Compiler,
-    fake_mode_of,
     reporting_output_strides,
     run_compiler,
     saved_inputs_as_produced,
@@ -229,7 +228,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
         run = make_inference_function(fw, layout)
     else:
         assert program.backward is not None
-        with reporting_output_strides(fake_mode_of(program.forward)) as fw_strides:
+        with reporting_output_strides(program.forward) as fw_strides:
             fw = run_compiler(options.fw_compiler, program.forward)
         bw_inputs = saved_inputs_as_produced(program.backward, fw_strides, layout.num_fwd_outputs)
         bw = run_compiler(options.bw_compiler or options.fw_compiler, program.backward, bw_inputs)

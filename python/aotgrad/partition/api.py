@@ -15,7 +15,7 @@ import torch.fx as fx
 
 from .. import _rust
 from ..split import IN_BACKWARD, IN_FORWARD, is_tangent, split_joint
-from ..table import STATIC_KEY, to_table
+from ..table import STATIC_KEY, Flag, to_table
 from .reorder import has_checkpoint_tags, mimic_autograd_order
 from .symbols import missing_bindings
 
@@ -120,7 +120,12 @@ def partition_joint(
         raw = _rust.partition_default(store, options or None)
     else:
         raise ValueError(f"unknown partition kind {kind!r}")
-    return PartitionResult.from_raw(nodes, raw).with_symbol_bindings(joint_module)
+    result = PartitionResult.from_raw(nodes, raw)
+    # Only a graph with symbolic values (SymInt nodes, symbolic sizes) can leave a size
+    # symbol unbound: a static one skips the walk over its saved values.
+    if np.any(table.flags & np.uint32(Flag.SYMINT | Flag.SYMBOLIC_SIZE)):
+        result = result.with_symbol_bindings(joint_module)
+    return result
 
 
 def _partition(
