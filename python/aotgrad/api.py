@@ -33,10 +33,18 @@ from .program import (
 )
 
 
-def _needs_autograd(graph_inputs: Sequence[Any]) -> bool:
-    return torch.is_grad_enabled() and any(
+def _needs_autograd(graph_inputs: Sequence[Any], inference_mode: bool = False) -> bool | None:
+    """Whether a call needs the joint graph: True when grad mode is on and an input
+    requires grad; False under inference mode (nothing records autograd there, whatever
+    the function does); None otherwise: the function may make values that require grad
+    itself (``enable_grad`` blocks, ``requires_grad_``), which the metadata pass tells."""
+    if inference_mode or torch.is_inference_mode_enabled():
+        return False
+    if torch.is_grad_enabled() and any(
         isinstance(a, torch.Tensor) and a.requires_grad for a in graph_inputs
-    )
+    ):
+        return True
+    return None
 
 
 _LEAF_TYPES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device})
@@ -58,9 +66,12 @@ class _Entry:
     #: Inputs that overlap in memory and are written, passed as one synthetic base.
     synthetic_base: alias.SyntheticBase | None = None
 
-    def graph_inputs(self, flat: Sequence[Any]) -> Sequence[Any]:
+    def tensors(self, flat: Sequence[Any]) -> Sequence[Any]:
         positions = self.tensor_positions
-        tensors = flat if positions is None else [flat[i] for i in positions]
+        return flat if positions is None else [flat[i] for i in positions]
+
+    def graph_inputs(self, flat: Sequence[Any]) -> Sequence[Any]:
+        tensors = self.tensors(flat)
         if self.synthetic_base is not None:
             return self.synthetic_base.prepare(tensors)
         return tensors
@@ -126,7 +137,10 @@ class AotFunction:
             entry = entry.fallback
         if entry is None:
             entry = self._compile_in_call(flat, key)
-        return entry.unflatten(entry.artifact.run(*entry.graph_inputs(flat)))
+        outs = entry.artifact.run(*entry.graph_inputs(flat))
+        if entry.synthetic_base is not None and entry.synthetic_base.new_views:
+            entry.synthetic_base.replay_metadata(entry.tensors(flat))
+        return entry.unflatten(outs)
 
     def _compile_in_call(self, flat: list[Any], key: tuple) -> _Entry:
         """``_compile`` for a call under the current modes. Under inference mode the
@@ -135,7 +149,7 @@ class AotFunction:
         if not torch.is_inference_mode_enabled():
             return self._compile(flat, key)
         with torch.inference_mode(False), torch.no_grad():
-            return self._compile(flat, key)
+            return self._compile(flat, key, inference_mode=True)
 
     def _recompile_reason(self, flat: list[Any], key: tuple) -> str:
         entry = self.cache.get(key)
@@ -145,7 +159,7 @@ class AotFunction:
         assert self.last_key is not None
         return guards.describe_change(self.last_key, key)
 
-    def _compile(self, flat: list[Any], key: tuple) -> _Entry:
+    def _compile(self, flat: list[Any], key: tuple, inference_mode: bool = False) -> _Entry:
         if self.compilations >= self.options.recompile_limit:
             raise GuardError(
                 f"{getattr(self.fn, '__qualname__', self.fn)} was compiled "
@@ -175,7 +189,7 @@ class AotFunction:
         tensors = [flat[i] for i in positions]
         fake_mode = trace.make_fake_mode(self.options.dynamic)
         fake_args = trace.fakify(fake_mode, tensors, dynamic=self.options.dynamic)
-        training = _needs_autograd(tensors)
+        training = _needs_autograd(tensors, inference_mode)
         base: alias.SyntheticBase | None = None
         try:
             artifact = compile_flat(flat_fn, fake_args, fake_mode, self.options, training=training)

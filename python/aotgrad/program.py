@@ -132,17 +132,23 @@ def _layout(
     """The runtime's instructions, from the alias plan of the traced function."""
     plan = metadata.plan
     facts = plan.facts
-    verdict = alias.InputVerdict
     aliases = [
-        OutputAlias(k, v, plan.output_source[k], facts.output_view.get(k), out.requires_grad)
+        OutputAlias(
+            k,
+            v,
+            plan.output_source[k],
+            facts.output_view.get(k),
+            out.requires_grad,
+            facts.output_creation_meta.get(k),
+        )
         for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
         if v != alias.OutputVerdict.NON_ALIAS
     ]
     metadata_mutations = {
-        i: facts.input_view[i]
-        for i, v in enumerate(plan.inputs)
-        if v in (verdict.METADATA, verdict.DATA_AND_METADATA)
+        i: facts.input_view[i] for i, v in enumerate(plan.inputs) if v in alias.METADATA_WRITE
     }
+    visible = alias.facts.IN_REQUIRES_GRAD
+    hidden = alias.facts.IN_MUTATIONS_HIDDEN
     specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
     bindings = [] if all(s.static for s in specs) else alias.views.bindings_of(fake_args)
     unbound = alias.views.unbound_symbols(specs, bindings)
@@ -160,17 +166,23 @@ def _layout(
         num_saved_symints=num_saved_symints,
         num_tokens=num_tokens,
         num_intermediate_bases=len(plan.intermediate_bases),
-        mutation_with_grad=[
-            plan.inputs[i] == verdict.DATA_DIFFERENTIABLE for i in plan.mutated_inputs
-        ],
+        mutation_with_grad=[plan.inputs[i] in alias.DIFFERENTIABLE_WRITE for i in plan.mutated_inputs],
         metadata_mutations=metadata_mutations,
+        metadata_with_grad=[
+            i
+            for i in metadata_mutations
+            if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
+        ],
         version_deltas={
             i: facts.input_version_delta[i]
             for i, v in enumerate(plan.inputs)
-            if v != verdict.UNMUTATED and facts.input_version_delta[i] > 0
+            if v != alias.InputVerdict.UNMUTATED and facts.input_version_delta[i] > 0
         },
         output_aliases=aliases,
         bindings=bindings,
+        new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
+        requires_grad_changes=metadata.requires_grad_changes,
+        enable_grad=not metadata.grad_mode,
     )
 
 
@@ -182,13 +194,19 @@ def build_program(
     fake_mode: Any,
     options: AotOptions,
     *,
-    training: bool,
+    training: bool | None,
 ) -> PartitionedProgram:
-    """Trace ``flat_fn`` (flat graph inputs → flat outputs) and partition its joint graph."""
+    """Trace ``flat_fn`` (flat graph inputs → flat outputs) and partition its joint graph.
+    ``training``: whether to build the joint graph; None: when the function itself makes
+    values that require grad (``enable_grad`` under ``no_grad``, ``requires_grad_``)."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     keep = options.keep_inference_input_mutations and not training
     metadata = trace.collect_metadata(flat_fn, fake_args, fake_mode, keep_input_mutations=keep)
+    if training is None:
+        training = metadata.needs_autograd
+        if training and keep:
+            metadata = trace.collect_metadata(flat_fn, fake_args, fake_mode)
     if not training:
         g = trace.trace_inference(flat_fn, fake_args, fake_mode, metadata, options.decompositions)
         timings["trace"] = time.perf_counter() - t0
@@ -247,7 +265,7 @@ def compile_flat(
     fake_mode: Any,
     options: AotOptions,
     *,
-    training: bool,
+    training: bool | None,
 ) -> CompiledArtifact:
     """Trace, partition and compile ``flat_fn`` (flat graph inputs → flat outputs)."""
     program = build_program(flat_fn, fake_args, fake_mode, options, training=training)

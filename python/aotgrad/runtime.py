@@ -33,6 +33,9 @@ class OutputAlias:
     source: int
     view: ViewSpec | None
     requires_grad: bool
+    #: Autograd's creation meta of the eager view when it is not the default (a
+    #: multi-output view, a view made under no_grad): eager's in-place checks follow it.
+    creation_meta: Any = None
 
 
 @dataclass
@@ -54,11 +57,20 @@ class ForwardLayout:
     mutation_with_grad: list[bool] = field(default_factory=list)
     #: Inputs whose sizes/strides/offset the function changed, and the new ones.
     metadata_mutations: dict[int, ViewSpec] = field(default_factory=dict)
+    #: Of those, the ones (non-leaves that require grad) whose change autograd records.
+    metadata_with_grad: list[int] = field(default_factory=list)
     #: Inputs the function wrote, and how many in-place ops it ran on each.
     version_deltas: dict[int, int] = field(default_factory=dict)
     output_aliases: list[OutputAlias] = field(default_factory=list)
     #: Where the size symbols of non-static view specs are read from the inputs.
     bindings: list[Binding] = field(default_factory=list)
+    #: User outputs that are leaves requiring grad (``requires_grad_()`` inside the function).
+    new_leaves: list[int] = field(default_factory=list)
+    #: Inputs whose ``requires_grad`` the function changed, and the new flag.
+    requires_grad_changes: dict[int, bool] = field(default_factory=dict)
+    #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
+    #: the autograd.Function runs with grad mode on.
+    enable_grad: bool = False
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -77,6 +89,8 @@ class ForwardLayout:
             or self.metadata_mutations
             or self.version_deltas
             or self.output_aliases
+            or self.new_leaves
+            or self.requires_grad_changes
         )
 
 
@@ -106,7 +120,7 @@ class _Epilogue:
         layout = self.layout
         spec = _identity if self.static else Evaluator(layout.bindings, args).spec
         for i, view in layout.metadata_mutations.items():
-            replay_metadata(args[i], spec(view))
+            replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
         for i, value, with_grad in zip(
@@ -127,6 +141,14 @@ class _Epilogue:
         outs = list(fwd[: self.n_user])
         for a in layout.output_aliases:
             outs[a.index] = self._rebuild(a, args, fwd, outs, spec)
+        for k in layout.new_leaves:
+            if not outs[k].requires_grad:
+                outs[k].requires_grad_(True)
+        for i, flag in layout.requires_grad_changes.items():
+            if flag:
+                args[i].requires_grad_(True)
+            else:
+                args[i].detach_()
         return tuple(outs)
 
     def _rebuild(
@@ -141,7 +163,24 @@ class _Epilogue:
         else:
             base = fwd[self.n_user + a.source]
         assert a.view is not None
-        return regenerate(base, spec(a.view), a.requires_grad)
+        out = regenerate(base, spec(a.view), a.requires_grad)
+        if a.creation_meta is not None and out._is_view():
+            torch._C._autograd._set_creation_meta(out, a.creation_meta)
+        return out
+
+
+def _without_autocast(f: BoxedFn) -> BoxedFn:
+    """``f`` run with autocast off. The compiled graphs hold the casts autocast made
+    while they were traced; run under the caller's autocast, their ops would be cast
+    again (and an ``autocast(enabled=False)`` block inside the function undone)."""
+
+    def run(args: list[Any]) -> Any:
+        if torch._C._is_any_autocast_enabled():
+            with torch._C._DisableAutocast():
+                return f(args)
+        return f(args)
+
+    return run
 
 
 def _call(bw: BoxedFn, args: list[Any]) -> Any:
@@ -183,15 +222,41 @@ def _detach_from_mutated_inputs(
     ]
 
 
+def _separate_non_differentiable(
+    fwd: tuple[Any, ...], nondiff: Sequence[int], args: Sequence[Any]
+) -> tuple[Any, ...]:
+    """Outputs marked non-differentiable as objects of their own. A compiled graph returns
+    one tensor for two outputs when they have one value (a written input's new value that
+    is also returned; ``x`` and ``x.detach()``, the detach being the identity inside the
+    graph), and marking that tensor would make the differentiable twin non-differentiable
+    too: the marked output becomes a detached alias instead (eager's ``detach`` is one).
+    So does a marked output that is a view: autograd derives a view's ``requires_grad``
+    from its base, which may be a differentiable output."""
+    nondiff_set = set(nondiff)
+    taken = {id(a) for a in args if isinstance(a, torch.Tensor)}
+    taken.update(id(t) for i, t in enumerate(fwd) if i not in nondiff_set)
+    out = list(fwd)
+    changed = False
+    for i in nondiff:
+        t = out[i]
+        if isinstance(t, torch.Tensor) and (id(t) in taken or t._is_view()):
+            out[i] = t.detach()
+            changed = True
+        elif isinstance(t, torch.Tensor):
+            taken.add(id(t))  # two marked outputs may share an object: that is fine
+    return tuple(out) if changed else fwd
+
+
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
 ) -> Callable[..., tuple[Any, ...]]:
     """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd."""
+    fw, bw = _without_autocast(fw), _without_autocast(bw)
     n_fwd = layout.num_fwd_outputs
     n_tensors = layout.num_saved_tensors
     tangent_outputs = layout.tangent_outputs
     mutated = layout.mutated_inputs
-    nondiff = set(range(n_fwd)) - set(tangent_outputs)
+    nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -205,8 +270,9 @@ def make_training_function(
             ctx.save_for_backward(*tensors)
             ctx.num_inputs = len(args)
             ctx.symints = tuple(saved[n_tensors:])
-            marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
-            if marks:
+            if nondiff:
+                fwd = _separate_non_differentiable(fwd, nondiff, args)
+                marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
                 ctx.mark_non_differentiable(*marks)
             return fwd
 
@@ -222,23 +288,31 @@ def make_training_function(
             return tuple(run_bw(bw, args))[: ctx.num_inputs]
 
     n_user = layout.num_user_outputs
+    apply = CompiledFunction.apply
+    if layout.enable_grad:
+
+        def apply(*args: Any) -> Any:
+            with torch.enable_grad():
+                return CompiledFunction.apply(*args)
+
     if layout.plain:
 
         def run(*args: Any) -> tuple[Any, ...]:
-            return CompiledFunction.apply(*args)[:n_user]
+            return apply(*args)[:n_user]
 
         return run
     epilogue = _Epilogue(layout)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         before = epilogue.versions_before(args)
-        return epilogue(args, CompiledFunction.apply(*args), before)
+        return epilogue(args, apply(*args), before)
 
     return run_and_replay
 
 
 def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:
     """Return ``run(*flat_tensor_args) -> user outputs`` for a forward-only graph."""
+    fw = _without_autocast(fw)
 
     n_user = layout.num_user_outputs
     if layout.plain:

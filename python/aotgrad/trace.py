@@ -51,6 +51,10 @@ class OutputInfo:
     requires_grad: bool
     #: The output gets a tangent in the backward (a differentiable float tensor).
     needs_tangent: bool
+    #: A leaf that requires grad (``requires_grad_()`` on a fresh tensor or on a view of an
+    #: input without grad): nothing upstream to differentiate; the runtime returns it as a
+    #: leaf that requires grad, as eager does.
+    new_leaf: bool = False
 
 
 @dataclass
@@ -63,6 +67,22 @@ class TraceMetadata:
     #: The graph's forward outputs as fakes: the user's, the intermediate bases the
     #: runtime regenerates views from, the mutated inputs' new values.
     fake_fwd_outputs: list[Any] = field(default_factory=list)
+    #: Grad mode at the call: the joint trace runs the function under it.
+    grad_mode: bool = True
+    #: Inputs whose ``requires_grad`` the function changed (``requires_grad_``,
+    #: ``detach_``), and the new flag: the runtime changes the real inputs alike.
+    requires_grad_changes: dict[int, bool] = field(default_factory=dict)
+
+    @property
+    def needs_autograd(self) -> bool:
+        """An output (or an input's new value) has autograd history: the function needs
+        the joint graph even when its inputs do not require grad (an ``enable_grad``
+        block under ``no_grad``; a value that requires grad written into an input)."""
+        from .alias.facts import IN_NEW_VALUE_REQUIRES_GRAD
+
+        return any(o.requires_grad and not o.new_leaf for o in self.outputs) or any(
+            f & IN_NEW_VALUE_REQUIRES_GRAD for f in self.plan.facts.input_flags
+        )
 
     @property
     def mutated_inputs(self) -> list[int]:
@@ -90,7 +110,7 @@ class TraceMetadata:
         values = [
             start + m
             for m, i in enumerate(self.mutated_inputs)
-            if plan.inputs[i] == alias.InputVerdict.DATA_DIFFERENTIABLE
+            if plan.inputs[i] in alias.DIFFERENTIABLE_WRITE
         ]
         return users + bases + values
 
@@ -183,6 +203,14 @@ def _output_info(o: Any) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
     rg = bool(o.requires_grad)
+    if rg and o.grad_fn is None:
+        return OutputInfo(True, True, False, new_leaf=True)
+    return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
+
+
+def _input_output_info(o: Any) -> OutputInfo:
+    """An output that is an input object: the runtime returns the real input itself."""
+    rg = bool(o.requires_grad)
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
 
 
@@ -271,11 +299,19 @@ def collect_metadata(
     )
     with _tracing_modes(fake_mode), suppress_pending, _trace_errors(fn):
         wrapped = [_to_functional(a) for a in fake_args]
-        before = alias.facts.versions(wrapped)
+        before = alias.facts.snapshot(wrapped)
         chain = _EffectChain()
         outs = _flat_call(fn, wrapped)
         chain.finish()
-        outputs = [_output_info(o) for o in outs]
+        input_index = {id(w) for w in wrapped}
+        outputs = [
+            _output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs
+        ]
+        rg_changes = {
+            i: bool(w.requires_grad)
+            for i, (w, a) in enumerate(zip(wrapped, fake_args))
+            if isinstance(a, torch.Tensor) and bool(w.requires_grad) != bool(a.requires_grad)
+        }
         facts = alias.collect(
             wrapped,
             fake_args,
@@ -288,7 +324,7 @@ def collect_metadata(
         bases = [outs[k]._base for k in plan.intermediate_bases]
         new_values = [wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [_from_functional(o) for o in [*outs, *bases, *new_values]]
-    return TraceMetadata(outputs, fake_fwd[: len(outs)], plan, fake_fwd)
+    return TraceMetadata(outputs, fake_fwd[: len(outs)], plan, fake_fwd, grad_mode, rg_changes)
 
 
 def _mark_roles(
@@ -377,7 +413,12 @@ def trace_joint(
             base = t._base if t._is_view() else t
             return t.clone() if id(t) in written or id(base) in written else t
 
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _unpack):
+        # The function runs under the caller's grad mode (its own enable_grad / no_grad
+        # blocks decide what has autograd history, as in eager).
+        with (
+            torch.set_grad_enabled(metadata.grad_mode),
+            torch.autograd.graph.saved_tensors_hooks(pack, _unpack),
+        ):
             outs = _flat_call(fn, call)
         fwd_tokens = chain.finish()
         num_tokens[0] = len(fwd_tokens)

@@ -2,6 +2,8 @@
 in Rust (``classify``), and the view metadata the runtime replays (``views``)."""
 
 from .classify import (
+    DIFFERENTIABLE_WRITE,
+    METADATA_WRITE,
     AliasPlan,
     InputVerdict,
     NeedsSyntheticBase,
@@ -14,6 +16,8 @@ from .synthetic_base import SyntheticBase
 from .views import ViewSpec
 
 __all__ = [
+    "DIFFERENTIABLE_WRITE",
+    "METADATA_WRITE",
     "AliasFacts",
     "AliasPlan",
     "InputVerdict",

@@ -22,10 +22,10 @@ class InputVerdict(enum.IntEnum):
     DATA_IN_GRAPH = 3
     METADATA = 4
     DATA_AND_METADATA = 5
+    DATA_AND_METADATA_DIFFERENTIABLE = 6
     ERROR_LEAF_MUTATED = 16
     ERROR_ALIASED_MUTATION = 17
     ERROR_MUTATED_IN_BACKWARD = 18
-    ERROR_METADATA_REQUIRES_GRAD = 19
 
 
 class OutputVerdict(enum.IntEnum):
@@ -41,24 +41,39 @@ class OutputVerdict(enum.IntEnum):
 
 #: The graph returns the input's new value (the runtime copies it in).
 RETURNS_NEW_VALUE = frozenset(
-    {InputVerdict.DATA, InputVerdict.DATA_DIFFERENTIABLE, InputVerdict.DATA_AND_METADATA}
+    {
+        InputVerdict.DATA,
+        InputVerdict.DATA_DIFFERENTIABLE,
+        InputVerdict.DATA_AND_METADATA,
+        InputVerdict.DATA_AND_METADATA_DIFFERENTIABLE,
+    }
+)
+
+#: The new value has autograd history: a graph output with a tangent, copied in with grad.
+DIFFERENTIABLE_WRITE = frozenset(
+    {InputVerdict.DATA_DIFFERENTIABLE, InputVerdict.DATA_AND_METADATA_DIFFERENTIABLE}
+)
+
+#: The input's sizes/strides/offset change: the runtime replays them.
+METADATA_WRITE = frozenset(
+    {
+        InputVerdict.METADATA,
+        InputVerdict.DATA_AND_METADATA,
+        InputVerdict.DATA_AND_METADATA_DIFFERENTIABLE,
+    }
 )
 
 _REFUSALS = {
     InputVerdict.ERROR_LEAF_MUTATED: (
-        "is a leaf tensor that requires grad and is updated in place with grad mode on "
-        "(eager raises 'a leaf Variable that requires grad is being used in an in-place "
-        "operation')"
+        "is a leaf tensor that requires grad and is updated in place (data or metadata) "
+        "where autograd sees it; eager raises 'a leaf Variable that requires grad is being "
+        "used in an in-place operation' (write under torch.no_grad() or through .detach())"
     ),
     InputVerdict.ERROR_ALIASED_MUTATION: (
         "is updated in place and shares storage with another input; aliased inputs that "
         "are written must be passed as one synthetic base"
     ),
     InputVerdict.ERROR_MUTATED_IN_BACKWARD: "is updated in place by the backward pass: not supported",
-    InputVerdict.ERROR_METADATA_REQUIRES_GRAD: (
-        "requires grad (or gets a value that does) and has its metadata changed in place "
-        "(t_/transpose_/as_strided_): not supported"
-    ),
 }
 
 

@@ -59,6 +59,10 @@ class AliasFacts:
     output_base_output: list[int] = field(default_factory=list)
     #: Per aliasing output, its view of the input or intermediate it aliases.
     output_view: dict[int, ViewSpec] = field(default_factory=dict)
+    #: Per aliasing output made by a multi-output view op (``unbind``) or under
+    #: ``no_grad``: autograd's creation meta, which decides whether eager lets it be
+    #: written in place; the rebuilt view gets the same.
+    output_creation_meta: dict[int, Any] = field(default_factory=dict)
 
     def columns(self) -> tuple[list[int], ...]:
         return (
@@ -75,12 +79,23 @@ def versions(wrapped: Sequence[Any]) -> list[int]:
     return [w._version if isinstance(w, torch.Tensor) else 0 for w in wrapped]
 
 
+def snapshot(wrapped: Sequence[Any]) -> list[tuple[int, Any]]:
+    """Per input, its version counter and autograd node before the function runs: a
+    write that leaves the node as it was was hidden from autograd (under ``no_grad``, or
+    through a ``detach()``ed alias)."""
+    return [
+        (w._version, w.grad_fn) if isinstance(w, torch.Tensor) else (0, None) for w in wrapped
+    ]
+
+
 def _unwrap(t: FunctionalTensor) -> Any:
     torch._sync(t)
     return t.elem
 
 
-def _input_flags(w: Any, original: Any, grad_mode: bool, keep_in_graph: bool) -> int:
+def _input_flags(
+    w: Any, original: Any, grad_fn_before: Any, grad_mode: bool, keep_in_graph: bool
+) -> int:
     flags = IN_GRAD_MODE if grad_mode else 0
     if not isinstance(original, torch.Tensor):
         return flags
@@ -91,16 +106,23 @@ def _input_flags(w: Any, original: Any, grad_mode: bool, keep_in_graph: bool) ->
     if not isinstance(w, FunctionalTensor):
         return flags
     elem = _unwrap(w)
-    if torch._functionalize_has_data_mutation(elem):  # type: ignore[attr-defined]
+    data = torch._functionalize_has_data_mutation(elem)  # type: ignore[attr-defined]
+    meta = torch._functionalize_has_metadata_mutation(elem)  # type: ignore[attr-defined]
+    if data:
         flags |= IN_MUTATES_DATA
         if keep_in_graph:
             flags |= IN_KEEP_IN_GRAPH
-        if torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem):
-            flags |= IN_MUTATIONS_HIDDEN
         if w.requires_grad:
             flags |= IN_NEW_VALUE_REQUIRES_GRAD
-    if torch._functionalize_has_metadata_mutation(elem):  # type: ignore[attr-defined]
+    if meta:
         flags |= IN_MUTATES_METADATA
+    # Hidden from autograd: under no_grad, or (for an input that requires grad: its
+    # autograd node is unchanged) through a detach()ed alias.
+    if (data or meta) and (
+        (original.requires_grad and w.grad_fn is grad_fn_before)
+        or (data and torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem))
+    ):
+        flags |= IN_MUTATIONS_HIDDEN
     return flags
 
 
@@ -108,20 +130,21 @@ def collect(
     wrapped: Sequence[Any],
     originals: Sequence[Any],
     outputs: Sequence[Any],
-    versions_before: Sequence[int],
+    before: Sequence[tuple[int, Any]],
     *,
     grad_mode: bool,
     keep_in_graph: bool,
 ) -> AliasFacts:
     """The facts of one run of a function on functional wrappers ``wrapped`` of the fake
-    inputs ``originals``, which returned ``outputs``. Call inside the tracing modes."""
+    inputs ``originals``, which returned ``outputs``; ``before`` is the wrappers'
+    ``snapshot`` from before the run. Call inside the tracing modes."""
     facts = AliasFacts()
     storage_ids: dict[Any, int] = {}
     input_of_storage: dict[Any, list[int]] = {}
     storage_of_input: list[int] = []
     input_index = {id(w): k for k, w in enumerate(wrapped) if isinstance(w, torch.Tensor)}
     for k, (w, a) in enumerate(zip(wrapped, originals)):
-        flags = _input_flags(w, a, grad_mode, keep_in_graph)
+        flags = _input_flags(w, a, before[k][1], grad_mode, keep_in_graph)
         facts.input_flags.append(flags)
         if isinstance(a, torch.Tensor):
             ref = StorageWeakRef(a.untyped_storage())
@@ -130,7 +153,7 @@ def collect(
         else:
             storage_of_input.append(-1 - k)
         facts.input_version_delta.append(
-            (w._version if isinstance(w, torch.Tensor) else 0) - versions_before[k]
+            (w._version if isinstance(w, torch.Tensor) else 0) - before[k][0]
         )
         if flags & IN_MUTATES_METADATA:
             facts.input_view[k] = ViewSpec.of(w, a, check_base=False)
@@ -151,6 +174,10 @@ def collect(
             facts.output_view[j] = ViewSpec.of(o, originals[inp], check_base=False)
         elif flags & OUT_VIEW_OF_INTERMEDIATE:
             facts.output_view[j] = ViewSpec.of(o, o._base, check_base=True)
+        if j in facts.output_view and o._is_view():
+            meta = torch._C._autograd._get_creation_meta(o)
+            if meta != torch._C._autograd.CreationMeta.DEFAULT:
+                facts.output_creation_meta[j] = meta
     return facts
 
 
@@ -160,6 +187,17 @@ def _reinterprets(view: Any, base: Any) -> bool:
         view.dtype != base.dtype
         or view.is_conj() != base.is_conj()
         or view.is_neg() != base.is_neg()
+    )
+
+
+def _made_by_custom_function(o: Any) -> bool:
+    """A custom ``autograd.Function``'s output (Python or C++): even when it aliases an
+    input or an intermediate, its gradient must pass through the Function's own backward,
+    so it is a plain output of the graph (with a tangent), not a view to rebuild."""
+    grad_fn = o.grad_fn
+    return grad_fn is not None and (
+        isinstance(grad_fn, torch.autograd.function.BackwardCFunction)
+        or type(grad_fn).__name__ == "CppFunction"
     )
 
 
@@ -190,6 +228,8 @@ def _output_row(
     same = input_index.get(id(o))
     if same is not None:
         return flags | OUT_IS_INPUT | OUT_ALIASES_INPUT, same, -1, -1
+    if _made_by_custom_function(o):
+        return flags, -1, -1, -1
     candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
     if candidates:
         k = _containing_input(o, candidates, originals)

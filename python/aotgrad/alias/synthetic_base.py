@@ -15,7 +15,7 @@ of their whole storage.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,6 +37,11 @@ class SyntheticBase:
     #: True: the base is the members' common ``._base``; False: a flat storage view.
     common_base: bool
     num_inputs: int
+    #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
+    #: (size, stride, absolute offset): recorded while tracing, replayed on the real ones.
+    new_views: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = field(
+        default_factory=dict, compare=False
+    )
 
     @classmethod
     def of(cls, tensors: Sequence[Any], written: Sequence[int], *, dynamic: bool) -> SyntheticBase:
@@ -77,6 +82,12 @@ class SyntheticBase:
         n = first.untyped_storage().nbytes() // first.element_size()
         return first.as_strided((n,), (1,), 0)
 
+    def replay_metadata(self, tensors: Sequence[Any]) -> None:
+        """Give the real members the metadata the function gave them (``b.t_()``)."""
+        for i, (size, stride, offset) in self.new_views.items():
+            with torch.no_grad():
+                tensors[i].as_strided_(size, stride, offset)
+
     def prepare(self, tensors: Sequence[Any]) -> list[Any]:
         """The graph's inputs for one call: the base, then the non-members."""
         member_set = set(self.members)
@@ -85,11 +96,18 @@ class SyntheticBase:
     def wrap(self, flat_fn: Callable[..., Any]) -> Callable[..., Any]:
         """``flat_fn`` taking the base and the non-members, rebuilding the members."""
         members, views, n = self.members, self.views, self.num_inputs
+        new_views = self.new_views
 
         def with_base(base: torch.Tensor, *others: Any) -> Any:
             rest = iter(others)
             built = dict(zip(members, (base.as_strided(*v) for v in views)))
-            return flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            for i, v in zip(members, views):
+                t = built[i]
+                now = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+                if now != v:
+                    new_views[i] = now
+            return out
 
         with_base.__qualname__ = getattr(flat_fn, "__qualname__", "with_base")
         return with_base

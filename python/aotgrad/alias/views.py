@@ -132,10 +132,13 @@ def regenerate(base: torch.Tensor, spec: ViewSpec, requires_grad: bool) -> torch
         out = base.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
     if base.requires_grad and not requires_grad:
         out = out.detach()
+    elif requires_grad and not out.requires_grad:
+        out.requires_grad_(True)  # requires_grad_() on a view of an input without grad
     return out
 
 
-def replay_metadata(t: torch.Tensor, spec: ViewSpec) -> None:
-    """Give the real input ``t`` the sizes/strides/offset the function gave it (``t_()``)."""
-    with torch.no_grad():
+def replay_metadata(t: torch.Tensor, spec: ViewSpec, *, record: bool = False) -> None:
+    """Give the real input ``t`` the sizes/strides/offset the function gave it (``t_()``);
+    ``record``: with grad mode on, so that autograd records it (``t`` requires grad)."""
+    with torch.set_grad_enabled(record):
         t.as_strided_(spec.size, spec.stride, t.storage_offset() + spec.offset)

@@ -24,16 +24,17 @@ pub enum InputVerdict {
     Metadata = 4,
     /// Both: metadata replayed first, then the data copied.
     DataAndMetadata = 5,
+    /// Both, the new value with autograd history: as `DataDifferentiable`
+    /// after the metadata replay.
+    DataAndMetadataDifferentiable = 6,
     /// Refused: eager itself raises (an autograd leaf that requires grad,
-    /// written in place with grad mode on).
+    /// written in place, or its metadata changed, visibly to autograd).
     ErrorLeafMutated = 16,
     /// Refused: the input shares storage with another input and is written;
     /// the caller must pass a synthetic base instead.
     ErrorAliasedMutation = 17,
     /// Refused: the backward writes into the input.
     ErrorMutatedInBackward = 18,
-    /// Refused: the metadata of an input that requires grad changes.
-    ErrorMetadataRequiresGrad = 19,
 }
 
 /// What one flat output is, for the runtime.
@@ -68,7 +69,10 @@ impl InputVerdict {
     pub fn returns_new_value(self) -> bool {
         matches!(
             self,
-            Self::Data | Self::DataDifferentiable | Self::DataAndMetadata
+            Self::Data
+                | Self::DataDifferentiable
+                | Self::DataAndMetadata
+                | Self::DataAndMetadataDifferentiable
         )
     }
 }
@@ -114,20 +118,21 @@ pub const INPUT_RULES: &[Rule<InputVerdict>] = &[
         0,
         InputVerdict::ErrorAliasedMutation,
     ),
+    // Hidden: under no_grad, or through a detach()ed alias (autograd never saw it).
     r(
-        I::MUTATES_DATA | I::REQUIRES_GRAD | I::IS_LEAF | I::GRAD_MODE,
+        I::MUTATES_DATA | I::REQUIRES_GRAD | I::IS_LEAF,
         I::MUTATIONS_HIDDEN,
         InputVerdict::ErrorLeafMutated,
     ),
     r(
-        I::MUTATES_METADATA | I::REQUIRES_GRAD,
-        0,
-        InputVerdict::ErrorMetadataRequiresGrad,
+        I::MUTATES_METADATA | I::REQUIRES_GRAD | I::IS_LEAF,
+        I::MUTATIONS_HIDDEN,
+        InputVerdict::ErrorLeafMutated,
     ),
     r(
-        I::MUTATES_METADATA | I::NEW_VALUE_REQUIRES_GRAD,
-        0,
-        InputVerdict::ErrorMetadataRequiresGrad,
+        I::MUTATES_DATA | I::MUTATES_METADATA | I::NEW_VALUE_REQUIRES_GRAD,
+        I::MUTATIONS_HIDDEN,
+        InputVerdict::DataAndMetadataDifferentiable,
     ),
     r(
         I::MUTATES_DATA | I::MUTATES_METADATA,
@@ -140,8 +145,10 @@ pub const INPUT_RULES: &[Rule<InputVerdict>] = &[
         I::NEW_VALUE_REQUIRES_GRAD,
         InputVerdict::DataInGraph,
     ),
+    // Grad mode at the call does not matter: an enable_grad block under no_grad
+    // records the write as eager does.
     r(
-        I::MUTATES_DATA | I::NEW_VALUE_REQUIRES_GRAD | I::GRAD_MODE,
+        I::MUTATES_DATA | I::NEW_VALUE_REQUIRES_GRAD,
         I::MUTATIONS_HIDDEN,
         InputVerdict::DataDifferentiable,
     ),

@@ -41,15 +41,31 @@ fn input_verdicts_follow_the_rule_table() {
             I::MUTATES_DATA | I::REQUIRES_GRAD | I::IS_LEAF | I::GRAD_MODE,
             ErrorLeafMutated,
         ),
-        // a leaf updated under no_grad (an optimizer step) is fine
+        // under an enable_grad block inside a no_grad call: eager raises too
+        (
+            I::MUTATES_DATA | I::REQUIRES_GRAD | I::IS_LEAF,
+            ErrorLeafMutated,
+        ),
+        // a leaf updated under no_grad (an optimizer step) or through a detach() is fine
         (
             I::MUTATES_DATA | I::REQUIRES_GRAD | I::IS_LEAF | I::GRAD_MODE | I::MUTATIONS_HIDDEN,
             Data,
         ),
-        (I::MUTATES_DATA | I::REQUIRES_GRAD | I::IS_LEAF, Data),
+        // t_() on a leaf that requires grad: eager raises
         (
-            I::MUTATES_METADATA | I::REQUIRES_GRAD,
-            ErrorMetadataRequiresGrad,
+            I::MUTATES_METADATA | I::REQUIRES_GRAD | I::IS_LEAF,
+            ErrorLeafMutated,
+        ),
+        // t_() on a non-leaf that requires grad is replayed (with autograd)
+        (I::MUTATES_METADATA | I::REQUIRES_GRAD, Metadata),
+        (
+            I::MUTATES_METADATA | I::MUTATES_DATA | I::NEW_VALUE_REQUIRES_GRAD,
+            DataAndMetadataDifferentiable,
+        ),
+        // an enable_grad write under a no_grad call keeps its history
+        (
+            I::MUTATES_DATA | I::NEW_VALUE_REQUIRES_GRAD,
+            DataDifferentiable,
         ),
         (
             I::MUTATED_IN_BACKWARD | I::MUTATES_DATA,
