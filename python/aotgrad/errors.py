@@ -18,6 +18,9 @@ Raised by Python:
 - :class:`TraceError`: a function cannot be traced (a data-dependent branch,
   an op without a fake kernel). The message names the op and the user's line.
 - :class:`UnsupportedError`: a feature aotgrad does not handle (yet).
+- :class:`EagerRefusal`: a program eager PyTorch itself refuses (also a
+  ``RuntimeError``, the type eager raises), e.g. an in-place write to a leaf
+  that requires grad.
 - :class:`GuardError`: a compiled artefact's assumptions keep failing (too
   many recompilations), or a guard cannot be expressed.
 - :class:`CompileError`: the downstream compiler (Inductor, a user's
@@ -75,6 +78,10 @@ class TraceError(AotgradError):
 
 class UnsupportedError(AotgradError):
     """A program or feature aotgrad does not support (yet)."""
+
+
+class EagerRefusal(AotgradError, RuntimeError):
+    """A program eager PyTorch refuses too; a ``RuntimeError`` like eager's error."""
 
 
 class GuardError(AotgradError):

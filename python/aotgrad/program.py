@@ -183,6 +183,7 @@ def _layout(
         new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
         requires_grad_changes=metadata.requires_grad_changes,
         enable_grad=not metadata.grad_mode,
+        storage_resizes=facts.input_storage_resize,
     )
 
 

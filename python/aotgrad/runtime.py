@@ -71,6 +71,10 @@ class ForwardLayout:
     #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
     #: the autograd.Function runs with grad mode on.
     enable_grad: bool = False
+    #: Inputs that come with an empty storage or whose storage the function resizes, and
+    #: their bytes after the call. The graphs never resize; the runtime does, around them:
+    #: an empty input gets the bytes it views while the graph reads and writes it.
+    storage_resizes: dict[int, int] = field(default_factory=dict)
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -91,6 +95,7 @@ class ForwardLayout:
             or self.output_aliases
             or self.new_leaves
             or self.requires_grad_changes
+            or self.storage_resizes
         )
 
 
@@ -112,7 +117,15 @@ class _Epilogue:
         specs += layout.metadata_mutations.values()
         self.static = all(s.static for s in specs)
 
-    def versions_before(self, args: Sequence[Any]) -> list[int]:
+    def prepare(self, args: Sequence[Any]) -> list[int]:
+        """Before the graph runs: inputs resized by the function get the storage it gave
+        them (the graph reads and writes them as if it had); their version counters."""
+        for i in self.layout.storage_resizes:
+            t = args[i]
+            if t.untyped_storage().nbytes() == 0 and t.numel():
+                span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+                nbytes = (t.storage_offset() + span) * t.element_size()
+                torch.ops.inductor.resize_storage_bytes_(t, nbytes)
         # Inference tensors have no version counter (-1: nothing to set).
         return [-1 if args[i].is_inference() else args[i]._version for i, _ in self.versioned]
 
@@ -134,10 +147,9 @@ class _Epilogue:
             else:
                 with torch.no_grad():
                     target.copy_(value)
-        for (i, delta), v0 in zip(self.versioned, before):
-            t = args[i]
-            if v0 >= 0 and t._version < v0 + delta:
-                torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
+        for i, after in layout.storage_resizes.items():
+            torch.ops.inductor.resize_storage_bytes_(args[i], after)
+        self._set_versions(args, before)
         outs = list(fwd[: self.n_user])
         for a in layout.output_aliases:
             outs[a.index] = self._rebuild(a, args, fwd, outs, spec)
@@ -150,6 +162,24 @@ class _Epilogue:
             else:
                 args[i].detach_()
         return tuple(outs)
+
+    def _set_versions(self, args: Sequence[Any], before: list[int]) -> None:
+        """Version counters as eager leaves them: views of one tensor share a counter, which
+        every write through any of them bumps."""
+        if len(self.versioned) == 1:
+            (i, delta), v0 = self.versioned[0], before[0]
+            if v0 >= 0 and args[i]._version != v0 + delta:
+                torch._C._autograd._unsafe_set_version_counter((args[i],), (v0 + delta,))
+            return
+        shared: dict[int, int] = {}
+        for (i, delta), v0 in zip(self.versioned, before):
+            root = args[i] if args[i]._base is None else args[i]._base
+            shared[id(root)] = shared.get(id(root), v0) + delta
+        for (i, _), v0 in zip(self.versioned, before):
+            t = args[i]
+            target = shared[id(t if t._base is None else t._base)]
+            if v0 >= 0 and t._version != target:
+                torch._C._autograd._unsafe_set_version_counter((t,), (target,))
 
     def _rebuild(
         self, a: OutputAlias, args: Sequence[Any], fwd: Sequence[Any], outs: list, spec: Any
@@ -304,7 +334,7 @@ def make_training_function(
     epilogue = _Epilogue(layout)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
-        before = epilogue.versions_before(args)
+        before = epilogue.prepare(args)
         return epilogue(args, apply(*args), before)
 
     return run_and_replay
@@ -324,7 +354,7 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
     epilogue = _Epilogue(layout)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
-        before = epilogue.versions_before(args)
+        before = epilogue.prepare(args)
         return epilogue(args, fw(list(args)), before)
 
     return run_and_replay

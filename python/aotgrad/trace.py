@@ -199,6 +199,14 @@ def _from_functional(x: Any) -> Any:
     return x
 
 
+def _storage_bytes(args: Sequence[Any]) -> list[int]:
+    """Per tensor input, its storage's bytes (for a functional wrapper: its current value's)."""
+    return [
+        _from_functional(a).untyped_storage().nbytes() if isinstance(a, torch.Tensor) else -1
+        for a in args
+    ]
+
+
 def _output_info(o: Any) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
@@ -298,6 +306,7 @@ def collect_metadata(
         shape_env.ignore_fresh_unbacked_symbols() if shape_env else contextlib.nullcontext()
     )
     with _tracing_modes(fake_mode), suppress_pending, _trace_errors(fn):
+        nbytes = _storage_bytes(fake_args)
         wrapped = [_to_functional(a) for a in fake_args]
         before = alias.facts.snapshot(wrapped)
         chain = _EffectChain()
@@ -320,6 +329,12 @@ def collect_metadata(
             grad_mode=grad_mode,
             keep_in_graph=keep_input_mutations,
         )
+        # resize_storage_bytes_ acts on the fake itself, not through functionalization.
+        facts.input_storage_resize = {
+            i: after
+            for i, (n0, after) in enumerate(zip(nbytes, _storage_bytes(wrapped)))
+            if n0 != after or n0 == 0 < fake_args[i].numel()
+        }
         plan = alias.classify(facts)
         bases = [outs[k]._base for k in plan.intermediate_bases]
         new_values = [wrapped[i] for i in plan.mutated_inputs]

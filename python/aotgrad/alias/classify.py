@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass, field
 
 from .. import _rust
-from ..errors import UnsupportedError
+from ..errors import EagerRefusal, UnsupportedError
 from .facts import AliasFacts
 from .views import ViewSpec
 
@@ -65,9 +65,9 @@ METADATA_WRITE = frozenset(
 
 _REFUSALS = {
     InputVerdict.ERROR_LEAF_MUTATED: (
-        "is a leaf tensor that requires grad and is updated in place (data or metadata) "
-        "where autograd sees it; eager raises 'a leaf Variable that requires grad is being "
-        "used in an in-place operation' (write under torch.no_grad() or through .detach())"
+        "is a leaf Variable that requires grad and is being used in an in-place operation "
+        "(data or metadata), as eager refuses it too; write under torch.no_grad() or "
+        "through .detach()"
     ),
     InputVerdict.ERROR_ALIASED_MUTATION: (
         "is updated in place and shares storage with another input; aliased inputs that "
@@ -125,6 +125,8 @@ def classify(facts: AliasFacts) -> AliasPlan:
     if aliased:
         raise NeedsSyntheticBase(f"inputs {aliased} {_REFUSALS[plan.inputs[aliased[0]]]}", aliased)
     for i, v in enumerate(plan.inputs):
+        if v == InputVerdict.ERROR_LEAF_MUTATED:
+            raise EagerRefusal(f"input {i} {_REFUSALS[v]}")
         if v in _REFUSALS:
             raise UnsupportedError(f"input {i} {_REFUSALS[v]}")
     return plan

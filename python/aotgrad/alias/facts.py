@@ -63,6 +63,9 @@ class AliasFacts:
     #: ``no_grad``: autograd's creation meta, which decides whether eager lets it be
     #: written in place; the rebuilt view gets the same.
     output_creation_meta: dict[int, Any] = field(default_factory=dict)
+    #: Inputs whose storage has no bytes when the function is called, or that the function
+    #: resizes (``inductor.resize_storage_bytes_``, as FSDP2 does): the bytes after the call.
+    input_storage_resize: dict[int, int] = field(default_factory=dict)
 
     def columns(self) -> tuple[list[int], ...]:
         return (

@@ -22,6 +22,7 @@ import torch
 
 from ..errors import UnsupportedError
 from .storage import overlap_groups
+from .views import set_metadata
 
 
 def _storage_id(t: torch.Tensor) -> int:
@@ -85,8 +86,7 @@ class SyntheticBase:
     def replay_metadata(self, tensors: Sequence[Any]) -> None:
         """Give the real members the metadata the function gave them (``b.t_()``)."""
         for i, (size, stride, offset) in self.new_views.items():
-            with torch.no_grad():
-                tensors[i].as_strided_(size, stride, offset)
+            set_metadata(tensors[i], size, stride, offset)
 
     def prepare(self, tensors: Sequence[Any]) -> list[Any]:
         """The graph's inputs for one call: the base, then the non-members."""

@@ -139,6 +139,17 @@ def regenerate(base: torch.Tensor, spec: ViewSpec, requires_grad: bool) -> torch
 
 def replay_metadata(t: torch.Tensor, spec: ViewSpec, *, record: bool = False) -> None:
     """Give the real input ``t`` the sizes/strides/offset the function gave it (``t_()``);
-    ``record``: with grad mode on, so that autograd records it (``t`` requires grad)."""
+    ``record``: with grad mode on, so that autograd records it (``t`` requires grad).
+    The version counter is left as it was: the caller sets it to eager's count."""
+    set_metadata(t, spec.size, spec.stride, t.storage_offset() + spec.offset, record=record)
+
+
+def set_metadata(
+    t: torch.Tensor, size: Any, stride: Any, offset: Any, *, record: bool = False
+) -> None:
+    """``t.as_strided_(size, stride, offset)``, the version counter left unchanged."""
+    version = -1 if t.is_inference() else t._version
     with torch.set_grad_enabled(record):
-        t.as_strided_(spec.size, spec.stride, t.storage_offset() + spec.offset)
+        t.as_strided_(size, stride, offset)
+    if version >= 0:
+        torch._C._autograd._unsafe_set_version_counter((t,), (version,))

@@ -1,0 +1,376 @@
+"""The fidelity issue's cases, each compared with eager PyTorch.
+
+Each case was a silently wrong answer, a refusal of a program eager runs, or a crash.
+``observe`` records everything eager exposes about one call — output values, dtype,
+shape, strides, ``requires_grad``, ``is_leaf``, ``grad_fn``, identity with and storage
+sharing with the inputs, the inputs afterwards (values, metadata, version counters),
+every leaf's gradient and the errors raised — and each case must observe the same
+through ``aot_function`` (both partitioners) and ``torch.compile(backend="aotgrad_eager")``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.partition import default_partition, min_cut_rematerialization_partition
+
+
+def _aot(partition_fn: Callable[..., Any]) -> Callable[[Callable], Callable]:
+    return lambda fn: aotgrad.aot_function(fn, aotgrad.nop, partition_fn=partition_fn)
+
+
+def _dynamo(fn: Callable) -> Callable:
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="aotgrad_eager")
+
+
+COMPILERS = {
+    "aot_function-min_cut": _aot(min_cut_rematerialization_partition),
+    "aot_function-default": _aot(default_partition),
+    "dynamo-aotgrad_eager": _dynamo,
+}
+
+
+def _tensor_facts(t: torch.Tensor, args: list[Any]) -> dict[str, Any]:
+    storage = t.untyped_storage()
+    return {
+        "value": t.detach().clone() if storage.nbytes() else None,
+        "dtype": t.dtype,
+        "shape": tuple(t.shape),
+        "stride": tuple(t.stride()),
+        "requires_grad": t.requires_grad,
+        "is_leaf": t.is_leaf,
+        "has_grad_fn": t.grad_fn is not None,
+        "is_input": [t is a for a in args],
+        "base_is_input": [t._base is a for a in args],
+        "shares_storage": [
+            isinstance(a, torch.Tensor) and storage.data_ptr() == a.untyped_storage().data_ptr()
+            and storage.nbytes() > 0
+            for a in args
+        ],
+        "storage_bytes": storage.nbytes(),
+    }
+
+
+def _error(e: BaseException) -> str:
+    """The exception's nearest Python or torch type (aotgrad's own mix in eager's type)."""
+    kind = next(c for c in type(e).__mro__ if c.__module__.split(".")[0] in ("builtins", "torch"))
+    return f"raises {kind.__name__}"
+
+
+def observe(
+    fn: Callable,
+    make_args: Callable[[], tuple[list[Any], list[torch.Tensor]]],
+    compiler: Callable[[Callable], Callable] | None = None,
+    ctx: Callable[[], Any] = contextlib.nullcontext,
+    after: Callable[[Any], Any] | None = None,
+    calls: int = 1,
+) -> list[dict[str, Any]]:
+    """What one program shows, per call: ``make_args`` returns the arguments and the leaves
+    whose gradients are compared; ``after`` runs on the outputs (an in-place write to one)."""
+    torch.manual_seed(0)
+    g = fn if compiler is None else compiler(fn)
+    seen = []
+    for _ in range(calls):
+        args, leaves = make_args()
+        rec: dict[str, Any] = {}
+        try:
+            with ctx():
+                out = g(*args)
+        except Exception as e:  # noqa: BLE001 - the error is what is compared
+            seen.append({"call": _error(e)})
+            continue
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        rec["outputs"] = [
+            _tensor_facts(o, args) if isinstance(o, torch.Tensor) else o for o in outs
+        ]
+        rec["inputs"] = [
+            {**_tensor_facts(a, []), "version": a._version} if isinstance(a, torch.Tensor) else a
+            for a in args
+        ]
+        if after is not None:
+            try:
+                after(outs)
+                rec["after"] = "ok"
+            except Exception as e:  # noqa: BLE001
+                rec["after"] = _error(e)
+        diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+        if diff:
+            try:
+                torch.autograd.backward([o.float().sum() for o in diff])
+                rec["grads"] = [None if x.grad is None else x.grad.clone() for x in leaves]
+            except Exception as e:  # noqa: BLE001
+                rec["grads"] = _error(e)
+        seen.append(rec)
+    return seen
+
+
+def _differences(a: Any, b: Any, path: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b))
+        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        same = a.shape == b.shape and a.dtype == b.dtype and torch.allclose(a, b, equal_nan=True)
+        return [] if same else [f"{path}: eager {a.flatten()[:4].tolist()} compiled {b.flatten()[:4].tolist()}"]
+    return [] if a == b else [f"{path}: eager {a!r} compiled {b!r}"]
+
+
+def assert_like_eager(fn: Callable, make_args: Callable, compiler: Callable, **kw: Any) -> None:
+    eager = observe(fn, make_args, None, **kw)
+    compiled = observe(fn, make_args, compiler, **kw)
+    diffs = _differences(eager, compiled)
+    assert not diffs, "\n".join(diffs)
+
+
+def leaf_clone(*shape: int) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    """One input: a non-leaf clone of a leaf that requires grad."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+        return [x.clone()], [x]
+
+    return make
+
+
+def leaves(*specs: tuple[tuple[int, ...], bool]) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        ts = [torch.randn(*s, dtype=torch.float64, requires_grad=rg) for s, rg in specs]
+        return ts, [t for t in ts if t.requires_grad]
+
+    return make
+
+
+class Half(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 0.5
+
+
+class HalfView(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.view(-1)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g.view(2, 3) * 0.5
+
+
+def _mul_return(a):
+    a.mul_(2)
+    return a
+
+
+def _add_return(a):
+    a.add_(1)
+    return a
+
+
+def _detach_then_mutate(a):
+    tmp = a.detach()
+    a.mul_(2)
+    return a, tmp
+
+
+def _detached_view_of_intermediate(x):
+    x = x + 1
+    a = x.transpose(0, 1)
+    return a.detach(), a
+
+
+def _views_and_detached_select(x):
+    out = x * 2
+    return out.view(-1), out, out[0].detach()
+
+
+def _enable_grad_block(x):
+    with torch.enable_grad():
+        y = x * 2
+    return x + 1, y
+
+
+def _requires_grad_on_view(a):
+    return a.view(-1).requires_grad_(True)
+
+
+def _requires_grad_on_fresh(a):
+    return (a * 2).requires_grad_(True), a + 1
+
+
+def _add_grad_value(x, y):
+    x.add_(y)
+    return x * 2
+
+
+def _autocast_off_block(a, b):
+    with torch.autocast("cpu", enabled=False):
+        return torch.mm(a, b)
+
+
+def _t_on_input(a):
+    a.t_()
+    return a * 2
+
+
+def _t_and_return(a):
+    a.transpose_(0, 1)
+    return a
+
+
+def _unsqueeze_squeeze(a):
+    a.unsqueeze_(0)
+    b = a * 3
+    a.squeeze_(0)
+    return b
+
+
+def _as_strided_input(a):
+    a.as_strided_((3, 2), (1, 3))
+    return a.sum(0)
+
+
+def _detach_write_leaf(a):
+    a.detach().mul_(2)
+    return a * 3
+
+
+def _unbind(a):
+    return a.unbind(0)
+
+
+def _split(a):
+    return (a * 1).split(1, 0)
+
+
+CASES = {
+    "1 mutated input returned (mul_)": (_mul_return, leaf_clone(3, 3), {}),
+    "1 mutated input returned (add_)": (_add_return, leaf_clone(3, 3), {}),
+    "2 detach then mutate": (_detach_then_mutate, leaf_clone(3, 3), {}),
+    "3 custom Function returning its input": (
+        lambda x: Half.apply(x),
+        leaves(((3, 3), True)),
+        {},
+    ),
+    "3 custom Function returning a view": (
+        lambda x: HalfView.apply(x),
+        leaves(((2, 3), True)),
+        {},
+    ),
+    "4 detached view of an intermediate": (
+        _detached_view_of_intermediate,
+        leaves(((2, 3), True)),
+        {},
+    ),
+    "4 views and a detached select": (_views_and_detached_select, leaves(((2, 3), True)), {}),
+    "5 enable_grad under no_grad": (_enable_grad_block, leaves(((3,), True)), {"ctx": torch.no_grad}),
+    "6 requires_grad_ on a view of an input": (_requires_grad_on_view, leaves(((3,), False)), {}),
+    "6 requires_grad_ on a fresh tensor": (_requires_grad_on_fresh, leaves(((3,), False)), {}),
+    "7 x.add_(y), y requires grad": (
+        _add_grad_value,
+        leaves(((3,), False), ((3,), True)),
+        {},
+    ),
+    "7 x.add_(y) inside enable_grad under no_grad": (
+        lambda x, y: _enable_grad_block(_add_grad_value(x, y))[1],
+        leaves(((3,), False), ((3,), True)),
+        {"ctx": torch.no_grad},
+    ),
+    "8 autocast(enabled=False) inside autocast": (
+        _autocast_off_block,
+        lambda: ([torch.randn(4, 4), torch.randn(4, 4)], []),
+        {"ctx": functools.partial(torch.autocast, "cpu", dtype=torch.bfloat16)},
+    ),
+    "10 in-place write to an unbind output": (
+        _unbind,
+        leaf_clone(3, 3),
+        {"after": lambda outs: outs[0].mul_(2)},
+    ),
+    "10 in-place write to a split output": (
+        _split,
+        leaves(((2, 3), True)),
+        {"after": lambda outs: outs[1].add_(1)},
+    ),
+    "11 t_() on an input that requires grad": (_t_on_input, leaf_clone(2, 3), {}),
+    "11 transpose_() on an input that requires grad, returned": (_t_and_return, leaf_clone(2, 3), {}),
+    "11 unsqueeze_/squeeze_ on an input that requires grad": (
+        _unsqueeze_squeeze,
+        leaf_clone(2, 3),
+        {},
+    ),
+    "11 as_strided_ on an input that requires grad": (_as_strided_input, leaf_clone(2, 3), {}),
+    "11 t_() on a leaf that requires grad (eager raises)": (_t_on_input, leaves(((2, 3), True)), {}),
+    "12 a.detach().mul_(2) on a leaf": (_detach_write_leaf, leaves(((3,), True)), {}),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_case_matches_eager(case: str, compiler: str) -> None:
+    fn, make_args, kw = CASES[case]
+    assert_like_eager(fn, make_args, COMPILERS[compiler], calls=2, **kw)
+
+
+def _overlapping_views() -> tuple[list[Any], list[torch.Tensor]]:
+    base = torch.randn(4, 4)
+    return [base[:3], base[1:]], []
+
+
+def _mul_and_t(a, b):
+    a.mul_(2)
+    b.t_()
+    return a + 1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS)[:2])
+def test_9_overlapping_views_written_and_transposed(compiler: str) -> None:
+    assert_like_eager(_mul_and_t, _overlapping_views, COMPILERS[compiler], calls=2)
+
+
+def _resize_copy_free(x, y):
+    torch.ops.inductor.resize_storage_bytes_(x, y.numel() * y.element_size())
+    x.copy_(y)
+    out = x * 2
+    torch.ops.inductor.resize_storage_bytes_(x, 0)
+    return out
+
+
+def _resize_copy(x, y):
+    torch.ops.inductor.resize_storage_bytes_(x, y.numel() * y.element_size())
+    x.copy_(y)
+    return x + 1
+
+
+def _empty_storage(requires_grad: bool) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.empty(4)
+        x.untyped_storage().resize_(0)
+        y = torch.arange(4.0, requires_grad=requires_grad)
+        return [x, y], [y] if requires_grad else []
+
+    return make
+
+
+@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("fn", [_resize_copy, _resize_copy_free])
+def test_storage_resized_from_zero_bytes_like_fsdp(fn, keep: bool, requires_grad: bool) -> None:
+    """An input with a 0-byte storage, resized inside the function, filled, maybe freed
+    again (FSDP2's pattern): used to segfault; now equal to eager."""
+
+    def compiler(f: Callable) -> Callable:
+        return aotgrad.aot_function(f, aotgrad.nop, keep_inference_input_mutations=keep)
+
+    assert_like_eager(fn, _empty_storage(requires_grad), compiler, calls=2)
