@@ -106,6 +106,12 @@ def observe(
             try:
                 torch.autograd.backward([o.float().sum() for o in diff])
                 rec["grads"] = [None if x.grad is None else x.grad.clone() for x in leaves]
+                rec["inputs_after_backward"] = [
+                    {"value": a.detach().clone(), "version": a._version}
+                    if isinstance(a, torch.Tensor) and a.untyped_storage().nbytes()
+                    else None
+                    for a in args
+                ]
             except Exception as e:  # noqa: BLE001
                 rec["grads"] = _error(e)
         seen.append(rec)
@@ -374,3 +380,72 @@ def test_storage_resized_from_zero_bytes_like_fsdp(fn, keep: bool, requires_grad
         return aotgrad.aot_function(f, aotgrad.nop, keep_inference_input_mutations=keep)
 
     assert_like_eager(fn, _empty_storage(requires_grad), compiler, calls=2)
+
+
+# ------------------------------------------------------------ inputs written in the backward
+
+
+class WriteSavedInBackward(torch.autograd.Function):
+    """The backward updates a saved forward input that needs no grad (a running buffer)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(buf)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (buf,) = ctx.saved_tensors
+        buf.add_(1)
+        buf.mul_(2)
+        return g * buf, None
+
+
+class WriteGradInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        g.mul_(3)
+        return g
+
+
+@torch.library.custom_op("aotgrad_test::scale_and_count", mutates_args=())
+def scale_and_count(x: torch.Tensor, counter: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@scale_and_count.register_fake
+def _(x: torch.Tensor, counter: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _count_setup(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.save_for_backward(inputs[1])
+
+
+def _count_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+    (counter,) = ctx.saved_tensors
+    counter.add_(1)
+    return g * 2, None
+
+
+scale_and_count.register_autograd(_count_backward, setup_context=_count_setup)
+
+
+BACKWARD_WRITES = {
+    "custom Function writes a saved input": lambda x, buf: WriteSavedInBackward.apply(x, buf),
+    "custom Function writes the incoming gradient": lambda x, buf: WriteGradInBackward.apply(x)
+    + buf,
+    "torch.library op's backward writes a saved input": lambda x, buf: scale_and_count(x, buf),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(BACKWARD_WRITES))
+def test_input_written_in_the_backward(case: str, compiler: str) -> None:
+    assert_like_eager(
+        BACKWARD_WRITES[case], leaves(((3,), True), ((3,), False)), COMPILERS[compiler], calls=2
+    )

@@ -71,6 +71,9 @@ class ForwardLayout:
     #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
     #: the autograd.Function runs with grad mode on.
     enable_grad: bool = False
+    #: Inputs the backward writes (in-place ops per input): the compiled backward returns
+    #: their new values after the gradients, and the runtime copies them in.
+    backward_mutations: dict[int, int] = field(default_factory=dict)
     #: Inputs that come with an empty storage or whose storage the function resizes, and
     #: their bytes after the call. The graphs never resize; the runtime does, around them:
     #: an empty input gets the bytes it views while the graph reads and writes it.
@@ -277,6 +280,17 @@ def _separate_non_differentiable(
     return tuple(out) if changed else fwd
 
 
+def _write_back(
+    inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: Any
+) -> None:
+    """Copy the backward's new values into the inputs it wrote; version counters as eager's."""
+    for t, value, delta in zip(inputs, values, deltas):
+        v0 = t._version
+        with torch.no_grad():
+            t.copy_(value)
+        torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
+
+
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
 ) -> Callable[..., tuple[Any, ...]]:
@@ -287,6 +301,7 @@ def make_training_function(
     tangent_outputs = layout.tangent_outputs
     mutated = layout.mutated_inputs
     nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
+    bw_written = layout.backward_mutations
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -299,6 +314,8 @@ def make_training_function(
                 tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
             ctx.save_for_backward(*tensors)
             ctx.num_inputs = len(args)
+            if bw_written:
+                ctx.bw_written = [args[i] for i in bw_written]
             ctx.symints = tuple(saved[n_tensors:])
             if nondiff:
                 fwd = _separate_non_differentiable(fwd, nondiff, args)
@@ -315,7 +332,12 @@ def make_training_function(
             ctx.maybe_clear_saved_tensors()
             run_bw = _no_double_backward if torch.is_grad_enabled() else _call
             # One gradient per input; a trailing effect token of the backward is dropped.
-            return tuple(run_bw(bw, args))[: ctx.num_inputs]
+            outs = tuple(run_bw(bw, args))
+            n = ctx.num_inputs
+            if bw_written:
+                _write_back(ctx.bw_written, outs[n : n + len(bw_written)], bw_written.values())
+                del ctx.bw_written
+            return outs[:n]
 
     n_user = layout.num_user_outputs
     apply = CompiledFunction.apply

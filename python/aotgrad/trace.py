@@ -124,8 +124,9 @@ class JointGraph:
     intermediate bases of aliased outputs, then the new values of mutated inputs
     (``metadata.mutated_inputs``), then effect tokens —
     together the ``num_fwd_outputs`` forward outputs — then one gradient per primal
-    (``None`` where the primal needs no gradient), then the backward's effect token
-    if it has effectful ops.
+    (``None`` where the primal needs no gradient), then the new values of inputs the
+    backward writes (``backward_mutations``), then the backward's effect token if it has
+    effectful ops.
     """
 
     gm: fx.GraphModule
@@ -137,6 +138,9 @@ class JointGraph:
     num_fwd_outputs: int
     #: Effect tokens among the forward outputs (last); the backward may output one more.
     num_tokens: int = 0
+    #: Inputs the backward writes, and how many in-place ops it runs on each: their new
+    #: values are backward outputs after the gradients (before the effect token).
+    backward_mutations: dict[int, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -413,6 +417,7 @@ def trace_joint(
         if requires_grad[i] and v != alias.InputVerdict.UNMUTATED
     }
     written_in_backward: list[int] = []
+    backward_version_deltas: list[int] = []
 
     def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         fp = [_to_functional(p) for p in primals]
@@ -450,9 +455,11 @@ def trace_joint(
         grads: Sequence[Any] = ()
         if needs and diff_outs:
             grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
-        written_in_backward.extend(
-            i for i, (a, b) in enumerate(zip(versions, alias.facts.versions(call))) if a != b
-        )
+        after = alias.facts.versions(call)
+        for i, (a, b) in enumerate(zip(versions, after)):
+            if a != b:
+                written_in_backward.append(i)
+                backward_version_deltas.append(b - a)
         it = iter(grads)
         per_primal = [
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
@@ -460,6 +467,9 @@ def trace_joint(
         ]
         fwd = [_from_functional(v) for v in fwd_values]
         bwd = [_from_functional(g) for g in per_primal]
+        # Inputs the backward writes (a custom Function's backward updating a saved input):
+        # their new values follow the gradients; the runtime copies them in.
+        bwd += [_from_functional(call[i]) for i in written_in_backward]
         return fwd + fwd_tokens, bwd + chain.finish()
 
     with fake_mode:
@@ -468,8 +478,14 @@ def trace_joint(
         gm = make_fx(joint, decomposition_table=decompositions or {})(
             list(fake_args), fake_tangents
         )
-    if written_in_backward:
-        alias.refuse_backward_mutations(plan, written_in_backward)
+    # Written in the forward too, or requiring grad: not supported (the rule table refuses).
+    refused = [
+        i
+        for i in written_in_backward
+        if plan.inputs[i] != alias.InputVerdict.UNMUTATED or requires_grad[i]
+    ]
+    if refused:
+        alias.refuse_backward_mutations(plan, refused)
     _flatten_codegen(gm)
     _clean(gm)
     _mark_roles(gm, len(fake_args), mutated, static_inputs)
@@ -483,6 +499,7 @@ def trace_joint(
         num_user_outputs=num_user_outputs,
         num_fwd_outputs=num_fwd + num_tokens[0],
         num_tokens=num_tokens[0],
+        backward_mutations=dict(zip(written_in_backward, backward_version_deltas)),
     )
 
 
