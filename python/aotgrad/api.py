@@ -70,6 +70,15 @@ class _Entry:
         positions = self.tensor_positions
         return flat if positions is None else [flat[i] for i in positions]
 
+    def accepts(self, flat: Sequence[Any]) -> bool:
+        """Whether this entry's assumptions beyond the guard key hold for a call: its
+        symbolic-shape guards, the layout of the inputs passed as a synthetic base."""
+        if self.synthetic_base is not None and not self.synthetic_base.matches(
+            self.tensors(flat)
+        ):
+            return False
+        return not self.shape_guard or self.shape_guard(self.graph_inputs(flat))
+
     def graph_inputs(self, flat: Sequence[Any]) -> Sequence[Any]:
         tensors = self.tensors(flat)
         if self.synthetic_base is not None:
@@ -129,11 +138,7 @@ class AotFunction:
         they are positional leaves; ``state`` is the extra guarded state (or None)."""
         key = guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
         entry = self.cache.get(key)
-        while (
-            entry is not None
-            and entry.shape_guard
-            and not entry.shape_guard(entry.graph_inputs(flat))
-        ):
+        while entry is not None and not entry.accepts(flat):
             entry = entry.fallback
         if entry is None:
             entry = self._compile_in_call(flat, key)
@@ -153,6 +158,9 @@ class AotFunction:
 
     def _recompile_reason(self, flat: list[Any], key: tuple) -> str:
         entry = self.cache.get(key)
+        if entry is not None and entry.synthetic_base is not None:
+            if not entry.synthetic_base.matches(entry.tensors(flat)):
+                return "the layout of inputs that overlap in memory (a synthetic base) changed"
         if entry is not None and entry.shape_guard is not None:
             failing = entry.shape_guard.failing(entry.graph_inputs(flat))
             return f"a symbolic shape guard failed: {' and '.join(failing)}"
@@ -194,8 +202,9 @@ class AotFunction:
         try:
             artifact = compile_flat(flat_fn, fake_args, fake_mode, self.options, training=training)
         except alias.NeedsSyntheticBase as need:
-            base = alias.SyntheticBase.of(tensors, need.inputs, dynamic=self.options.dynamic)
-            fake_mode = trace.make_fake_mode(self.options.dynamic)
+            base = alias.SyntheticBase.of(tensors, need.inputs)
+            # The members' layout is baked into the graph (``accepts`` checks it per call).
+            fake_mode = trace.make_fake_mode(False)
             fake_args = trace.fakify(fake_mode, base.prepare(tensors), dynamic=False)
             artifact = compile_flat(
                 base.wrap(flat_fn), fake_args, fake_mode, self.options, training=training
@@ -203,8 +212,9 @@ class AotFunction:
         all_tensors = len(positions) == len(flat)
         entry = _Entry(artifact, _unflattener(out_spec_box[0]), None if all_tensors else positions)
         entry.synthetic_base = base
-        if self.options.dynamic:
+        if self.options.dynamic and base is None:
             entry.shape_guard = guards.ShapeGuard.of(fake_mode, fake_args)
+        if self.options.dynamic or base is not None:
             entry.fallback = self.cache.get(key)
         self.cache[key] = entry
         self.compilations += 1
@@ -381,12 +391,18 @@ def aot_module_simplified(
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     training = _needs_autograd(graph_inputs)
-    if cache and isinstance(mod, fx.GraphModule):
-        artifact = _compile_cached(
-            mod, graph_inputs, list_fn, fake_args, fake_mode, options, training
-        )
-    else:
-        artifact = compile_flat(list_fn, fake_args, fake_mode, options, training=training)
+    try:
+        if cache and isinstance(mod, fx.GraphModule):
+            artifact = _compile_cached(
+                mod, graph_inputs, list_fn, fake_args, fake_mode, options, training
+            )
+        else:
+            artifact = compile_flat(list_fn, fake_args, fake_mode, options, training=training)
+    except alias.NeedsSyntheticBase:
+        # Inputs that overlap in memory are written: Dynamo's guards do not cover their
+        # layout, so aotgrad guards the call itself and passes them as synthetic bases.
+        guarded = AotFunction(lambda *xs: tuple(list_fn(*xs)), options)
+        return lambda *runtime_args: guarded(*lifted, *runtime_args)
     run = artifact.run
 
     def forward(*runtime_args: Any) -> tuple[Any, ...]:

@@ -2,14 +2,18 @@
 
 Traced as separate inputs, ``f(x[0], x)`` writing through the first would leave
 the graph's copy of the second stale. So the graph instead takes one input
-for the whole group — their common base — and rebuilds each member inside
+per overlap group — the group's common base — and rebuilds each member inside
 the graph as an ``as_strided`` view of it; functionalization then propagates
 the write to every member, the graph returns the base's new value and the
-runtime copies it into the real base.
+runtime copies it into the real base. Several groups, on one storage or on
+several, each get a base of their own.
 
-The base is the members' common ``._base`` (autograd differentiates through
-it), or, when they have none in common and none requires grad, a flat view
-of their whole storage.
+A group's base is the members' common ``._base`` (autograd differentiates
+through it), or, when they have none in common and none requires grad, a flat
+view of their whole storage. The members' layout (sizes, strides, offsets) is
+baked into the graph: ``matches`` tells whether a later call has the same, and
+the caller compiles again when it has not (under ``dynamic=True`` too: the
+bases are traced with static shapes).
 """
 
 from __future__ import annotations
@@ -24,45 +28,30 @@ from ..errors import UnsupportedError
 from .storage import overlap_groups
 from .views import set_metadata
 
+#: (size, stride, absolute storage offset) of a member.
+Layout = tuple[tuple[int, ...], tuple[int, ...], int]
 
-def _storage_id(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+
+def _layout(t: torch.Tensor) -> Layout:
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def _root(t: torch.Tensor) -> torch.Tensor:
+    return t if t._base is None else t._base
 
 
 @dataclass(frozen=True)
-class SyntheticBase:
-    #: Graph-input positions of the members (replaced by the base).
+class _Group:
+    #: Graph-input positions of the members (replaced by the group's base).
     members: tuple[int, ...]
-    #: (size, stride, absolute storage offset) of each member.
-    views: tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...]
+    views: tuple[Layout, ...]
     #: True: the base is the members' common ``._base``; False: a flat storage view.
     common_base: bool
-    num_inputs: int
-    #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
-    #: (size, stride, absolute offset): recorded while tracing, replayed on the real ones.
-    new_views: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = field(
-        default_factory=dict, compare=False
-    )
 
     @classmethod
-    def of(cls, tensors: Sequence[Any], written: Sequence[int], *, dynamic: bool) -> SyntheticBase:
-        """The synthetic base for the overlap groups of the ``written`` graph inputs."""
-        storage = [
-            _storage_id(t) if isinstance(t, torch.Tensor) else -1 - i for i, t in enumerate(tensors)
-        ]
-        groups = overlap_groups(tensors, storage)
-        wanted = {groups[i] for i in written}
-        members = tuple(i for i, g in enumerate(groups) if g in wanted)
+    def of(cls, tensors: Sequence[Any], members: tuple[int, ...]) -> _Group:
         names = ", ".join(map(str, members))
-        if dynamic:
-            raise UnsupportedError(
-                f"inputs {names} overlap in memory and one is written in place: synthetic "
-                "bases are not supported with dynamic=True"
-            )
-        if len({_storage_id(tensors[i]) for i in members}) != 1:
-            raise UnsupportedError(f"inputs {names} written in place overlap across storages")
-        roots = {id(_root(tensors[i])) for i in members}
-        common = len(roots) == 1
+        common = len({id(_root(tensors[i])) for i in members}) == 1
         if not common and any(tensors[i].requires_grad for i in members):
             raise UnsupportedError(
                 f"inputs {names} overlap in memory, one is written in place, one requires "
@@ -70,11 +59,7 @@ class SyntheticBase:
             )
         if len({tensors[i].dtype for i in members}) != 1:
             raise UnsupportedError(f"inputs {names} overlap in memory with different dtypes")
-        views = tuple(
-            (tuple(tensors[i].shape), tuple(tensors[i].stride()), tensors[i].storage_offset())
-            for i in members
-        )
-        return cls(members, views, common, len(tensors))
+        return cls(members, tuple(_layout(tensors[i]) for i in members), common)
 
     def base(self, tensors: Sequence[Any]) -> torch.Tensor:
         first = tensors[self.members[0]]
@@ -83,35 +68,75 @@ class SyntheticBase:
         n = first.untyped_storage().nbytes() // first.element_size()
         return first.as_strided((n,), (1,), 0)
 
+    def matches(self, tensors: Sequence[Any]) -> bool:
+        first = tensors[self.members[0]]
+        storage = first.untyped_storage()._cdata
+        root = id(_root(first))
+        return all(
+            _layout(tensors[i]) == v
+            and tensors[i].untyped_storage()._cdata == storage
+            and (not self.common_base or id(_root(tensors[i])) == root)
+            for i, v in zip(self.members, self.views)
+        )
+
+
+@dataclass(frozen=True)
+class SyntheticBase:
+    groups: tuple[_Group, ...]
+    num_inputs: int
+    #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
+    #: layout: recorded while tracing, replayed on the real ones.
+    new_views: dict[int, Layout] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, tensors: Sequence[Any], written: Sequence[int]) -> SyntheticBase:
+        """The synthetic bases for the overlap groups of the ``written`` graph inputs."""
+        storage = [
+            t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else -1 - i
+            for i, t in enumerate(tensors)
+        ]
+        ids = overlap_groups(tensors, storage)
+        wanted = sorted({ids[i] for i in written})
+        groups = tuple(
+            _Group.of(tensors, tuple(i for i, g in enumerate(ids) if g == w)) for w in wanted
+        )
+        return cls(groups, len(tensors))
+
+    @property
+    def members(self) -> list[int]:
+        return [i for g in self.groups for i in g.members]
+
+    def matches(self, tensors: Sequence[Any]) -> bool:
+        """Whether the members of this call are laid out as the traced ones were."""
+        return all(g.matches(tensors) for g in self.groups)
+
     def replay_metadata(self, tensors: Sequence[Any]) -> None:
         """Give the real members the metadata the function gave them (``b.t_()``)."""
         for i, (size, stride, offset) in self.new_views.items():
             set_metadata(tensors[i], size, stride, offset)
 
     def prepare(self, tensors: Sequence[Any]) -> list[Any]:
-        """The graph's inputs for one call: the base, then the non-members."""
+        """The graph's inputs for one call: the groups' bases, then the non-members."""
         member_set = set(self.members)
-        return [self.base(tensors), *(t for i, t in enumerate(tensors) if i not in member_set)]
+        bases = [g.base(tensors) for g in self.groups]
+        return [*bases, *(t for i, t in enumerate(tensors) if i not in member_set)]
 
     def wrap(self, flat_fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``flat_fn`` taking the base and the non-members, rebuilding the members."""
-        members, views, n = self.members, self.views, self.num_inputs
-        new_views = self.new_views
+        """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
+        groups, n, new_views = self.groups, self.num_inputs, self.new_views
 
-        def with_base(base: torch.Tensor, *others: Any) -> Any:
-            rest = iter(others)
-            built = dict(zip(members, (base.as_strided(*v) for v in views)))
+        def with_base(*graph_inputs: Any) -> Any:
+            built: dict[int, Any] = {}
+            for g, base in zip(groups, graph_inputs):
+                built.update(zip(g.members, (base.as_strided(*v) for v in g.views)))
+            rest = iter(graph_inputs[len(groups) :])
             out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
-            for i, v in zip(members, views):
-                t = built[i]
-                now = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
-                if now != v:
-                    new_views[i] = now
+            for g in groups:
+                for i, v in zip(g.members, g.views):
+                    now = _layout(built[i])
+                    if now != v:
+                        new_views[i] = now
             return out
 
         with_base.__qualname__ = getattr(flat_fn, "__qualname__", "with_base")
         return with_base
-
-
-def _root(t: torch.Tensor) -> torch.Tensor:
-    return t if t._base is None else t._base
