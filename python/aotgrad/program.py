@@ -230,6 +230,7 @@ def build_program(
         metadata, fake_args, metadata.tangent_outputs, n_tensors, n_sym, joint.num_tokens
     )
     layout.backward_mutations = joint.backward_mutations
+    layout.backward_error = joint.backward_error
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)
     return program

@@ -74,6 +74,8 @@ class ForwardLayout:
     #: Inputs the backward writes (in-place ops per input): the compiled backward returns
     #: their new values after the gradients, and the runtime copies them in.
     backward_mutations: dict[int, int] = field(default_factory=dict)
+    #: Eager's error for a backward that reads a saved tensor written after it was saved.
+    backward_error: str | None = None
     #: Inputs that come with an empty storage or whose storage the function resizes, and
     #: their bytes after the call. The graphs never resize; the runtime does, around them:
     #: an empty input gets the bytes it views while the graph reads and writes it.
@@ -302,6 +304,7 @@ def make_training_function(
     mutated = layout.mutated_inputs
     nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
     bw_written = layout.backward_mutations
+    stale = layout.backward_error
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -325,6 +328,8 @@ def make_training_function(
 
         @staticmethod
         def backward(ctx: Any, *grads: Any) -> Any:
+            if stale is not None:
+                raise RuntimeError(stale)
             tangents = [grads[i].contiguous() for i in tangent_outputs]
             args = [*ctx.saved_tensors, *ctx.symints, *tangents]
             # Unless the graph is retained, drop ctx's references: a boxed backward

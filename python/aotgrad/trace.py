@@ -141,6 +141,9 @@ class JointGraph:
     #: Inputs the backward writes, and how many in-place ops it runs on each: their new
     #: values are backward outputs after the gradients (before the effect token).
     backward_mutations: dict[int, int] = field(default_factory=dict)
+    #: Eager's error when its backward would read a saved tensor written after it was
+    #: saved (the version check): the compiled backward raises it.
+    backward_error: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -390,8 +393,12 @@ def _clean(gm: fx.GraphModule) -> None:
     gm.recompile()
 
 
-def _unpack(t: Any) -> Any:
-    return t
+def _stale_message(t: Any, version: int) -> str:
+    return (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; "
+        f"expected version {version} instead (raised as eager raises it; aotgrad traced it)"
+    )
 
 
 def trace_joint(
@@ -418,6 +425,7 @@ def trace_joint(
     }
     written_in_backward: list[int] = []
     backward_version_deltas: list[int] = []
+    stale: list[str] = []
 
     def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         fp = [_to_functional(p) for p in primals]
@@ -425,19 +433,23 @@ def trace_joint(
         chain = _EffectChain()
         with torch.enable_grad():
             call = [p.clone() if i in cloned else p for i, p in enumerate(fp)]
-        # Autograd saves a snapshot of a written input, not the input itself: the backward
-        # reads the value from before the write (eager would fail its version check).
-        written = {id(call[i]) for i in mutated}
-
+        # Saved tensors keep their version: one written after it was saved fails eager's
+        # check when the backward reads it, so the compiled backward raises as eager does
+        # (the trace itself goes on: the forward alone must still work).
         def pack(t: Any) -> Any:
-            base = t._base if t._is_view() else t
-            return t.clone() if id(t) in written or id(base) in written else t
+            return t, t._version
+
+        def unpack(saved: tuple[Any, int]) -> Any:
+            t, version = saved
+            if t._version != version and not stale:
+                stale.append(_stale_message(t, version))
+            return t
 
         # The function runs under the caller's grad mode (its own enable_grad / no_grad
         # blocks decide what has autograd history, as in eager).
         with (
             torch.set_grad_enabled(metadata.grad_mode),
-            torch.autograd.graph.saved_tensors_hooks(pack, _unpack),
+            torch.autograd.graph.saved_tensors_hooks(pack, unpack),
         ):
             outs = _flat_call(fn, call)
         fwd_tokens = chain.finish()
@@ -500,6 +512,7 @@ def trace_joint(
         num_fwd_outputs=num_fwd + num_tokens[0],
         num_tokens=num_tokens[0],
         backward_mutations=dict(zip(written_in_backward, backward_version_deltas)),
+        backward_error=stale[0] if stale else None,
     )
 
 
