@@ -51,7 +51,8 @@ def _tensor_facts(t: torch.Tensor, args: list[Any]) -> dict[str, Any]:
         "is_input": [t is a for a in args],
         "base_is_input": [t._base is a for a in args],
         "shares_storage": [
-            isinstance(a, torch.Tensor) and storage.data_ptr() == a.untyped_storage().data_ptr()
+            isinstance(a, torch.Tensor)
+            and storage.data_ptr() == a.untyped_storage().data_ptr()
             and storage.nbytes() > 0
             for a in args
         ],
@@ -84,7 +85,7 @@ def observe(
         try:
             with ctx():
                 out = g(*args)
-        except Exception as e:  # noqa: BLE001 - the error is what is compared
+        except Exception as e:
             seen.append({"call": _error(e)})
             continue
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -99,7 +100,7 @@ def observe(
             try:
                 after(outs)
                 rec["after"] = "ok"
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 rec["after"] = _error(e)
         diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
         if diff:
@@ -112,7 +113,7 @@ def observe(
                     else None
                     for a in args
                 ]
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 rec["grads"] = _error(e)
         seen.append(rec)
     return seen
@@ -126,7 +127,11 @@ def _differences(a: Any, b: Any, path: str = "") -> list[str]:
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{path}[{i}]")]
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         same = a.shape == b.shape and a.dtype == b.dtype and torch.allclose(a, b, equal_nan=True)
-        return [] if same else [f"{path}: eager {a.flatten()[:4].tolist()} compiled {b.flatten()[:4].tolist()}"]
+        return (
+            []
+            if same
+            else [f"{path}: eager {a.flatten()[:4].tolist()} compiled {b.flatten()[:4].tolist()}"]
+        )
     return [] if a == b else [f"{path}: eager {a!r} compiled {b!r}"]
 
 
@@ -147,7 +152,9 @@ def leaf_clone(*shape: int) -> Callable[[], tuple[list[Any], list[torch.Tensor]]
     return make
 
 
-def leaves(*specs: tuple[tuple[int, ...], bool]) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+def leaves(
+    *specs: tuple[tuple[int, ...], bool],
+) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
     def make() -> tuple[list[Any], list[torch.Tensor]]:
         ts = [torch.randn(*s, dtype=torch.float64, requires_grad=rg) for s, rg in specs]
         return ts, [t for t in ts if t.requires_grad]
@@ -281,7 +288,11 @@ CASES = {
         {},
     ),
     "4 views and a detached select": (_views_and_detached_select, leaves(((2, 3), True)), {}),
-    "5 enable_grad under no_grad": (_enable_grad_block, leaves(((3,), True)), {"ctx": torch.no_grad}),
+    "5 enable_grad under no_grad": (
+        _enable_grad_block,
+        leaves(((3,), True)),
+        {"ctx": torch.no_grad},
+    ),
     "6 requires_grad_ on a view of an input": (_requires_grad_on_view, leaves(((3,), False)), {}),
     "6 requires_grad_ on a fresh tensor": (_requires_grad_on_fresh, leaves(((3,), False)), {}),
     "7 x.add_(y), y requires grad": (
@@ -310,14 +321,22 @@ CASES = {
         {"after": lambda outs: outs[1].add_(1)},
     ),
     "11 t_() on an input that requires grad": (_t_on_input, leaf_clone(2, 3), {}),
-    "11 transpose_() on an input that requires grad, returned": (_t_and_return, leaf_clone(2, 3), {}),
+    "11 transpose_() on an input that requires grad, returned": (
+        _t_and_return,
+        leaf_clone(2, 3),
+        {},
+    ),
     "11 unsqueeze_/squeeze_ on an input that requires grad": (
         _unsqueeze_squeeze,
         leaf_clone(2, 3),
         {},
     ),
     "11 as_strided_ on an input that requires grad": (_as_strided_input, leaf_clone(2, 3), {}),
-    "11 t_() on a leaf that requires grad (eager raises)": (_t_on_input, leaves(((2, 3), True)), {}),
+    "11 t_() on a leaf that requires grad (eager raises)": (
+        _t_on_input,
+        leaves(((2, 3), True)),
+        {},
+    ),
     "12 a.detach().mul_(2) on a leaf": (_detach_write_leaf, leaves(((3,), True)), {}),
 }
 
@@ -437,8 +456,9 @@ scale_and_count.register_autograd(_count_backward, setup_context=_count_setup)
 
 BACKWARD_WRITES = {
     "custom Function writes a saved input": lambda x, buf: WriteSavedInBackward.apply(x, buf),
-    "custom Function writes the incoming gradient": lambda x, buf: WriteGradInBackward.apply(x)
-    + buf,
+    "custom Function writes the incoming gradient": lambda x, buf: (
+        WriteGradInBackward.apply(x) + buf
+    ),
     "torch.library op's backward writes a saved input": lambda x, buf: scale_and_count(x, buf),
 }
 

@@ -73,9 +73,7 @@ class _Entry:
     def accepts(self, flat: Sequence[Any]) -> bool:
         """Whether this entry's assumptions beyond the guard key hold for a call: its
         symbolic-shape guards, the layout of the inputs passed as a synthetic base."""
-        if self.synthetic_base is not None and not self.synthetic_base.matches(
-            self.tensors(flat)
-        ):
+        if self.synthetic_base is not None and not self.synthetic_base.matches(self.tensors(flat)):
             return False
         return not self.shape_guard or self.shape_guard(self.graph_inputs(flat))
 
@@ -158,9 +156,9 @@ class AotFunction:
 
     def _recompile_reason(self, flat: list[Any], key: tuple) -> str:
         entry = self.cache.get(key)
-        if entry is not None and entry.synthetic_base is not None:
-            if not entry.synthetic_base.matches(entry.tensors(flat)):
-                return "the layout of inputs that overlap in memory (a synthetic base) changed"
+        base = None if entry is None else entry.synthetic_base
+        if base is not None and not base.matches(entry.tensors(flat)):  # type: ignore[union-attr]
+            return "the layout of inputs that overlap in memory (a synthetic base) changed"
         if entry is not None and entry.shape_guard is not None:
             failing = entry.shape_guard.failing(entry.graph_inputs(flat))
             return f"a symbolic shape guard failed: {' and '.join(failing)}"

@@ -166,7 +166,9 @@ def _layout(
         num_saved_symints=num_saved_symints,
         num_tokens=num_tokens,
         num_intermediate_bases=len(plan.intermediate_bases),
-        mutation_with_grad=[plan.inputs[i] in alias.DIFFERENTIABLE_WRITE for i in plan.mutated_inputs],
+        mutation_with_grad=[
+            plan.inputs[i] in alias.DIFFERENTIABLE_WRITE for i in plan.mutated_inputs
+        ],
         metadata_mutations=metadata_mutations,
         metadata_with_grad=[
             i

@@ -282,9 +282,7 @@ def _separate_non_differentiable(
     return tuple(out) if changed else fwd
 
 
-def _write_back(
-    inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: Any
-) -> None:
+def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: Any) -> None:
     """Copy the backward's new values into the inputs it wrote; version counters as eager's."""
     for t, value, delta in zip(inputs, values, deltas):
         v0 = t._version

@@ -433,6 +433,7 @@ def trace_joint(
         chain = _EffectChain()
         with torch.enable_grad():
             call = [p.clone() if i in cloned else p for i, p in enumerate(fp)]
+
         # Saved tensors keep their version: one written after it was saved fails eager's
         # check when the backward reads it, so the compiled backward raises as eager does
         # (the trace itself goes on: the forward alone must still work).

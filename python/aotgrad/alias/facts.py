@@ -86,9 +86,7 @@ def snapshot(wrapped: Sequence[Any]) -> list[tuple[int, Any]]:
     """Per input, its version counter and autograd node before the function runs: a
     write that leaves the node as it was was hidden from autograd (under ``no_grad``, or
     through a ``detach()``ed alias)."""
-    return [
-        (w._version, w.grad_fn) if isinstance(w, torch.Tensor) else (0, None) for w in wrapped
-    ]
+    return [(w._version, w.grad_fn) if isinstance(w, torch.Tensor) else (0, None) for w in wrapped]
 
 
 def _unwrap(t: FunctionalTensor) -> Any:
