@@ -206,12 +206,35 @@ def _from_functional(x: Any) -> Any:
     return x
 
 
-def _storage_bytes(args: Sequence[Any]) -> list[int]:
-    """Per tensor input, its storage's bytes (for a functional wrapper: its current value's)."""
-    return [
-        _from_functional(a).untyped_storage().nbytes() if isinstance(a, torch.Tensor) else -1
-        for a in args
-    ]
+def _empty_storage(a: Any) -> bool:
+    return isinstance(a, torch.Tensor) and a.numel() > 0 and a.untyped_storage().nbytes() == 0
+
+
+_RESIZE_OPS = (torch.ops.inductor.resize_storage_bytes_, torch.ops.inductor.resize_storage_bytes_.default)
+
+
+class _StorageResizes(torch.overrides.TorchFunctionMode):
+    """Records ``inductor.resize_storage_bytes_`` calls on the inputs (or views of them):
+    under functionalization the op resizes the traced value directly, so nothing else
+    remembers it. ``last``: input index → the size it was last resized to."""
+
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        super().__init__()
+        self.index = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+        self.last: dict[int, int] = {}
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func in _RESIZE_OPS and args:
+            t = args[0]
+            i = self.index.get(id(t), self.index.get(id(t._base), -1))
+            if i >= 0:
+                size = args[1] if len(args) > 1 else kwargs["new_size"]
+                if not isinstance(size, int):
+                    raise UnsupportedError(
+                        f"input {i}'s storage is resized to a symbolic size: not supported"
+                    )
+                self.last[i] = size
+        return func(*args, **(kwargs or {}))
 
 
 def _output_info(o: Any) -> OutputInfo:
@@ -313,11 +336,11 @@ def collect_metadata(
         shape_env.ignore_fresh_unbacked_symbols() if shape_env else contextlib.nullcontext()
     )
     with _tracing_modes(fake_mode), suppress_pending, _trace_errors(fn):
-        nbytes = _storage_bytes(fake_args)
         wrapped = [_to_functional(a) for a in fake_args]
         before = alias.facts.snapshot(wrapped)
         chain = _EffectChain()
-        outs = _flat_call(fn, wrapped)
+        with _StorageResizes(wrapped) as resizes:
+            outs = _flat_call(fn, wrapped)
         chain.finish()
         input_index = {id(w) for w in wrapped}
         outputs = [
@@ -336,11 +359,9 @@ def collect_metadata(
             grad_mode=grad_mode,
             keep_in_graph=keep_input_mutations,
         )
-        # resize_storage_bytes_ acts on the fake itself, not through functionalization.
         facts.input_storage_resize = {
-            i: after
-            for i, (n0, after) in enumerate(zip(nbytes, _storage_bytes(wrapped)))
-            if n0 != after or n0 == 0 < fake_args[i].numel()
+            **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
+            **resizes.last,
         }
         plan = alias.classify(facts)
         bases = [outs[k]._base for k in plan.intermediate_bases]
