@@ -113,6 +113,9 @@ class AotFunction:
         self.options = options
         #: Returns extra state the graphs depend on (a module's training flags); guarded.
         self.state = state
+        #: Inputs passed before the caller's on every call (aot_module_simplified's lifted
+        #: parameters and buffers).
+        self.prefix: tuple[Any, ...] = ()
         #: Guard key → the most recent entry for it (older ones chained by ``fallback``).
         self.cache: dict[tuple, _Entry] = {}
         self.compilations = 0
@@ -124,6 +127,8 @@ class AotFunction:
         return guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.prefix:
+            args = (*self.prefix, *args)
         if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
             flat: list[Any] = list(args)  # fast path: positional leaves need no pytree
             shape: Any = len(args)
@@ -344,9 +349,10 @@ def aot_module_simplified(
 
     tc = TracingContext.try_get()
     under_dynamo = tc is not None and tc.fake_mode is not None
-    # Parameters and buffers Dynamo left as attributes of its graph (an optimizer step's
-    # parameters and state) become leading inputs, as in torch's aot_module_simplified.
-    state = lifted_state(mod) if under_dynamo else {}
+    # Parameters and buffers (Dynamo leaves an optimizer step's as attributes of its graph;
+    # a module used directly holds them in submodules) become leading inputs, as in
+    # torch's aot_module_simplified.
+    state = lifted_state(mod)
     names, lifted = list(state), list(state.values())
     n_lifted = len(lifted)
     options = AotOptions(
@@ -364,29 +370,34 @@ def aot_module_simplified(
         ],
     )
 
-    def flat_fn(*inputs: Any) -> Any:
-        out = _run_module(mod, inputs)
-        return tuple(out) if isinstance(out, list) else out
+    def run_lifted(*inputs: Any) -> Any:
+        if not n_lifted:
+            return _run_module(mod, inputs)
+        with _reparametrize_module(mod, dict(zip(names, inputs[:n_lifted], strict=True))):
+            return _run_module(mod, inputs[n_lifted:])
+
+    def list_fn(*inputs: Any) -> list[Any]:
+        out = run_lifted(*inputs)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
 
     graph_inputs = [*lifted, *args]
     if not under_dynamo:
         # Used directly, not under Dynamo: nothing else guards the call, so aotgrad does.
-        state = functools.partial(guards.module_state, mod)
-        guarded = AotFunction(flat_fn, options, state)
-        guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
+        # Fake example inputs (symbolic sizes: compiled for dynamic sizes) are not real
+        # values to compile for: the first call compiles.
+        fakes = [a for a in args if isinstance(a, torch._subclasses.FakeTensor)]
+        if any(_symbolic(a) for a in fakes):
+            options.dynamic = True
+        guarded = AotFunction(lambda *xs: _as_tuple(run_lifted(*xs)), options, None)
+        guarded.state = functools.partial(guards.module_state, mod)
+        guarded.prefix = tuple(lifted)
+        if not fakes:
+            guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
         return guarded
 
     # Under Dynamo: its guards cover the call; compile once with its symbols.
     fake_mode = detect_fake_mode(graph_inputs) or tc.fake_mode
     fake_args = _fakify_with_context(fake_mode, graph_inputs, tc, options.dynamic)
-
-    def list_fn(*inputs: Any) -> list[Any]:
-        if n_lifted:
-            with _reparametrize_module(mod, dict(zip(names, inputs[:n_lifted], strict=True))):
-                out = _run_module(mod, inputs[n_lifted:])
-        else:
-            out = _run_module(mod, inputs)
-        return list(out) if isinstance(out, (tuple, list)) else [out]
 
     training = _needs_autograd(graph_inputs)
     try:
@@ -400,7 +411,8 @@ def aot_module_simplified(
         # Inputs that overlap in memory are written: Dynamo's guards do not cover their
         # layout, so aotgrad guards the call itself and passes them as synthetic bases.
         guarded = AotFunction(lambda *xs: tuple(list_fn(*xs)), options)
-        return lambda *runtime_args: guarded(*lifted, *runtime_args)
+        guarded.prefix = tuple(lifted)
+        return guarded
     run = artifact.run
 
     def forward(*runtime_args: Any) -> tuple[Any, ...]:
@@ -438,10 +450,18 @@ def _compile_cached(
     return artifact
 
 
+def _as_tuple(out: Any) -> Any:
+    return tuple(out) if isinstance(out, list) else out
+
+
+def _symbolic(t: torch.Tensor) -> bool:
+    return any(isinstance(v, torch.SymInt) for v in (*t.shape, *t.stride()))
+
+
 def lifted_state(mod: Any) -> dict[str, torch.Tensor]:
-    """The parameters and buffers of a Dynamo graph module by name (duplicates kept):
+    """The parameters and buffers of a module by name (duplicates kept):
     aot_module_simplified lifts them to leading graph inputs."""
-    if not isinstance(mod, fx.GraphModule):
+    if not isinstance(mod, torch.nn.Module):
         return {}
     return {
         **dict(mod.named_parameters(remove_duplicate=False)),

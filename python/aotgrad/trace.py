@@ -210,7 +210,10 @@ def _empty_storage(a: Any) -> bool:
     return isinstance(a, torch.Tensor) and a.numel() > 0 and a.untyped_storage().nbytes() == 0
 
 
-_RESIZE_OPS = (torch.ops.inductor.resize_storage_bytes_, torch.ops.inductor.resize_storage_bytes_.default)
+_RESIZE_OPS = (
+    torch.ops.inductor.resize_storage_bytes_,
+    torch.ops.inductor.resize_storage_bytes_.default,
+)
 
 
 class _StorageResizes(torch.overrides.TorchFunctionMode):

@@ -14,6 +14,7 @@ import torch
 import torch.fx as fx
 
 from .. import _rust
+from ..errors import PartitionError
 from ..split import IN_BACKWARD, IN_FORWARD, is_tangent, split_joint
 from ..table import STATIC_KEY, Flag, to_table
 from .reorder import has_checkpoint_tags, mimic_autograd_order
@@ -152,20 +153,37 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-# torch passes keyword arguments of its own: static_lifetime_input_indices (the
-# parameters, free to save: marked on their placeholders) and the like.
-_TORCH_KWARGS = frozenset({"static_lifetime_input_indices", "static_lifetime_input_nodes"})
+# The keyword arguments torch 2.15's own partitioners take, accepted as they are:
+# - static_lifetime_input_indices / static_lifetime_input_nodes: the parameters and
+#   buffers, free to save (marked on their placeholders);
+# - compiler (min-cut; "inductor" by default): which compiler fuses the recomputed ops.
+#   aotgrad's cost table assumes a fusing compiler whatever the name; it must be a str.
+_TORCH_KWARGS = frozenset(
+    {"static_lifetime_input_indices", "static_lifetime_input_nodes", "compiler"}
+)
 
 
-def mark_static_inputs(joint_module: fx.GraphModule, indices: Any) -> None:
-    """Flag the primals at ``indices`` (parameters and buffers) ``STATIC_INPUT``. Primals
-    are a joint graph's leading placeholders, so primal ``i`` is placeholder ``i``."""
+def mark_static_inputs(joint_module: fx.GraphModule, indices: Any, nodes: Any = None) -> None:
+    """Flag the primals at ``indices``, and the placeholders ``nodes`` (parameters and
+    buffers), ``STATIC_INPUT``. Primals are a joint graph's leading placeholders, so
+    primal ``i`` is placeholder ``i``."""
     placeholders = joint_module.graph.find_nodes(op="placeholder")
     for i in indices or ():
         placeholders[i].meta[STATIC_KEY] = True
+    for node in nodes or ():
+        node.meta[STATIC_KEY] = True
 
 
-def _own_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _torch_options(joint_module: fx.GraphModule, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Apply torch's keyword arguments; return aotgrad's own options."""
+    compiler = kwargs.get("compiler", "inductor")
+    if not isinstance(compiler, str):
+        raise PartitionError(f"partition option compiler must be a str, got {compiler!r}")
+    mark_static_inputs(
+        joint_module,
+        kwargs.get("static_lifetime_input_indices"),
+        kwargs.get("static_lifetime_input_nodes"),
+    )
     return {k: v for k, v in kwargs.items() if k not in _TORCH_KWARGS}
 
 
@@ -175,8 +193,9 @@ def default_partition(
     """Save every forward value the backward reads; recompute nothing but SymFloats
     (free from the sizes they are made of; a saved one keeps Inductor from caching
     the backward)."""
-    mark_static_inputs(joint_module, kwargs.get("static_lifetime_input_indices"))
-    return _partition("default", joint_module, num_fwd_outputs, _own_options(kwargs))
+    return _partition(
+        "default", joint_module, num_fwd_outputs, _torch_options(joint_module, kwargs)
+    )
 
 
 def min_cut_rematerialization_partition(
@@ -186,5 +205,6 @@ def min_cut_rematerialization_partition(
     in the backward where that saves memory (the policy torch.compile users rely on).
     Parameters (``static_lifetime_input_indices``, or primals traced with
     ``meta["aotgrad_static_input"]``) are free to save."""
-    mark_static_inputs(joint_module, kwargs.get("static_lifetime_input_indices"))
-    return _partition("min_cut", joint_module, num_fwd_outputs, _own_options(kwargs))
+    return _partition(
+        "min_cut", joint_module, num_fwd_outputs, _torch_options(joint_module, kwargs)
+    )

@@ -30,7 +30,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 from .. import _rust
 from ..errors import PartitionError
 from ..table import to_table
-from .api import PartitionResult, _own_options
+from .api import PartitionResult, _torch_options
 
 #: Budgets :func:`frontier` sweeps when none are given.
 DEFAULT_BUDGETS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
@@ -167,7 +167,7 @@ def memory_budget_partition(
         num_fwd_outputs=num_fwd_outputs,
         budget=budget,
         allow_exceed=allow_exceed,
-        **_own_options(kwargs),
+        **_torch_options(joint_module, kwargs),
     )
     return result.split(joint_module, num_fwd_outputs)
 
