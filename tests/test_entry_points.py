@@ -159,3 +159,158 @@ def test_partition_fn_rejects_a_compiler_that_is_not_a_name() -> None:
     g = aotgrad.aot_function(lambda x: x.sin().sum(), aotgrad.nop, partition_fn=pf)
     with pytest.raises(PartitionError, match="compiler must be a str"):
         g(torch.randn(3, requires_grad=True))
+
+
+# ------------------------------------------------------------------- compiled autograd
+
+
+def _compiled_autograd_step(fn: Any, backend: str | None, *shapes: tuple[int, ...]) -> list:
+    """Grads of ``fn``'s outputs summed, with the backward traced by compiled autograd
+    (``torch._dynamo.config.compiled_autograd``) when ``backend`` is given."""
+    torch.manual_seed(0)
+    args = [torch.randn(*s, requires_grad=True) for s in shapes]
+    if backend is None:
+        outs = fn(*args)
+        sum(o.sum() for o in outs).backward()
+        return [a.grad for a in args]
+    torch._dynamo.reset()
+
+    @torch.compile(backend=backend)
+    def step(*xs: torch.Tensor) -> None:
+        outs = fn(*xs)
+        sum(o.sum() for o in outs).backward()
+
+    with torch._dynamo.config.patch(compiled_autograd=True):
+        step(*args)
+    return [a.grad for a in args]
+
+
+def _one_output(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+    return ((x @ w).relu().sum(),)
+
+
+def _two_outputs(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return (x @ w).tanh().sum(0), (x * 2).sin()
+
+
+@pytest.mark.parametrize("fn", [_one_output, _two_outputs])
+def test_compiled_autograd_traces_aotgrads_backward(fn: Any) -> None:
+    eager = _compiled_autograd_step(fn, None, (4, 3), (3, 3))
+    ours = _compiled_autograd_step(fn, "aotgrad_eager", (4, 3), (3, 3))
+    _assert_same(ours, eager)
+
+
+def test_compiled_autograd_enabled_around_a_compiled_function() -> None:
+    from torch._dynamo import compiled_autograd
+
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    xe, we = (t.detach().clone().requires_grad_() for t in (x, w))
+    a, b = _two_outputs(xe, we)
+    (a.sum() + b.sum()).backward()
+    torch._dynamo.reset()
+    a, b = torch.compile(_two_outputs, backend="aotgrad_eager")(x, w)
+    with compiled_autograd._enable(torch.compile(backend="aotgrad_eager")):
+        (a.sum() + b.sum()).backward()
+    _assert_same([x.grad, w.grad], [xe.grad, we.grad])
+
+
+# ------------------------------------------------------------------- effectful custom ops
+
+EFFECT_LOG: list[int] = []
+
+
+@torch.library.custom_op("aotgrad_test::record_effect", mutates_args=())
+def record_effect(x: torch.Tensor, tag: int) -> torch.Tensor:
+    EFFECT_LOG.append(tag)
+    return x.clone()
+
+
+@record_effect.register_fake
+def _(x: torch.Tensor, tag: int) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _record_setup(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.tag = inputs[1]
+
+
+def _record_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+    return record_effect(g, 100 + ctx.tag), None
+
+
+record_effect.register_autograd(_record_backward, setup_context=_record_setup)
+
+
+def _register_effects() -> None:
+    from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+
+    _register_effectful_op(torch.ops.aotgrad_test.record_effect.default, _EffectType.ORDERED)
+
+
+_register_effects()
+
+
+def _effects(x: torch.Tensor) -> torch.Tensor:
+    y = record_effect(x * 2, 1)
+    z = record_effect(y.sin(), 2)
+    return record_effect(z.cos(), 3).sum()
+
+
+def _effect_run(compile_fn: Any) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+    x = torch.randn(5, requires_grad=True, generator=torch.Generator().manual_seed(0))
+    EFFECT_LOG.clear()
+    out = compile_fn(_effects)(x)
+    out.backward()
+    return list(EFFECT_LOG), out.detach(), x.grad
+
+
+def _dynamo(backend: str) -> Any:
+    def compile_fn(fn: Any) -> Any:
+        torch._dynamo.reset()
+        return torch.compile(fn, backend=backend)
+
+    return compile_fn
+
+
+@pytest.mark.parametrize(
+    "compile_fn",
+    [
+        lambda fn: aotgrad.aot_function(fn, aotgrad.nop),
+        lambda fn: ftc.aot_function(fn, ftc.nop),
+        _dynamo("aotgrad_eager"),
+    ],
+    ids=["aot_function", "torch_aot_function", "dynamo_aotgrad_eager"],
+)
+def test_effectful_ops_run_in_eagers_order_forward_and_backward(compile_fn: Any) -> None:
+    eager = _effect_run(lambda fn: fn)
+    assert eager[0] == [1, 2, 3, 103, 102, 101]
+    _assert_same(_effect_run(compile_fn), eager)
+
+
+def test_inductor_channels_last_conv_effectful_op_and_input_mutation() -> None:
+    """Inductor gets effect tokens as it expects them (made and sunk inside its graphs):
+    a token among a graph's outputs made it fail ("'NoneType' object has no attribute
+    'get_size'")."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+
+    def f(x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        y = record_effect(conv(x), 7)
+        buf.add_(1)
+        return y.relu().sum()
+
+    def run(g: Any) -> list[Any]:
+        x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+        x = x.to(memory_format=torch.channels_last).requires_grad_()
+        buf = torch.zeros(3)
+        conv.zero_grad(set_to_none=True)
+        EFFECT_LOG.clear()
+        out = g(x, buf)
+        out.backward()
+        return [out.detach(), x.grad, [p.grad.clone() for p in conv.parameters()], buf, list(EFFECT_LOG)]
+
+    eager = run(f)
+    ours = run(_dynamo("aotgrad")(f))
+    assert ours[4] == eager[4] == [7, 107]
+    _assert_same(ours[:4], eager[:4])

@@ -15,6 +15,7 @@ warns once with the reason and runs that graph eagerly, unless ``strict``.
 from __future__ import annotations
 
 import functools
+import operator
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -120,6 +121,46 @@ def _canonical_attribute_order(gm: fx.GraphModule) -> None:
     gm.__dict__.update(ordered)
 
 
+def _sink_effect_tokens(gm: fx.GraphModule) -> None:
+    """Effect tokens (``with_effects``'s ordering chain) as Inductor wants them, as torch's
+    ``unlift_tokens`` leaves them: a chain starts at a ``prims._make_token`` in the graph
+    (a token the graph takes as input is replaced by one), and the tokens it returns are
+    consumed by ``prims._sink_tokens`` and returned as None (the runtime ignores them)."""
+    from torch._higher_order_ops.effects import with_effects
+
+    effects = gm.graph.find_nodes(op="call_function", target=with_effects)
+    if not effects:
+        return
+    make, sink = torch.ops.prims._make_token.default, torch.ops.prims._sink_tokens.default
+    graph = gm.graph
+    for node in effects:
+        token = node.args[0]
+        if isinstance(token, fx.Node) and token.op == "placeholder":
+            with graph.inserting_after(graph.find_nodes(op="placeholder")[-1]):
+                fresh = graph.call_function(make, ())
+            fresh.meta["val"] = token.meta.get("val")
+            token.replace_all_uses_with(fresh)
+    output = graph.output_node()
+    outs = list(output.args[0])  # type: ignore[arg-type]
+
+    def is_token(n: Any) -> bool:
+        if not isinstance(n, fx.Node) or n.op != "call_function":
+            return False
+        if n.target is make:
+            return True
+        return n.target is operator.getitem and n.args[0] in effects and n.args[1] == 0
+
+    tokens = [n for n in outs if is_token(n)]
+    if tokens:
+        with graph.inserting_before(output):
+            graph.call_function(sink, (tokens,))
+        output.args = (tuple(None if is_token(n) else n for n in outs),)
+        visible = output.meta.get("user_visible_output_idxs")
+        if visible is not None:
+            output.meta["user_visible_output_idxs"] = [i for i in visible if not is_token(outs[i])]
+    gm.recompile()
+
+
 def _mark_user_visible(gm: fx.GraphModule, count: int | None) -> None:
     out = gm.graph.output_node()
     args = list(out.args[0])  # type: ignore[arg-type]
@@ -166,12 +207,14 @@ def inductor_partition(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
 def inductor_forward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     if "user_visible_output_idxs" not in gm.graph.output_node().meta:
         _mark_user_visible(gm, None)
+    _sink_effect_tokens(gm)
     return _compile_inner(gm, example_inputs)
 
 
 def inductor_inference(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     gm = _run_joint_graph_passes(gm, example_inputs)
     _mark_user_visible(gm, None)
+    _sink_effect_tokens(gm)
     return _compile_inner(gm, example_inputs, is_inference=True)
 
 
@@ -179,6 +222,7 @@ def inductor_backward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Call
     placeholders = gm.graph.find_nodes(op="placeholder")
     num_saved = sum(1 for p in placeholders if not p.name.startswith("tangents"))
     gm.graph.output_node().meta["user_visible_output_idxs"] = []
+    _sink_effect_tokens(gm)
     return _compile_inner(
         gm, example_inputs, is_backward=True, static_input_idxs=list(range(num_saved))
     )
@@ -209,6 +253,20 @@ def _warn_once(reason: str) -> None:
 def _compile(
     gm: fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any], *, codegen: bool
 ) -> Callable[..., Any]:
+    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+        # A graph taking a list of tensors (compiled autograd's backward graph): compiled
+        # over its flattened inputs, called with the list (torch's backends do the same).
+        from torch._dynamo.utils import flatten_graph_inputs
+
+        def compile_flat_inputs(g: Any, flat: Sequence[Any]) -> Callable[..., Any]:
+            compiled = _compile(g, flat, kwargs, codegen=codegen)
+
+            def boxed(args: list[Any]) -> Any:  # flatten_graph_inputs calls with one list
+                return compiled(*args)
+
+            return boxed
+
+        return flatten_graph_inputs(gm, example_inputs, compile_flat_inputs)
     options = BackendOptions.from_kwargs(kwargs)
     partition_fn = _partitioner(options)
     try:

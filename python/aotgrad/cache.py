@@ -271,7 +271,16 @@ def load(
     program = PartitionedProgram(
         body["training"], body["forward"], body["backward"], body["layout"], None, {}
     )
-    restore_fake_values(program, fake_args, fake_mode)
+    try:
+        restore_fake_values(program, fake_args, fake_mode)
+    except Exception as e:  # noqa: BLE001 - an entry that does not fit its inputs is stale
+        warnings.warn(
+            f"aotgrad: discarding cache entry {path.name}: its graphs do not run on this "
+            f"call's inputs ({type(e).__name__}: {str(e)[:200]})",
+            stacklevel=2,
+        )
+        path.unlink(missing_ok=True)
+        return None
     return program
 
 

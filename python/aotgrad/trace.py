@@ -345,7 +345,7 @@ def collect_metadata(
         with _StorageResizes(wrapped) as resizes:
             outs = _flat_call(fn, wrapped)
         chain.finish()
-        input_index = {id(w) for w in wrapped}
+        input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
         outputs = [
             _output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs
         ]
