@@ -308,7 +308,13 @@ def test_inductor_channels_last_conv_effectful_op_and_input_mutation() -> None:
         EFFECT_LOG.clear()
         out = g(x, buf)
         out.backward()
-        return [out.detach(), x.grad, [p.grad.clone() for p in conv.parameters()], buf, list(EFFECT_LOG)]
+        return [
+            out.detach(),
+            x.grad,
+            [p.grad.clone() for p in conv.parameters()],
+            buf,
+            list(EFFECT_LOG),
+        ]
 
     eager = run(f)
     ours = run(_dynamo("aotgrad")(f))

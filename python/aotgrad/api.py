@@ -247,11 +247,18 @@ def aot_function(
     *,
     dynamic: bool = False,
     recompile_limit: int = 8,
+    enable_log: bool = True,
+    disable_functionalization: bool = False,
+    _disable_torch_fn_metadata_mode: bool = False,
 ) -> AotFunction:
     """Compile ``fn`` ahead of time: trace its joint forward+backward graph, partition it
     (aotgrad's min-cut by default), compile both halves and wrap them in an
     ``autograd.Function``. Compilation happens on the first call and again for any call
-    that breaks an assumption of the earlier ones (see ``aotgrad.guards``)."""
+    that breaks an assumption of the earlier ones (see ``aotgrad.guards``).
+
+    torch's keywords ``enable_log``, ``disable_functionalization`` and
+    ``_disable_torch_fn_metadata_mode`` are accepted and have no effect: aotgrad logs
+    through ``AOTGRAD_LOGS`` and always traces functionalized graphs (same results)."""
     options = AotOptions(
         fw_compiler,
         bw_compiler,
@@ -336,16 +343,29 @@ def aot_module_simplified(
     decompositions: dict[Any, Any] | None = None,
     keep_inference_input_mutations: bool = False,
     inference_compiler: Compiler | None = None,
+    compiler_config_extra: Any = None,
+    ignore_shape_env: bool = False,
+    disable_functionalization: bool = False,
+    pre_grad_passes: Callable[..., Any] | None = None,
+    compile_region_name: str | None = None,
     *,
     cache: bool = False,
-    **kwargs: Any,
+    dynamic: bool = False,
 ) -> Callable[..., Any]:
     """The low-overhead entry point for frontends such as Dynamo: ``mod`` takes flat
     positional inputs (parameters already lifted to inputs) and returns a flat tuple.
     Compiles eagerly for ``args``; returns a callable taking the same flat inputs.
     With ``cache=True`` (what the backends pass) compiled graphs are reused from the
-    in-process and on-disk caches (``aotgrad.cache``)."""
+    in-process and on-disk caches (``aotgrad.cache``).
+
+    torch's keywords: ``pre_grad_passes(mod, args)`` runs on ``mod`` first and its result
+    is traced; ``compiler_config_extra``, ``ignore_shape_env``, ``disable_functionalization``
+    and ``compile_region_name`` are accepted and have no effect (aotgrad always traces with
+    the shape environment of its inputs, functionalized)."""
     from torch._guards import TracingContext, detect_fake_mode
+
+    if pre_grad_passes is not None:
+        mod = pre_grad_passes(mod, args)
 
     tc = TracingContext.try_get()
     under_dynamo = tc is not None and tc.fake_mode is not None
@@ -363,7 +383,7 @@ def aot_module_simplified(
         0,
         keep_inference_input_mutations,
         inference_compiler,
-        dynamic=bool(kwargs.get("dynamic", False)),
+        dynamic=dynamic,
         static_input_indices=[
             *range(n_lifted),
             *(i + n_lifted for i in _dynamo_static_inputs(mod)),

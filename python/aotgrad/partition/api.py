@@ -199,7 +199,12 @@ def default_partition(
 
 
 def min_cut_rematerialization_partition(
-    joint_module: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int, **kwargs: Any
+    joint_module: fx.GraphModule,
+    _joint_inputs: Any,
+    compiler: str = "inductor",
+    *,
+    num_fwd_outputs: int,
+    **kwargs: Any,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Choose saved values by a max-flow min-cut over byte sizes, recomputing cheap ops
     in the backward where that saves memory (the policy torch.compile users rely on).
