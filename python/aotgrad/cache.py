@@ -273,7 +273,7 @@ def load(
     )
     try:
         restore_fake_values(program, fake_args, fake_mode)
-    except Exception as e:  # noqa: BLE001 - an entry that does not fit its inputs is stale
+    except Exception as e:  # an entry whose graphs do not run on these inputs is stale
         warnings.warn(
             f"aotgrad: discarding cache entry {path.name}: its graphs do not run on this "
             f"call's inputs ({type(e).__name__}: {str(e)[:200]})",

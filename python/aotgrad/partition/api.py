@@ -209,7 +209,7 @@ def min_cut_rematerialization_partition(
     """Choose saved values by a max-flow min-cut over byte sizes, recomputing cheap ops
     in the backward where that saves memory (the policy torch.compile users rely on).
     Parameters (``static_lifetime_input_indices``, or primals traced with
-    ``meta["aotgrad_static_input"]``) are free to save."""
-    return _partition(
-        "min_cut", joint_module, num_fwd_outputs, _torch_options(joint_module, kwargs)
-    )
+    ``meta["aotgrad_static_input"]``) are free to save. ``compiler``: see
+    ``_torch_options``."""
+    options = _torch_options(joint_module, {**kwargs, "compiler": compiler})
+    return _partition("min_cut", joint_module, num_fwd_outputs, options)
