@@ -91,6 +91,7 @@ def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: 
     from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx_inner
 
+    _refuse_subclass_inputs(example_inputs)
     real_constants = any(
         isinstance(getattr(gm, str(n.target), None), torch.Tensor)
         and not isinstance(getattr(gm, str(n.target)), torch._subclasses.FakeTensor)
@@ -105,6 +106,23 @@ def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: 
     )
     with allow:
         return compile_fx_inner(gm, example_inputs, **kwargs)
+
+
+def _refuse_subclass_inputs(example_inputs: Sequence[Any]) -> None:
+    """Inductor's generated code reads its inputs' data pointers: a tensor subclass that
+    wraps other tensors (``TwoTensor``, ``DTensor``, a jagged ``NestedTensor``) has none,
+    and the process would crash. aotgrad does not flatten subclasses yet: refused, so the
+    backend runs the graph eagerly (``strict=True``: the error)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    from .errors import UnsupportedError
+
+    for i, x in enumerate(example_inputs):
+        if is_traceable_wrapper_subclass(x):
+            raise UnsupportedError(
+                f"graph input {i} is a tensor subclass ({type(x).__qualname__}): Inductor "
+                "compiles plain tensors only (use backend='aotgrad_eager')"
+            )
 
 
 def _canonical_attribute_order(gm: fx.GraphModule) -> None:
