@@ -37,7 +37,7 @@ from unittest import mock
 import torch
 import torch.fx as fx
 
-from . import graph_records
+from . import graph_records, guards
 from .program import AotOptions, CompiledArtifact, PartitionedProgram
 
 FORMAT = 2  # 2: graphs stored node by node (graph_records), no longer re-traced
@@ -147,6 +147,7 @@ def key_for(
         f"torch={torch.__version__}",
         f"aotgrad={code_fingerprint()}",
         f"training={training}",
+        f"modes={guards.call_modes()}",
         _describe_options(options),
         gm.code,
         _constants_digest(gm),

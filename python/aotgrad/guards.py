@@ -177,13 +177,18 @@ def call_key(
     else:
         aliases = _unaliased(len(tensors))
         layout = ()
-    mode = (
+    return (call_modes(), tuple(parts), aliases, layout, state, extra)
+
+
+def call_modes() -> tuple[Any, ...]:
+    """The modes a traced graph depends on: grad mode, inference mode, autocast (per
+    device type, with its dtype), the default dtype."""
+    return (
         torch.is_grad_enabled(),
         torch.is_inference_mode_enabled(),
         _autocast_state(),
         torch.get_default_dtype(),
     )
-    return (mode, tuple(parts), aliases, layout, state, extra)
 
 
 def module_state(mod: torch.nn.Module) -> tuple[bool, ...]:

@@ -189,6 +189,27 @@ def _layout(
     )
 
 
+def _grad_tangents(bw: fx.GraphModule, num_inputs: int) -> list[tuple[int, ...]]:
+    """Per input gradient of the backward graph, the tangents (by position) it is
+    computed from. An input whose tangents all went unused by the caller's backward gets
+    no gradient (None, as eager leaves it), not zeros."""
+    from .split import is_tangent
+
+    placeholders = bw.graph.find_nodes(op="placeholder")
+    tangent_of = {p: k for k, p in enumerate(q for q in placeholders if is_tangent(q))}
+    deps: dict[fx.Node, frozenset[int]] = {}
+    for node in bw.graph.nodes:
+        if node.op == "placeholder":
+            deps[node] = frozenset({tangent_of[node]}) if node in tangent_of else frozenset()
+        elif node.op != "output":
+            found: set[int] = set()
+            for a in node.all_input_nodes:
+                found |= deps[a]
+            deps[node] = frozenset(found)
+    outs = list(bw.graph.output_node().args[0])[:num_inputs]  # type: ignore[arg-type]
+    return [tuple(sorted(deps[o])) if isinstance(o, fx.Node) else () for o in outs]
+
+
 @with_frame_room
 @_gc_paused
 def build_program(
@@ -233,6 +254,7 @@ def build_program(
     )
     layout.backward_mutations = joint.backward_mutations
     layout.backward_error = joint.backward_error
+    layout.grad_tangents = _grad_tangents(bw_gm, len(fake_args))
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)
     return program

@@ -22,6 +22,10 @@ from .alias.views import Binding, Evaluator, regenerate, replay_metadata
 
 BoxedFn = Callable[[list[Any]], Any]
 
+_CM = torch._C._autograd.CreationMeta
+#: Views eager made under no_grad / inference mode: autograd does not track them.
+_NO_GRAD_VIEWS = frozenset({_CM.NO_GRAD_MODE, _CM.INFERENCE_MODE})
+
 
 @dataclass
 class OutputAlias:
@@ -74,6 +78,8 @@ class ForwardLayout:
     #: Inputs the backward writes (in-place ops per input): the compiled backward returns
     #: their new values after the gradients, and the runtime copies them in.
     backward_mutations: dict[int, int] = field(default_factory=dict)
+    #: Per input gradient, the tangents it depends on (``program._grad_tangents``).
+    grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
     #: Eager's error for a backward that reads a saved tensor written after it was saved.
     backward_error: str | None = None
     #: Inputs that come with an empty storage or whose storage the function resizes, and
@@ -123,8 +129,12 @@ class _Epilogue:
         self.static = all(s.static for s in specs)
 
     def prepare(self, args: Sequence[Any]) -> list[int]:
-        """Before the graph runs: inputs resized by the function get the storage it gave
-        them (the graph reads and writes them as if it had); their version counters."""
+        """Before the graph runs: inputs the function makes require grad do; inputs
+        resized by the function get the storage it gave them (the graph reads and writes
+        them as if it had); their version counters."""
+        for i, flag in self.layout.requires_grad_changes.items():
+            if flag:  # before the graph runs: autograd then records it, as in eager
+                args[i].requires_grad_(True)
         for i in self.layout.storage_resizes:
             t = args[i]
             if t.untyped_storage().nbytes() == 0 and t.numel():
@@ -162,9 +172,7 @@ class _Epilogue:
             if not outs[k].requires_grad:
                 outs[k].requires_grad_(True)
         for i, flag in layout.requires_grad_changes.items():
-            if flag:
-                args[i].requires_grad_(True)
-            else:
+            if not flag:
                 args[i].detach_()
         return tuple(outs)
 
@@ -198,9 +206,10 @@ class _Epilogue:
         else:
             base = fwd[self.n_user + a.source]
         assert a.view is not None
-        out = regenerate(base, spec(a.view), a.requires_grad)
-        if a.creation_meta is not None and out._is_view():
-            torch._C._autograd._set_creation_meta(out, a.creation_meta)
+        meta = a.creation_meta
+        out = regenerate(base, spec(a.view), a.requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
+        if meta is not None and out._is_view():
+            torch._C._autograd._set_creation_meta(out, meta)
         return out
 
 
@@ -282,6 +291,22 @@ def _separate_non_differentiable(
     return tuple(out) if changed else fwd
 
 
+def _zeros_like(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """A zero tangent for ``t``, made only if needed (contiguous, as the graph expects)."""
+    shape, dtype, device = t.shape, t.dtype, t.device
+    return lambda: torch.zeros(shape, dtype=dtype, device=device)
+
+
+def _unreached_to_none(
+    grads: Sequence[Any], deps: Sequence[tuple[int, ...]], missing: set[int]
+) -> tuple[Any, ...]:
+    """None for each gradient whose tangents all went unused."""
+    return tuple(
+        None if k < len(deps) and deps[k] and missing.issuperset(deps[k]) else g
+        for k, g in enumerate(grads)
+    )
+
+
 def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: Any) -> None:
     """Copy the backward's new values into the inputs it wrote; version counters as eager's."""
     for t, value, delta in zip(inputs, values, deltas):
@@ -302,6 +327,7 @@ def make_training_function(
     mutated = layout.mutated_inputs
     nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
     bw_written = layout.backward_mutations
+    grad_tangents = layout.grad_tangents
     stale = layout.backward_error
 
     class CompiledFunction(torch.autograd.Function):
@@ -315,6 +341,8 @@ def make_training_function(
                 tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
             ctx.save_for_backward(*tensors)
             ctx.num_inputs = len(args)
+            ctx.set_materialize_grads(False)
+            ctx.zeros = [_zeros_like(fwd[i]) for i in tangent_outputs]
             if bw_written:
                 ctx.bw_written = [args[i] for i in bw_written]
             ctx.symints = tuple(saved[n_tensors:])
@@ -328,7 +356,13 @@ def make_training_function(
         def backward(ctx: Any, *grads: Any) -> Any:
             if stale is not None:
                 raise RuntimeError(stale)
-            tangents = [grads[i].contiguous() for i in tangent_outputs]
+            # Grads are not materialised: an output the caller's backward did not reach
+            # has None, and inputs reached only through such outputs get None (eager's).
+            missing = [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
+            tangents = [
+                ctx.zeros[k]() if grads[i] is None else grads[i].contiguous()
+                for k, i in enumerate(tangent_outputs)
+            ]
             args = [*ctx.saved_tensors, *ctx.symints, *tangents]
             # Unless the graph is retained, drop ctx's references: a boxed backward
             # (Inductor's) then frees each saved activation after its last use.
@@ -340,6 +374,8 @@ def make_training_function(
             if bw_written:
                 _write_back(ctx.bw_written, outs[n : n + len(bw_written)], bw_written.values())
                 del ctx.bw_written
+            if missing:
+                return _unreached_to_none(outs[:n], grad_tangents, set(missing))
             return outs[:n]
 
     n_user = layout.num_user_outputs

@@ -349,10 +349,14 @@ def collect_metadata(
         outputs = [
             _output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs
         ]
+        # requires_grad_() / detach_() on an input (not a write of a value that requires
+        # grad: that input gets its history from the write, which the runtime replays).
         rg_changes = {
             i: bool(w.requires_grad)
             for i, (w, a) in enumerate(zip(wrapped, fake_args))
-            if isinstance(a, torch.Tensor) and bool(w.requires_grad) != bool(a.requires_grad)
+            if isinstance(a, torch.Tensor)
+            and bool(w.requires_grad) != bool(a.requires_grad)
+            and (not w.requires_grad or w.grad_fn is None)
         }
         facts = alias.collect(
             wrapped,
@@ -567,7 +571,8 @@ def trace_inference(
             primals[i].copy_(_from_functional(fp[i]))
         return flat + chain.finish()
 
-    with _tracing_modes(fake_mode), _trace_errors(fn), torch.no_grad():
+    # Under the caller's grad mode, as the function would run (torch.is_grad_enabled()).
+    with _tracing_modes(fake_mode), _trace_errors(fn), torch.set_grad_enabled(metadata.grad_mode):
         gm = make_fx(forward, decomposition_table=decompositions or {})(list(fake_args))
     _flatten_codegen(gm)
     _clean(gm)

@@ -117,12 +117,10 @@ def _input_flags(
             flags |= IN_NEW_VALUE_REQUIRES_GRAD
     if meta:
         flags |= IN_MUTATES_METADATA
-    # Hidden from autograd: under no_grad, or (for an input that requires grad: its
-    # autograd node is unchanged) through a detach()ed alias.
-    if (data or meta) and (
-        (original.requires_grad and w.grad_fn is grad_fn_before)
-        or (data and torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem))
-    ):
+    # Hidden from autograd: the input's autograd node is what it was (written under
+    # no_grad, or through a detach()ed alias). Not "every write under no_grad": a custom
+    # Function's forward writes under no_grad and mark_dirty() makes autograd see it.
+    if (data or meta) and w.grad_fn is grad_fn_before:
         flags |= IN_MUTATIONS_HIDDEN
     return flags
 

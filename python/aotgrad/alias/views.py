@@ -118,23 +118,32 @@ class Evaluator:
         )
 
 
-def regenerate(base: torch.Tensor, spec: ViewSpec, requires_grad: bool) -> torch.Tensor:
+def regenerate(
+    base: torch.Tensor, spec: ViewSpec, requires_grad: bool, *, no_grad: bool = False
+) -> torch.Tensor:
     """The view ``spec`` of the real ``base``: it shares base's storage, ``._base`` and
-    version counter, and autograd differentiates through it into ``base``."""
+    version counter, and autograd differentiates through it into ``base``. ``no_grad``:
+    eager made the view under no_grad: a view autograd does not track (as eager's)."""
     if spec.base_stride is not None and tuple(base.stride()) != spec.base_stride:
         raise RuntimeError(
             f"aotgrad: a compiled graph returned a view's base with strides "
             f"{tuple(base.stride())}, expected {spec.base_stride}; cannot rebuild the view"
         )
-    if tuple(base.shape) == spec.size and tuple(base.stride()) == spec.stride and spec.offset == 0:
-        out = base.view(base.shape)  # the whole base, still a view of it
-    else:
-        out = base.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
+    if no_grad:
+        with torch.no_grad():
+            return _view(base, spec)
+    out = _view(base, spec)
     if base.requires_grad and not requires_grad:
         out = out.detach()
     elif requires_grad and not out.requires_grad:
         out.requires_grad_(True)  # requires_grad_() on a view of an input without grad
     return out
+
+
+def _view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    if tuple(base.shape) == spec.size and tuple(base.stride()) == spec.stride and spec.offset == 0:
+        return base.view(base.shape)  # the whole base, still a view of it
+    return base.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
 
 
 def replay_metadata(t: torch.Tensor, spec: ViewSpec, *, record: bool = False) -> None:
