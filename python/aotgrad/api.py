@@ -146,8 +146,8 @@ class AotFunction:
         if entry is None:
             entry = self._compile_in_call(flat, key)
         outs = entry.artifact.run(*entry.graph_inputs(flat))
-        if entry.synthetic_base is not None and entry.synthetic_base.new_views:
-            entry.synthetic_base.replay_metadata(entry.tensors(flat))
+        if entry.synthetic_base is not None:
+            outs = entry.synthetic_base.finish(entry.tensors(flat), outs)
         return entry.unflatten(outs)
 
     def _compile_in_call(self, flat: list[Any], key: tuple) -> _Entry:

@@ -140,6 +140,7 @@ def _layout(
             facts.output_view.get(k),
             out.requires_grad,
             facts.output_creation_meta.get(k),
+            facts.output_detached.get(k, 0),
         )
         for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
         if v != alias.OutputVerdict.NON_ALIAS
@@ -183,10 +184,26 @@ def _layout(
         output_aliases=aliases,
         bindings=bindings,
         new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
+        same_as=facts.output_same_as,
+        output_versions=facts.output_version,
         requires_grad_changes=metadata.requires_grad_changes,
         enable_grad=not metadata.grad_mode,
         storage_resizes=facts.input_storage_resize,
     )
+
+
+def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
+    """User outputs the graph returns as the same value as an earlier one although eager
+    returns distinct objects (``t`` and ``t.detach()``: a detach is the identity inside
+    the graph): the runtime makes each a detached alias of its own."""
+    outs = list(fw.graph.output_node().args[0])[: layout.num_user_outputs]  # type: ignore[arg-type]
+    seen: set[Any] = set()
+    merged = []
+    for j, node in enumerate(outs):
+        if isinstance(node, fx.Node) and node in seen and j not in layout.same_as:
+            merged.append(j)
+        seen.add(node)
+    return merged
 
 
 def _grad_tangents(bw: fx.GraphModule, num_inputs: int) -> list[tuple[int, ...]]:
@@ -267,6 +284,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     timings = dict(program.timings)
     t0 = time.perf_counter()
     layout = program.layout
+    layout.merged_outputs = _merged_outputs(program.forward, layout)
     if not program.training:
         compiler = options.inference_compiler or options.fw_compiler
         fw = run_compiler(compiler, program.forward)

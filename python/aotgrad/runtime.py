@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .alias import OutputVerdict, ViewSpec
-from .alias.views import Binding, Evaluator, regenerate, replay_metadata
+from .alias.views import Binding, Evaluator, detached_alias, regenerate, replay_metadata
 
 BoxedFn = Callable[[list[Any]], Any]
 
@@ -40,6 +40,9 @@ class OutputAlias:
     #: Autograd's creation meta of the eager view when it is not the default (a
     #: multi-output view, a view made under no_grad): eager's in-place checks follow it.
     creation_meta: Any = None
+    #: 0: a view of its base; 1: a detached alias of it (``x.detach()``, not a view);
+    #: 2: a view of a detached alias (``x.detach().t()``).
+    detached: int = 0
 
 
 @dataclass
@@ -68,6 +71,12 @@ class ForwardLayout:
     output_aliases: list[OutputAlias] = field(default_factory=list)
     #: Where the size symbols of non-static view specs are read from the inputs.
     bindings: list[Binding] = field(default_factory=list)
+    #: User outputs that are an earlier user output object (``return t, t``).
+    same_as: dict[int, int] = field(default_factory=dict)
+    #: User outputs the graph returns as an earlier one's value, distinct objects in eager.
+    merged_outputs: list[int] = field(default_factory=list)
+    #: Fresh user outputs written in place inside the function: their version counters.
+    output_versions: dict[int, int] = field(default_factory=dict)
     #: User outputs that are leaves requiring grad (``requires_grad_()`` inside the function).
     new_leaves: list[int] = field(default_factory=list)
     #: Inputs whose ``requires_grad`` the function changed, and the new flag.
@@ -105,6 +114,9 @@ class ForwardLayout:
             or self.version_deltas
             or self.output_aliases
             or self.new_leaves
+            or self.same_as
+            or self.merged_outputs
+            or self.output_versions
             or self.requires_grad_changes
             or self.storage_resizes
         )
@@ -171,6 +183,16 @@ class _Epilogue:
         for k in layout.new_leaves:
             if not outs[k].requires_grad:
                 outs[k].requires_grad_(True)
+        for k, v in layout.output_versions.items():
+            if not outs[k].is_inference():
+                torch._C._autograd._unsafe_set_version_counter((outs[k],), (v,))
+        for k, first in layout.same_as.items():
+            outs[k] = outs[first]
+        if layout.merged_outputs:
+            taken = {id(o) for j, o in enumerate(outs) if j not in layout.merged_outputs}
+            for k in layout.merged_outputs:
+                if id(outs[k]) in taken:
+                    outs[k] = outs[k].detach()
         for i, flag in layout.requires_grad_changes.items():
             if not flag:
                 args[i].detach_()
@@ -207,6 +229,8 @@ class _Epilogue:
             base = fwd[self.n_user + a.source]
         assert a.view is not None
         meta = a.creation_meta
+        if a.detached:
+            return detached_alias(base, spec(a.view), a.detached, a.requires_grad)
         out = regenerate(base, spec(a.view), a.requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)

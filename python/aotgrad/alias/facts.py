@@ -63,6 +63,13 @@ class AliasFacts:
     #: ``no_grad``: autograd's creation meta, which decides whether eager lets it be
     #: written in place; the rebuilt view gets the same.
     output_creation_meta: dict[int, Any] = field(default_factory=dict)
+    #: Per output that is an earlier output object (``return t, t``), that output.
+    output_same_as: dict[int, int] = field(default_factory=dict)
+    #: Per fresh output written in place inside the function, its version counter.
+    output_version: dict[int, int] = field(default_factory=dict)
+    #: Per output aliasing an input that eager does not return as a view of that input:
+    #: 1 a detached alias (``x.detach()``: no ``._base``), 2 a view of one (``x.detach().t()``).
+    output_detached: dict[int, int] = field(default_factory=dict)
     #: Inputs whose storage has no bytes when the function is called, or that the function
     #: resizes (``inductor.resize_storage_bytes_``, as FSDP2 does): the bytes after the call.
     input_storage_resize: dict[int, int] = field(default_factory=dict)
@@ -159,7 +166,10 @@ def collect(
 
     # Inputs count as aliased (one storage id) only where their bytes overlap.
     facts.input_storage = overlap_groups(originals, storage_of_input)
-    output_index = {id(o): j for j, o in enumerate(outputs) if isinstance(o, torch.Tensor)}
+    output_index: dict[int, int] = {}
+    for j, o in enumerate(outputs):
+        if isinstance(o, torch.Tensor):
+            output_index.setdefault(id(o), j)
     base_groups: dict[int, int] = {}
     for j, o in enumerate(outputs):
         flags, inp, base, base_out = _output_row(
@@ -173,6 +183,18 @@ def collect(
             facts.output_view[j] = ViewSpec.of(o, originals[inp], check_base=False)
         elif flags & OUT_VIEW_OF_INTERMEDIATE:
             facts.output_view[j] = ViewSpec.of(o, o._base, check_base=True)
+        if isinstance(o, torch.Tensor):
+            first = output_index.get(id(o), j)
+            if first != j:
+                facts.output_same_as[j] = first
+            if not flags & (OUT_ALIASES_INPUT | OUT_VIEW_OF_INTERMEDIATE) and o._version:
+                facts.output_version[j] = o._version
+            if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
+                base = o._base
+                if base is None:
+                    facts.output_detached[j] = 1
+                elif base is not wrapped[inp] and base is not wrapped[inp]._base:
+                    facts.output_detached[j] = 2
         if j in facts.output_view and o._is_view():
             meta = torch._C._autograd._get_creation_meta(o)
             if meta != torch._C._autograd.CreationMeta.DEFAULT:

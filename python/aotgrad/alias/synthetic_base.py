@@ -87,6 +87,8 @@ class SyntheticBase:
     #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
     #: layout: recorded while tracing, replayed on the real ones.
     new_views: dict[int, Layout] = field(default_factory=dict, compare=False)
+    #: Outputs that are a member itself (``return b``): output index → member position.
+    member_outputs: dict[int, int] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, tensors: Sequence[Any], written: Sequence[int]) -> SyntheticBase:
@@ -110,6 +112,18 @@ class SyntheticBase:
         """Whether the members of this call are laid out as the traced ones were."""
         return all(g.matches(tensors) for g in self.groups)
 
+    def finish(self, tensors: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
+        """After a call: the members' new metadata; outputs that are members are the
+        real member tensors (eager returns the input object itself)."""
+        if self.new_views:
+            self.replay_metadata(tensors)
+        if not self.member_outputs:
+            return outs
+        outs = list(outs)
+        for j, i in self.member_outputs.items():
+            outs[j] = tensors[i]
+        return outs
+
     def replay_metadata(self, tensors: Sequence[Any]) -> None:
         """Give the real members the metadata the function gave them (``b.t_()``)."""
         for i, (size, stride, offset) in self.new_views.items():
@@ -124,6 +138,7 @@ class SyntheticBase:
     def wrap(self, flat_fn: Callable[..., Any]) -> Callable[..., Any]:
         """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
+        member_outputs = self.member_outputs
 
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
@@ -131,6 +146,10 @@ class SyntheticBase:
                 built.update(zip(g.members, (base.as_strided(*v) for v in g.views)))
             rest = iter(graph_inputs[len(groups) :])
             out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            member_of = {id(t): i for i, t in built.items()}
+            for j, o in enumerate(out):
+                if id(o) in member_of:
+                    member_outputs[j] = member_of[id(o)]
             for g in groups:
                 for i, v in zip(g.members, g.views):
                     now = _layout(built[i])

@@ -140,6 +140,17 @@ def regenerate(
     return out
 
 
+def detached_alias(
+    base: torch.Tensor, spec: ViewSpec, kind: int, requires_grad: bool
+) -> torch.Tensor:
+    """An alias of ``base`` autograd does not connect to it, shaped as eager's: ``kind``
+    1 ``x.detach()`` (not a view), 2 a view of one (``x.detach().t()``)."""
+    out = _view(base, spec).detach() if kind == 1 else _view(base.detach(), spec)
+    if requires_grad and not out.requires_grad:
+        out.requires_grad_(True)  # x.detach().requires_grad_(): a leaf
+    return out
+
+
 def _view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     if tuple(base.shape) == spec.size and tuple(base.stride()) == spec.stride and spec.offset == 0:
         return base.view(base.shape)  # the whole base, still a view of it
