@@ -178,14 +178,13 @@ class _Epilogue:
             torch.ops.inductor.resize_storage_bytes_(args[i], after)
         self._set_versions(args, before)
         outs = list(fwd[: self.n_user])
+        for k, v in layout.output_versions.items():
+            _set_version(outs[k], v)
         for a in layout.output_aliases:
             outs[a.index] = self._rebuild(a, args, fwd, outs, spec)
         for k in layout.new_leaves:
             if not outs[k].requires_grad:
                 outs[k].requires_grad_(True)
-        for k, v in layout.output_versions.items():
-            if not outs[k].is_inference():
-                torch._C._autograd._unsafe_set_version_counter((outs[k],), (v,))
         for k, first in layout.same_as.items():
             outs[k] = outs[first]
         if layout.merged_outputs:
@@ -313,6 +312,18 @@ def _separate_non_differentiable(
         elif isinstance(t, torch.Tensor):
             taken.add(id(t))  # two marked outputs may share an object: that is fine
     return tuple(out) if changed else fwd
+
+
+def _set_version(t: Any, version: int) -> None:
+    """A fresh output's version counter (not a view's: autograd would take the change for
+    a write to its base after the view was made)."""
+    if (
+        isinstance(t, torch.Tensor)
+        and not t.is_inference()
+        and not t._is_view()
+        and t._version != version
+    ):
+        torch._C._autograd._unsafe_set_version_counter((t,), (version,))
 
 
 def _zeros_like(t: torch.Tensor) -> Callable[[], torch.Tensor]:

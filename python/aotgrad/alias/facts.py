@@ -127,7 +127,14 @@ def _input_flags(
     # Hidden from autograd: the input's autograd node is what it was (written under
     # no_grad, or through a detach()ed alias). Not "every write under no_grad": a custom
     # Function's forward writes under no_grad and mark_dirty() makes autograd see it.
-    if (data or meta) and w.grad_fn is grad_fn_before:
+    if (data or meta) and (
+        w.grad_fn is grad_fn_before
+        or (
+            data
+            and w.grad_fn is None  # detach_() then written under no_grad
+            and torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem)
+        )
+    ):
         flags |= IN_MUTATIONS_HIDDEN
     return flags
 
