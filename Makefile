@@ -90,7 +90,10 @@ clean:
 # Reliability (issue 9). `make fuzz`: each cargo-fuzz target (fuzz/, nightly)
 # for FUZZ_RUNS executions, one job, release build with debug assertions
 # (overflow checks); the core has no `unsafe`, so no sanitizer (-s none).
-# `make soak`: the random-program test with 2000 programs instead of 250.
+# `make soak`: the random-program test with 2000 programs instead of 250, then the
+# fidelity soak: SOAK_PROGRAMS (10,000) programs per entry point against eager, in
+# crash-proof subprocess chunks (benches/fidelity_soak.py prints mismatches by family,
+# refusals by reason and the failing seeds).
 # `make peak-rss`: partition a 10^6-node synthetic graph, fail above PEAK_RSS_MIB.
 .PHONY: fuzz soak peak-rss
 FUZZ_RUNS ?= 500000
@@ -103,8 +106,11 @@ fuzz:
 	cd fuzz && for t in decode_table partition; do \
 	    cargo +nightly fuzz run $(FUZZ_FLAGS) $$t -- -runs=$(FUZZ_RUNS) || exit 1; done
 
+SOAK_PROGRAMS ?= 10000
+
 soak: build
 	AOTGRAD_RANDOM_PROGRAMS=2000 $(PY) -m pytest -q -p no:cacheprovider tests/test_random_programs.py
+	$(PY) benches/fidelity_soak.py $(SOAK_PROGRAMS) --start 1000
 
 peak-rss:
 	cargo run --release -q -p aotgrad-bench --example peak_rss -- 1000000 $(PEAK_RSS_MIB)

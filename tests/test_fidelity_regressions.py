@@ -47,6 +47,7 @@ def _tensor_facts(t: torch.Tensor, args: list[Any]) -> dict[str, Any]:
         "stride": tuple(t.stride()),
         "requires_grad": t.requires_grad,
         "is_leaf": t.is_leaf,
+        "is_view": t._is_view(),
         "has_grad_fn": t.grad_fn is not None,
         "is_input": [t is a for a in args],
         "base_is_input": [t._base is a for a in args],
@@ -61,8 +62,8 @@ def _tensor_facts(t: torch.Tensor, args: list[Any]) -> dict[str, Any]:
 
 
 def _error(e: BaseException) -> str:
-    """The exception's nearest Python or torch type (aotgrad's own mix in eager's type)."""
-    kind = next(c for c in type(e).__mro__ if c.__module__.split(".")[0] in ("builtins", "torch"))
+    """The exception's nearest built-in type (aotgrad's own errors mix in eager's)."""
+    kind = next(c for c in type(e).__mro__ if c.__module__ == "builtins")
     return f"raises {kind.__name__}"
 
 
@@ -92,6 +93,8 @@ def observe(
         rec["outputs"] = [
             _tensor_facts(o, args) if isinstance(o, torch.Tensor) else o for o in outs
         ]
+        rec["same_object"] = [[o is p for p in outs] for o in outs if isinstance(o, torch.Tensor)]
+        rec["output_versions"] = [o._version for o in outs if isinstance(o, torch.Tensor)]
         rec["inputs"] = [
             {**_tensor_facts(a, []), "version": a._version} if isinstance(a, torch.Tensor) else a
             for a in args
@@ -268,6 +271,58 @@ def _split(a):
     return (a * 1).split(1, 0)
 
 
+def _grad_mode_branch(x):
+    return x * 2 if torch.is_grad_enabled() else x * 3
+
+
+class DirtyMul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 2
+
+
+def _view_under_no_grad(x):
+    with torch.no_grad():
+        t = x[::2]
+    return t, x * 1
+
+
+def _requires_grad_on_input(x):
+    x.requires_grad_()
+    return x * 2
+
+
+def _unreached_write(x0, x1):
+    x1.zero_()
+    return x0.sin()
+
+
+def _twice(x):
+    t = x * 2
+    return t, t
+
+
+def _t_and_detached(x):
+    t = x * 2
+    return t, t.detach()
+
+
+def _detached_outputs(x, y):
+    return x.detach(), y.detach().t(), y.detach().requires_grad_()
+
+
+def _written_output(x):
+    y = x * 2
+    y.mul_(3)
+    return y
+
+
 CASES = {
     "1 mutated input returned (mul_)": (_mul_return, leaf_clone(3, 3), {}),
     "1 mutated input returned (add_)": (_add_return, leaf_clone(3, 3), {}),
@@ -338,6 +393,35 @@ CASES = {
         {},
     ),
     "12 a.detach().mul_(2) on a leaf": (_detach_write_leaf, leaves(((3,), True)), {}),
+    "is_grad_enabled() inside, no input requires grad": (
+        _grad_mode_branch,
+        leaves(((2,), False)),
+        {},
+    ),
+    "mark_dirty custom Function": (lambda x: DirtyMul.apply(x), leaf_clone(3), {}),
+    "mark_dirty custom Function on a leaf (eager raises)": (
+        lambda x: DirtyMul.apply(x),
+        leaves(((3,), True)),
+        {},
+    ),
+    "a view made under no_grad returned": (_view_under_no_grad, leaves(((4,), True)), {}),
+    "requires_grad_() on an input": (_requires_grad_on_input, leaves(((3,), False)), {}),
+    "an input written, no output depends on it": (
+        _unreached_write,
+        lambda: (lambda l0, l1: ([l0.clone(), l1.clone()], [l0, l1]))(
+            torch.randn(3, dtype=torch.float64, requires_grad=True),
+            torch.randn(3, dtype=torch.float64, requires_grad=True),
+        ),
+        {},
+    ),
+    "the same output twice": (_twice, leaves(((3,), True)), {}),
+    "t and t.detach() under no_grad": (
+        _t_and_detached,
+        leaves(((3,), True)),
+        {"ctx": torch.no_grad},
+    ),
+    "detached aliases of inputs": (_detached_outputs, leaves(((2, 2), False), ((2, 2), True)), {}),
+    "an output written inside the function (version)": (_written_output, leaves(((3,), True)), {}),
 }
 
 
