@@ -95,7 +95,7 @@ def test_aot_module_simplified_with_symbolic_fake_example_inputs_compiles_once()
     compiled = aotgrad.aot_module_simplified(gm, [example], fw_compiler=aotgrad.nop)
     theirs = ftc.aot_module_simplified(gm, [example], fw_compiler=ftc.nop)
     for n in (5, 7, 9):
-        x = torch.randn(n, 4)
+        x = torch.randn(n, 4, requires_grad=True)
         _assert_same(compiled(x)[0], theirs(x)[0])
     for n in (5, 7, 9):
         x = torch.randn(n, 4, requires_grad=True)
