@@ -316,12 +316,16 @@ def test_view_of_an_intermediate_that_is_also_returned():
     torch.testing.assert_close(_grads(got, aot_args), _grads(ref, eager_args))
 
 
-def test_view_of_an_intermediate_without_grad_is_returned_as_computed():
+def test_view_of_an_intermediate_without_grad_is_a_view_as_in_eager():
     def fn(x):
         return (x * 2).view(-1)
 
-    compiled, _, _ = _run(fn, torch.randn(2, 3))
-    assert _layout(compiled).output_aliases == []
+    compiled, ((got,), _), ((want,), _) = _run(fn, torch.randn(2, 3))
+    assert want._is_view() and got._is_view() and not got.requires_grad
+    assert got._base.shape == want._base.shape == (2, 3)
+    assert [a.verdict for a in _layout(compiled).output_aliases] == [
+        V.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT
+    ]
 
 
 # ------------------------------------------------------------------------ aliased inputs

@@ -96,8 +96,8 @@ class TraceMetadata:
     @property
     def tangent_outputs(self) -> list[int]:
         """Forward outputs (indices among user outputs, bases, new values) that get a
-        tangent: differentiable user outputs that alias nothing, every intermediate base,
-        and new values of inputs written with autograd history."""
+        tangent: differentiable user outputs that alias nothing, intermediate bases that
+        require grad, and new values of inputs written with autograd history."""
         plan = self.plan
         n_user = len(self.outputs)
         users = [
@@ -105,7 +105,11 @@ class TraceMetadata:
             for i, info in enumerate(self.outputs)
             if info.needs_tangent and plan.outputs[i] == alias.OutputVerdict.NON_ALIAS
         ]
-        bases = [n_user + s for s in range(self.num_intermediate_bases)]
+        bases = [
+            n_user + s
+            for s, k in enumerate(plan.intermediate_bases)
+            if plan.facts.output_flags[k] & alias.facts.OUT_BASE_REQUIRES_GRAD
+        ]
         start = n_user + self.num_intermediate_bases
         values = [
             start + m

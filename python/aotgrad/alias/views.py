@@ -125,10 +125,14 @@ def regenerate(
     version counter, and autograd differentiates through it into ``base``. ``no_grad``:
     eager made the view under no_grad: a view autograd does not track (as eager's)."""
     if spec.base_stride is not None and tuple(base.stride()) != spec.base_stride:
-        raise RuntimeError(
-            f"aotgrad: a compiled graph returned a view's base with strides "
-            f"{tuple(base.stride())}, expected {spec.base_stride}; cannot rebuild the view"
+        # A compiler laid the base out otherwise than traced (Inductor may): the view is
+        # taken of a copy laid out as traced (right values and gradients; it shares no
+        # storage with the base the graph returned).
+        laid_out = torch.empty_strided(
+            base.shape, spec.base_stride, dtype=base.dtype, device=base.device
         )
+        with torch.set_grad_enabled(base.requires_grad and torch.is_grad_enabled()):
+            base = laid_out.copy_(base)
     if no_grad:
         with torch.no_grad():
             return _view(base, spec)

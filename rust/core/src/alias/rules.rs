@@ -156,9 +156,9 @@ pub const INPUT_RULES: &[Rule<InputVerdict>] = &[
     r(0, 0, InputVerdict::Unmutated),
 ];
 
-/// The bits that make a view of an intermediate matter to autograd: both it
-/// and its base require grad (otherwise it is returned as computed).
-const GRAD_VIEW: u32 = O::VIEW_OF_INTERMEDIATE | O::REQUIRES_GRAD | O::BASE_REQUIRES_GRAD;
+/// A view of an intermediate, with or without grad: eager returns a view
+/// (`._base`, shared storage), so the runtime rebuilds one from the base.
+const GRAD_VIEW: u32 = O::VIEW_OF_INTERMEDIATE;
 
 /// Outputs, in priority order.
 pub const OUTPUT_RULES: &[Rule<OutputVerdict>] = &[
