@@ -145,9 +145,13 @@ class AotFunction:
             entry = entry.fallback
         if entry is None:
             entry = self._compile_in_call(flat, key)
-        outs = entry.artifact.run(*entry.graph_inputs(flat))
-        if entry.synthetic_base is not None:
-            outs = entry.synthetic_base.finish(entry.tensors(flat), outs)
+        base = entry.synthetic_base
+        if base is None:
+            outs = entry.artifact.run(*entry.graph_inputs(flat))
+        else:
+            before = base.versions(entry.tensors(flat))
+            outs = entry.artifact.run(*entry.graph_inputs(flat))
+            outs = base.finish(entry.tensors(flat), outs, before)
         return entry.unflatten(outs)
 
     def _compile_in_call(self, flat: list[Any], key: tuple) -> _Entry:

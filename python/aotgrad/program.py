@@ -176,11 +176,9 @@ def _layout(
             for i in metadata_mutations
             if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
         ],
-        version_deltas={
-            i: facts.input_version_delta[i]
-            for i, v in enumerate(plan.inputs)
-            if v != alias.InputVerdict.UNMUTATED and facts.input_version_delta[i] > 0
-        },
+        # Every in-place op bumps eager's counter, also one that changes nothing
+        # (squeeze_(0) of a dim that is not 1).
+        version_deltas={i: d for i, d in enumerate(facts.input_version_delta) if d > 0},
         output_aliases=aliases,
         bindings=bindings,
         new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],

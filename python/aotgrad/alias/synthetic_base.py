@@ -87,6 +87,8 @@ class SyntheticBase:
     #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
     #: layout: recorded while tracing, replayed on the real ones.
     new_views: dict[int, Layout] = field(default_factory=dict, compare=False)
+    #: In-place ops the function ran on each member's group (its shared version counter).
+    version_deltas: dict[int, int] = field(default_factory=dict, compare=False)
     #: Outputs that are a member itself (``return b``): output index → member position.
     member_outputs: dict[int, int] = field(default_factory=dict, compare=False)
 
@@ -112,11 +114,22 @@ class SyntheticBase:
         """Whether the members of this call are laid out as the traced ones were."""
         return all(g.matches(tensors) for g in self.groups)
 
-    def finish(self, tensors: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
-        """After a call: the members' new metadata; outputs that are members are the
-        real member tensors (eager returns the input object itself)."""
+    def versions(self, tensors: Sequence[Any]) -> list[int]:
+        """Before a call: the version counters of the members whose metadata it changes."""
+        return [tensors[i]._version for i in self.new_views]
+
+    def finish(
+        self, tensors: Sequence[Any], outs: Sequence[Any], before: Sequence[int] = ()
+    ) -> Sequence[Any]:
+        """After a call: the members' new metadata and eager's version count (a t_() bumps
+        it; the graph does not); outputs that are members are the real member tensors
+        (eager returns the input object itself)."""
         if self.new_views:
             self.replay_metadata(tensors)
+            for (i, delta), v0 in zip(self.version_deltas.items(), before):
+                t = tensors[i]
+                if t._version < v0 + delta and not t.is_inference():
+                    torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
         if not self.member_outputs:
             return outs
         outs = list(outs)
@@ -138,12 +151,13 @@ class SyntheticBase:
     def wrap(self, flat_fn: Callable[..., Any]) -> Callable[..., Any]:
         """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
-        member_outputs = self.member_outputs
+        member_outputs, version_deltas = self.member_outputs, self.version_deltas
 
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
             for g, base in zip(groups, graph_inputs):
                 built.update(zip(g.members, (base.as_strided(*v) for v in g.views)))
+            versions = {i: t._version for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
             out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
             member_of = {id(t): i for i, t in built.items()}
@@ -155,6 +169,7 @@ class SyntheticBase:
                     now = _layout(built[i])
                     if now != v:
                         new_views[i] = now
+                        version_deltas[i] = built[i]._version - versions[i]
             return out
 
         with_base.__qualname__ = getattr(flat_fn, "__qualname__", "with_base")
