@@ -32,13 +32,21 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 
-os.environ.setdefault("AOTGRAD_CACHE_DIR", f"/tmp/aotgrad_fidelity_cache_{os.getpid()}")
+if "AOTGRAD_CACHE_DIR" not in os.environ:
+    # a private disk cache per process (removed at exit): runs don't see each other's graphs
+    import atexit
+    import shutil
+    import tempfile
 
-import torch  # noqa: E402
+    _cache_dir = tempfile.mkdtemp(prefix="aotgrad_fidelity_cache_")
+    os.environ["AOTGRAD_CACHE_DIR"] = _cache_dir
+    atexit.register(shutil.rmtree, _cache_dir, True)
 
-import aotgrad  # noqa: E402
-from aotgrad.errors import UnsupportedError  # noqa: E402
-from aotgrad.partition import (  # noqa: E402
+import torch
+
+import aotgrad
+from aotgrad.errors import UnsupportedError
+from aotgrad.partition import (
     default_partition,
     min_cut_rematerialization_partition,
 )
@@ -133,8 +141,12 @@ def _numel(s):
 class Val:
     """A name in the generated function and what the generator believes about it."""
 
-    def __init__(self, name, cell, kind, bf16=False, multi=False):
+    def __init__(self, name, cell, kind, bf16=False, multi=False, group=None):
         self.name = name
+        # values that may share memory share a group (views, detach, the same input)
+        self.group = group if group is not None else object()
+        # non-overlapping and dense (eager's partial-overlap check of in-place ops works)
+        self.dense = False
         self.cell = cell  # [shape]; shared by names for the same tensor object
         self.kind = kind  # input, input_view, inter, inter_view, detached
         self.bf16 = bf16
@@ -156,7 +168,10 @@ def _views_for(shape):
         ("{v}.view_as({v})", shape),
         ("{v}.view(-1)", (n,)),
         ("{v}.unsqueeze(0)", (1, *shape)),
-        ("{v}.expand(2, " + ", ".join(map(str, shape)) + ")" if nd else "{v}.expand(2)", (2, *shape)),
+        (
+            "{v}.expand(2, " + ", ".join(map(str, shape)) + ")" if nd else "{v}.expand(2)",
+            (2, *shape),
+        ),
         ("{v}.squeeze()", tuple(d for d in shape if d != 1)),
     ]
     if nd <= 2:
@@ -194,7 +209,12 @@ def _suffixes_for(shape):
         if shape[0] >= 3:
             out.append(("[1:3]", (2, *shape[1:])))
     if nd == 2:
-        out.append(("[:, 1:3]" if shape[1] >= 3 else "[:, 0]", (shape[0], 2) if shape[1] >= 3 else (shape[0],)))
+        out.append(
+            (
+                "[:, 1:3]" if shape[1] >= 3 else "[:, 0]",
+                (shape[0], 2) if shape[1] >= 3 else (shape[0],),
+            )
+        )
         out.append((".t()", (shape[1], shape[0])))
         out.append((".diagonal()", (min(shape),)))
     return out
@@ -335,10 +355,10 @@ class Gen:
             rg2.append(default if rng.random() < 0.5 else not default)
             return k
 
-        def add_arg(name, shape=(4, 4), cell=None, kind="input"):
+        def add_arg(name, shape=(4, 4), cell=None, kind="input", group=None):
             args.append(name)
             watch.append(name)
-            v = Val(name, cell or [shape], kind)
+            v = Val(name, cell or [shape], kind, group=group)
             arg_vals.append(v)
             return v
 
@@ -362,7 +382,7 @@ class Gen:
             if kind in ("leaf", "nograd"):
                 k = root(kind == "leaf")
                 lines.append(f"{x} = r(4, 4).requires_grad_(rg[{k}])")
-                add_arg(x)
+                add_arg(x).dense = True
                 if slot == 0:
                     first_plain = True
             elif kind == "nonleaf":
@@ -375,7 +395,7 @@ class Gen:
                 j = rng.randrange(len(args))
                 lines.append(f"{x} = x{j}  # the same tensor twice")
                 src = arg_vals[j]
-                add_arg(x, cell=src.cell)
+                add_arg(x, cell=src.cell, group=src.group)
             elif kind == "transposed":
                 k = root(rng.random() < 0.6)
                 if rng.random() < 0.5:
@@ -413,8 +433,8 @@ class Gen:
                     lines.append(f"{x}, {y} = {b}[:, :4], {b}[:, 4:]  # disjoint column views")
                 else:
                     lines.append(f"{x}, {y} = {b}[0:4], {b}[2:6].t()  # overlapping views")
-                add_arg(x)
-                add_arg(y)
+                v = add_arg(x)
+                add_arg(y, group=v.group)
         self.args = args
         for v in arg_vals:
             self.pool.append(v)
@@ -432,7 +452,7 @@ class Gen:
         self.rg1, self.rg2 = tuple(rg1), tuple(rg2)
         # x0 is a plain root not passed twice: aot_module holds it as a parameter/buffer
         self.first_plain = first_plain and not any(
-            ln.startswith("x") and f"= x0  #" in ln for ln in lines
+            ln.startswith("x") and "= x0  #" in ln for ln in lines
         )
 
     def gen_scalars(self):
@@ -456,9 +476,9 @@ class Gen:
         return self.rng.choice(c)[0] if c else None
 
     # ---- steps ---------------------------------------------------------------------------
-    def add(self, expr, shape, kind="inter", bf16=False, cell=None, multi=False):
+    def add(self, expr, shape, kind="inter", bf16=False, cell=None, multi=False, group=None):
         name = self.fresh()
-        self.pool.append(Val(name, cell or [shape], kind, bf16, multi))
+        self.pool.append(Val(name, cell or [shape], kind, bf16, multi, group))
         return [f"{name} = {expr}"]
 
     def step(self, depth=0):
@@ -486,19 +506,26 @@ class Gen:
         fs = self.scalar(("float", "int"))
         bs = self.scalar(("bool",))
         if fs and r < 0.2:
-            e = self.rng.choice(["{v} * {s}", "{v} + {s}", "torch.where({v} > 0, {v}, {s})", "{v}.clamp(max={s})"])
+            e = self.rng.choice(
+                ["{v} * {s}", "{v} + {s}", "torch.where({v} > 0, {v}, {s})", "{v}.clamp(max={s})"]
+            )
             e = e.format(v=v.name, s=fs)
         elif bs and r < 0.3:
             e = f"({v.name} if {bs} else -{v.name})"
         else:
             e = self.rng.choice(UNARY).replace("DT", self.dt).format(v=v.name)
-        return self.add(e, v.shape, bf16=v.bf16)
+        alias = " if " in e or ".contiguous()" in e or ".to(" in e  # may return v itself
+        out = self.add(e, v.shape, bf16=v.bf16, group=v.group if alias else None)
+        self.pool[-1].dense = not alias
+        return out
 
     def s_binary(self, depth):
         a = self.pick()
         b = self.pick(lambda u: _bcast(u.shape, a.shape) is not None)
         if self.rng.random() < 0.15 and a.shape and a.shape == b.shape:
-            e = self.rng.choice(["torch.cat([{a}, {b}])", "torch.stack([{a}, {b}])"]).format(a=a.name, b=b.name)
+            e = self.rng.choice(["torch.cat([{a}, {b}])", "torch.stack([{a}, {b}])"]).format(
+                a=a.name, b=b.name
+            )
             s = (a.shape[0] * 2, *a.shape[1:]) if "cat" in e else (2, *a.shape)
             return self.add(e, s, bf16=a.bf16 and b.bf16)
         e = self.rng.choice(BINARY).format(a=a.name, b=b.name)
@@ -533,10 +560,13 @@ class Gen:
         v = self.pick(weights={"input": 2.0})
         e, shape = self.rng.choice(_views_for(v.shape))
         kind = "input_view" if v.kind in ("input", "input_view") else "inter_view"
-        return self.add(e.format(v=v.name), shape, kind=kind, bf16=v.bf16)
+        return self.add(e.format(v=v.name), shape, kind=kind, bf16=v.bf16, group=v.group)
 
-    def operand(self, tshape):
-        """An expression broadcastable to tshape (result shape tshape)."""
+    def operand(self, tshape, target=None, suffix=""):
+        """An expression broadcastable to tshape (result shape tshape). A value that may
+        share memory with the target (other than the target itself) is cloned: eager's
+        result of an in-place op whose input partially overlaps its output depends on
+        the kernel's iteration order."""
         o = self.pick(lambda u: _bcast(u.shape, tshape) == tshape)
         r = self.rng.random()
         if o is None or r < 0.12:
@@ -546,28 +576,40 @@ class Gen:
             s = self.scalar(("float", "int"))
             if s:
                 return s
+        if target is not None and o.group is target.group and (o is not target or suffix):
+            if o is target and suffix == ".t()" and target.dense:
+                return o.name  # x.t().op_(x) on a dense x: eager's overlap check raises
+            return f"{o.name}.clone()"
         return o.name
 
     def s_inplace(self, depth):
         rng = self.rng
-        t = self.pick(weights={"input": 3.0, "input_view": 2.0, "inter_view": 1.5, "inter": 1.0, "detached": 1.0})
+        t = self.pick(
+            weights={
+                "input": 3.0,
+                "input_view": 2.0,
+                "inter_view": 1.5,
+                "inter": 1.0,
+                "detached": 1.0,
+            }
+        )
         suffix, tshape = rng.choice(_suffixes_for(t.shape))
         T = t.name + suffix
         r = rng.random()
         if r < 0.3:
             stmt = rng.choice(INPLACE_UNARY).format(T=T)
         elif r < 0.45:
-            O = self.operand(tshape)
-            forms = [f"torch.mul({O}, 2, out={T})", f"torch.sin({O}, out={T})"]
+            opnd = self.operand(tshape, t, suffix)
+            forms = [f"torch.mul({opnd}, 2, out={T})", f"torch.sin({opnd}, out={T})"]
             if suffix.startswith("["):
-                forms.append(f"{t.name}{suffix} = {O}")
+                forms.append(f"{t.name}{suffix} = {opnd}")
             elif "[" not in t.name:
-                forms.append(f"{t.name} += {O}")
+                forms.append(f"{t.name} += {opnd}")
             forms.append(f"{t.name}[{t.name} > 0] = 0.0")
             stmt = rng.choice(forms)
         else:
-            O = self.operand(tshape)
-            stmt = rng.choice(INPLACE_BINARY).format(T=T, O=O)
+            opnd = self.operand(tshape, t, suffix)
+            stmt = rng.choice(INPLACE_BINARY).format(T=T, O=opnd)
         lines = [stmt]
         if rng.random() < (0.5 if t.kind.startswith("input") else 0.3):
             lines = ["with torch.no_grad():", "    " + stmt]
@@ -585,9 +627,14 @@ class Gen:
         if len(s) >= 1:
             opts.append(("squeeze_(0)", s[1:] if s[0] == 1 else s))
         if s == (4, 4):
-            opts += [("as_strided_((4, 4), (1, 4))", (4, 4)), ("as_strided_((2, 2), (4, 1))", (2, 2))]
+            opts += [
+                ("as_strided_((4, 4), (1, 4))", (4, 4)),
+                ("as_strided_((2, 2), (4, 1))", (2, 2)),
+            ]
         op, shape = rng.choice(opts)
         v.shape = shape
+        if "as_strided" in op:
+            v.dense = False
         return [f"{v.name}.{op}"]
 
     def s_detach(self, depth):
@@ -595,11 +642,19 @@ class Gen:
         v = self.pick(weights={"input": 2.0})
         r = rng.random()
         if r < 0.4:
-            return self.add(f"{v.name}.detach()", v.shape, kind="detached", bf16=v.bf16)
+            return self.add(
+                f"{v.name}.detach()", v.shape, kind="detached", bf16=v.bf16, group=v.group
+            )
         if r < 0.55:
             return [f"{v.name}.detach_()"]
         if r < 0.75:
-            return self.add(f"{v.name}.detach().requires_grad_()", v.shape, kind="inter", bf16=v.bf16)
+            return self.add(
+                f"{v.name}.detach().requires_grad_()",
+                v.shape,
+                kind="inter",
+                bf16=v.bf16,
+                group=v.group,
+            )
         return [f"{v.name}.requires_grad_({rng.choice(['', 'False', 'True'])})"]
 
     def s_custom(self, depth):
@@ -607,7 +662,14 @@ class Gen:
         fn = self.w([("HalfGrad", 2), ("ViewOf", 1.5), ("DirtyMul", 1.5), ("SavedSquare", 1)])
         same = fn in ("HalfGrad", "DirtyMul")
         kind = "input_view" if fn == "ViewOf" and v.kind.startswith("input") else "inter"
-        return self.add(f"{fn}.apply({v.name})", v.shape, kind=kind, bf16=v.bf16, cell=v.cell if same else None)
+        return self.add(
+            f"{fn}.apply({v.name})",
+            v.shape,
+            kind=kind,
+            bf16=v.bf16,
+            cell=v.cell if same else None,
+            group=None if fn == "SavedSquare" else v.group,
+        )
 
     def s_block(self, depth):
         opts = [("no_grad", 3), ("enable_grad", 2), ("autocast_off", 1)]
@@ -634,7 +696,11 @@ class Gen:
         return [header] + ["    " + ln for ln in body]
 
     def s_multi(self, depth):
-        v = self.pick(lambda u: len(u.shape) >= 1 and u.shape[0] <= 4 and (u.shape[0] >= 2 or len(u.shape) >= 2))
+        v = self.pick(
+            lambda u: (
+                len(u.shape) >= 1 and u.shape[0] <= 4 and (u.shape[0] >= 2 or len(u.shape) >= 2)
+            )
+        )
         if v is None:
             return self.s_view(depth)
         s = v.shape
@@ -644,7 +710,9 @@ class Gen:
             opts.append(("split(2)", [(min(2, s[0] - i), *s[1:]) for i in range(0, s[0], 2)]))
         if s[-1] >= 2:
             c = -(-s[-1] // 2)
-            opts.append(("chunk(2, -1)", [(*s[:-1], min(c, s[-1] - i)) for i in range(0, s[-1], c)]))
+            opts.append(
+                ("chunk(2, -1)", [(*s[:-1], min(c, s[-1] - i)) for i in range(0, s[-1], c)])
+            )
         if not opts:
             return self.s_view(depth)
         op, shapes = self.rng.choice(opts)
@@ -652,12 +720,12 @@ class Gen:
         names = [f"{base}_{i}" for i in range(len(shapes))]
         kind = "input_view" if v.kind.startswith("input") else "inter_view"
         for n, sh in zip(names, shapes):
-            self.pool.append(Val(n, [sh], kind, v.bf16, multi=True))
+            self.pool.append(Val(n, [sh], kind, v.bf16, multi=True, group=v.group))
         lines = [f"{', '.join(names)}{',' if len(names) == 1 else ''} = {v.name}.{op}"]
         if self.rng.random() < 0.5:
             target = self.pool[-len(names) + self.rng.randrange(len(names))]
             st = self.rng.choice(["{T}.mul_(2)", "{T}.add_({O})", "{T}.zero_()"])
-            st = st.format(T=target.name, O=self.operand(target.shape))
+            st = st.format(T=target.name, O=self.operand(target.shape, target))
             lines.append(st)
         return lines
 
@@ -676,7 +744,7 @@ class Gen:
             e1 = rng.choice(UNARY).replace("DT", self.dt).format(v=v.name)
             e2 = rng.choice(UNARY).replace("DT", self.dt).format(v=v.name)
             name = self.fresh()
-            self.pool.append(Val(name, [v.shape], "inter", v.bf16))
+            self.pool.append(Val(name, [v.shape], "inter", v.bf16, group=v.group))
             return [f"if {cond}:", f"    {name} = {e1}", "else:", f"    {name} = {e2}"]
         body = self.s_inplace(depth + 1)
         return [f"if {cond}:"] + ["    " + ln for ln in body]
@@ -749,11 +817,19 @@ def generate(seed: int) -> Program:
         body += g.step()
     ret = g.gen_outputs()
     params = g.args + [s[0] for s in g.scalars]
-    fn_src = f"def f({', '.join(params)}):\n" + "".join("    " + ln + "\n" for ln in body) + "    " + ret + "\n"
+    fn_src = (
+        f"def f({', '.join(params)}):\n"
+        + "".join("    " + ln + "\n" for ln in body)
+        + "    "
+        + ret
+        + "\n"
+    )
     calls = g.gen_calls()
     uses_autocast = g.autocast
     head = f"# fidelity program, seed {seed}\nDT = {g.dt}\n\n"
-    calls_src = "CALLS = [  # seed, requires_grad flags, call mode, scalars, post-call outs[i].mul_(2)\n"
+    calls_src = (
+        "CALLS = [  # seed, requires_grad flags, call mode, scalars, post-call outs[i].mul_(2)\n"
+    )
     for c in calls:
         calls_src += f"    dict(seed={c.seed}, rg={c.rg}, mode={c.mode!r}, scalars={c.scalars}, post_mutate={c.post_mutate}),\n"
     calls_src += "]\n"
@@ -804,7 +880,7 @@ def root_exception(e: BaseException) -> BaseException:
     while id(e) not in seen:
         seen.add(id(e))
         mod = type(e).__module__ or ""
-        inner = getattr(e, "inner_exception", None) or e.__cause__
+        inner = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
         if mod.startswith("torch._dynamo") and inner is not None:
             e = inner
             continue
@@ -822,7 +898,11 @@ def find_unsupported(e: BaseException):
         seen.add(id(x))
         if isinstance(x, UnsupportedError):
             return x
-        stack += [x.__cause__, x.__context__, getattr(x, "inner_exception", None)]
+        # explicit chaining only: an error raised while handling an UnsupportedError
+        # (a failing fallback) is not a refusal
+        stack += [x.__cause__, getattr(x, "inner_exception", None)]
+        if (type(x).__module__ or "").startswith("torch._dynamo"):
+            stack.append(x.__context__)
     return None
 
 
@@ -831,6 +911,11 @@ class Exc:
     type: str
     msg: str
     unsupported: str | None  # message of an UnsupportedError in the chain
+    mro: tuple = ()  # class names of the (unwrapped) exception's type
+
+    def same_kind(self, eager: Exc) -> bool:
+        """The compiled exception is an instance of eager's exception type."""
+        return eager.type in self.mro
 
     def __repr__(self):
         return f"{self.type}({self.msg[:150]!r})"
@@ -839,13 +924,18 @@ class Exc:
 def _exc(e):
     r = root_exception(e)
     u = find_unsupported(e)
-    return Exc(type(r).__name__, str(r).strip().split("\n")[0][:300], None if u is None else str(u))
+    return Exc(
+        type(r).__name__,
+        str(r).strip().split("\n")[0][:300],
+        None if u is None else str(u),
+        tuple(c.__name__ for c in type(r).__mro__),
+    )
 
 
 def _safe(fn):
     try:
         return fn()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return ("raises", type(e).__name__)
 
 
@@ -868,7 +958,7 @@ def _val(t):
     try:
         with torch.inference_mode(False), torch.no_grad():
             return T(t.detach().to("cpu", torch.float64).clone())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return ("raises", type(e).__name__)
 
 
@@ -891,14 +981,18 @@ def _flat_outs(out):
 
 def _names_matching(x, watch, outs, i, rel):
     names = [n for n, w in watch.items() if rel(x, w)]
-    names += [f"out{j}" for j, o in enumerate(outs) if j != i and isinstance(o, torch.Tensor) and rel(x, o)]
+    names += [
+        f"out{j}"
+        for j, o in enumerate(outs)
+        if j != i and isinstance(o, torch.Tensor) and rel(x, o)
+    ]
     return tuple(names)
 
 
 def _dp(t):
     try:
         return t.untyped_storage().data_ptr()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -927,7 +1021,9 @@ class Runner:
             self.gm = self._make_gm()
         elif not eager:
             if entry == "aot_function_default":
-                self.compiled = aotgrad.aot_function(self.fn, aotgrad.nop, partition_fn=default_partition)
+                self.compiled = aotgrad.aot_function(
+                    self.fn, aotgrad.nop, partition_fn=default_partition
+                )
             elif entry == "aot_function_mincut":
                 self.compiled = aotgrad.aot_function(
                     self.fn, aotgrad.nop, partition_fn=min_cut_rematerialization_partition
@@ -938,6 +1034,9 @@ class Runner:
             elif entry == "dynamo_aotgrad_inductor":
                 torch._dynamo.reset()
                 self.compiled = torch.compile(self.fn, backend="aotgrad")
+            elif entry == "dynamo_eager":  # control: Dynamo with torch's eager backend
+                torch._dynamo.reset()
+                self.compiled = torch.compile(self.fn, backend="eager")
             else:
                 raise ValueError(entry)
 
@@ -974,10 +1073,10 @@ class Runner:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return torch.fx.symbolic_trace(M())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise Untraceable(f"{type(e).__name__}: {e}") from e
 
-    def prepare(self, ci, args, watch, scalars):
+    def prepare(self, ci, args, watch, scalars, mode):
         """Returns (callable, call args, watch) for call ci."""
         if self.entry == "aot_module":
             if self.module is None:
@@ -1008,7 +1107,10 @@ class Runner:
                 return self.gm, list(args), watch
             if self.compiled is None:
                 ex, _ = self.ns["make_inputs"](self.prog.calls[0].seed, self.prog.calls[0].rg)
-                self.compiled = aotgrad.aot_module_simplified(self.gm, ex, fw_compiler=aotgrad.nop)
+                with _mode(mode):  # compiled under the call's mode, as Dynamo would
+                    self.compiled = aotgrad.aot_module_simplified(
+                        self.gm, ex, fw_compiler=aotgrad.nop
+                    )
             return self.compiled, list(args), watch
         target = self.fn if self.eager else self.compiled
         return target, list(args) + list(scalars), watch
@@ -1025,9 +1127,13 @@ def _record_outputs(obs, pre, outs, watch, before_dp):
         is_view = _safe(o._is_view)
         obs.add(f"{p}.is_view", "out_alias", is_view)
         obs.add(f"{p}.stride", "out_stride_view" if is_view else "out_stride", tuple(o.stride()))
-        obs.add(f"{p}.storage_offset", "out_stride_view" if is_view else "out_stride", o.storage_offset())
+        obs.add(
+            f"{p}.storage_offset",
+            "out_stride_view" if is_view else "out_stride",
+            o.storage_offset(),
+        )
         obs.add(f"{p}.is", "out_identity", _names_matching(o, watch, outs, i, lambda a, b: a is b))
-        base = _safe(lambda: o._base)
+        base = _safe(lambda o=o: o._base)
         if isinstance(base, tuple):
             b = base
         elif base is None:
@@ -1039,7 +1145,7 @@ def _record_outputs(obs, pre, outs, watch, before_dp):
         obs.add(
             f"{p}.storage",
             "out_alias",
-            _names_matching(o, watch, outs, i, lambda a, b: dp is not None and _dp(b) == dp),
+            _names_matching(o, watch, outs, i, lambda a, b, dp=dp: dp is not None and _dp(b) == dp),
         )
 
 
@@ -1051,21 +1157,29 @@ def _record_inputs(obs, pre, watch, before_dp, cat="inp"):
         obs.add(f"{p}.stride", f"{cat}_stride", tuple(w.stride()))
         obs.add(f"{p}.storage_offset", f"{cat}_stride", w.storage_offset())
         obs.add(f"{p}.same_storage", f"{cat}_storage", _dp(w) == before_dp.get(n))
-        base = _safe(lambda: w._base)
+        base = _safe(lambda w=w: w._base)
         if not isinstance(base, tuple):
-            base = "none" if base is None else (tuple(m for m, x in watch.items() if x is base) or "other")
+            base = (
+                "none"
+                if base is None
+                else (tuple(m for m, x in watch.items() if x is base) or "other")
+            )
         obs.add(f"{p}._base", f"{cat}_alias", base)
 
 
 def _record_grads(obs, pre, watch, outs, cat):
     seen = {}
     for n, w in list(watch.items()) + [(f"out{i}", o) for i, o in enumerate(outs)]:
-        if not isinstance(w, torch.Tensor) or not _safe(lambda: w.is_leaf) is True or id(w) in seen:
+        if (
+            not isinstance(w, torch.Tensor)
+            or _safe(lambda w=w: w.is_leaf) is not True
+            or id(w) in seen
+        ):
             continue
         if n.startswith("out") and not w.requires_grad:
             continue
         seen[id(w)] = n
-        g = _safe(lambda: w.grad)
+        g = _safe(lambda w=w: w.grad)
         if isinstance(g, tuple):
             obs.add(f"{pre}.{n}", cat, g)
             continue
@@ -1073,17 +1187,25 @@ def _record_grads(obs, pre, watch, outs, cat):
 
 
 def _cotangents(outs):
-    gen = torch.Generator().manual_seed(7)
+    """The differentiable outputs and their cotangents (each a function of the output's
+    position, so both sides weight the same output the same way)."""
     diff, cots = [], []
-    for o in outs:
+    for i, o in enumerate(outs):
         # differentiable: requires grad and has history (or is a real leaf); a view made
         # under no_grad of a tensor that requires grad says requires_grad and is_leaf
         # but backward refuses it
-        if isinstance(o, torch.Tensor) and _safe(
-            lambda o=o: o.requires_grad
-            and (o.grad_fn is not None or (o.is_leaf and not o._is_view()))
-            and o.is_floating_point()
-        ) is True:
+        if (
+            isinstance(o, torch.Tensor)
+            and _safe(
+                lambda o=o: (
+                    o.requires_grad
+                    and (o.grad_fn is not None or (o.is_leaf and not o._is_view()))
+                    and o.is_floating_point()
+                )
+            )
+            is True
+        ):
+            gen = torch.Generator().manual_seed(7 + i)
             diff.append(o)
             cots.append(torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype))
     return diff, cots
@@ -1091,6 +1213,16 @@ def _cotangents(outs):
 
 def observe(prog: Program, entry: str, eager: bool) -> Obs:
     """Runs the program's two calls eagerly (the oracle) or through ``entry``."""
+    if entry == "aot_module_simplified":
+        # fx's GraphModule prints the generated code of a failing line to stderr
+        import io
+
+        with contextlib.redirect_stderr(io.StringIO()):
+            return _observe(prog, entry, eager)
+    return _observe(prog, entry, eager)
+
+
+def _observe(prog: Program, entry: str, eager: bool) -> Obs:
     obs = Obs()
     ns = prog.namespace()
     with warnings.catch_warnings(record=True) as caught:
@@ -1099,11 +1231,16 @@ def observe(prog: Program, entry: str, eager: bool) -> Obs:
             runner = Runner(prog, entry, eager, ns)
         except Untraceable:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             obs.add("setup.raise", "raise", _exc(e))
             return obs
         obs.add("setup.raise", "raise", None)
         for ci, call in enumerate(prog.calls):
+            if entry == "aot_module_simplified" and ci > 0:
+                # compiled once for the first call's metadata (unguarded, as under
+                # Dynamo, which guards): later calls change values only
+                c0 = prog.calls[0]
+                call = Call(call.seed, c0.rg, c0.mode, c0.scalars, call.post_mutate)
             _observe_call(obs, prog, runner, ns, ci, call)
     obs.info["warnings"] = [
         str(w.message).split("\n")[0][:120] for w in caught if "aotgrad" in str(w.message).lower()
@@ -1115,11 +1252,11 @@ def _observe_call(obs, prog, runner, ns, ci, call):
     pre = f"c{ci}"
     args, watch = ns["make_inputs"](call.seed, call.rg)
     try:
-        target, cargs, watch = runner.prepare(ci, args, watch, call.scalars)
+        target, cargs, watch = runner.prepare(ci, args, watch, call.scalars, call.mode)
         before_dp = {n: _dp(w) for n, w in watch.items()}
         with _mode(call.mode):
             out = target(*cargs)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         obs.add(f"{pre}.call.raise", "raise", _exc(e))
         return
     obs.add(f"{pre}.call.raise", "raise", None)
@@ -1133,7 +1270,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
             try:
                 outs[i].mul_(2)
                 obs.add(f"{pre}.post.raise", "raise", None)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 obs.add(f"{pre}.post.raise", "raise", _exc(e))
                 return
             _record_inputs(obs, f"{pre}.post", watch, before_dp, cat="post_mutate")
@@ -1143,14 +1280,14 @@ def _observe_call(obs, prog, runner, ns, ci, call):
     try:
         torch.autograd.backward(diff, cots, retain_graph=True)
         obs.add(f"{pre}.bw1.raise", "raise", None)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         obs.add(f"{pre}.bw1.raise", "raise", _exc(e))
         return
     _record_grads(obs, f"{pre}.bw1", watch, outs, "grad")
     try:
         torch.autograd.backward(diff, cots)
         obs.add(f"{pre}.bw2.raise", "raise", None)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         obs.add(f"{pre}.bw2.raise", "raise", _exc(e))
         return
     _record_grads(obs, f"{pre}.bw2", watch, outs, "grad_second_backward")
@@ -1183,7 +1320,21 @@ def _same(a, b, tol):
     return a == b
 
 
-STAGES = ["setup", "c0.call", "c0.post", "c0.bw1", "c0.bw2", "c1.call", "c1.post", "c1.bw1", "c1.bw2"]
+def _none_vs_zero(a, b):
+    return any(x is None and isinstance(y, T) and not bool(y.v.any()) for x, y in ((a, b), (b, a)))
+
+
+STAGES = [
+    "setup",
+    "c0.call",
+    "c0.post",
+    "c0.bw1",
+    "c0.bw2",
+    "c1.call",
+    "c1.post",
+    "c1.bw1",
+    "c1.bw2",
+]
 
 
 def diff(prog: Program, e: Obs, c: Obs) -> list[Finding]:
@@ -1203,16 +1354,32 @@ def diff(prog: Program, e: Obs, c: Obs) -> list[Finding]:
             ce = c.d.get(rk, (None, None))[1]
             stop = None
             if ee is not None and ce is None:
-                found.append(Finding(f"missing_raise:{stage.split('.')[-1]}", rk, ee, "no raise" if rk in c.d else "not reached"))
+                found.append(
+                    Finding(
+                        f"missing_raise:{stage.split('.')[-1]}",
+                        rk,
+                        ee,
+                        "no raise" if rk in c.d else "not reached",
+                    )
+                )
                 stop = True
             elif ce is not None and ee is None:
                 if ce.unsupported is not None:
-                    found.append(Finding("refusal", rk, "no raise" if rk in e.d else "not reached", ce))
+                    found.append(
+                        Finding("refusal", rk, "no raise" if rk in e.d else "not reached", ce)
+                    )
                 else:
-                    found.append(Finding(f"spurious_raise:{stage.split('.')[-1]}", rk, "no raise" if rk in e.d else "not reached", ce))
+                    found.append(
+                        Finding(
+                            f"spurious_raise:{stage.split('.')[-1]}",
+                            rk,
+                            "no raise" if rk in e.d else "not reached",
+                            ce,
+                        )
+                    )
                 stop = True
             elif ce is not None and ee is not None:
-                if ce.type != ee.type:
+                if not ce.same_kind(ee):
                     found.append(Finding("raise_type", rk, ee, ce))
                 stop = True
             if stop:
@@ -1232,6 +1399,8 @@ def diff(prog: Program, e: Obs, c: Obs) -> list[Finding]:
                 continue
             cv = c.d[k][1]
             if not _same(ev, cv, prog.tol):
+                if cat.startswith("grad") and _none_vs_zero(ev, cv):
+                    cat = cat.replace("grad", "grad_none_vs_zeros", 1)
                 found.append(Finding(cat, k, ev, cv))
         for k, (cat, cv) in c.d.items():
             if k.startswith(stage + ".") and k not in e.d:
@@ -1239,8 +1408,13 @@ def diff(prog: Program, e: Obs, c: Obs) -> list[Finding]:
     return found
 
 
-# Categories that are softer (reported separately): exception type, non-view strides.
-SOFT = {"raise_type", "out_stride"}
+# Categories that are softer (reported separately): exception type, non-view strides,
+# and differences Dynamo itself makes (torch.compile(backend="eager") shows the same).
+SOFT = {"raise_type", "out_stride", "dynamo_itself"}
+
+
+def is_soft(category: str) -> bool:
+    return category.split(":")[0] in SOFT
 
 
 @dataclass
@@ -1253,6 +1427,70 @@ class Result:
     aot_raised: bool = False
     warnings: list = field(default_factory=list)
     note: str = ""
+
+
+def result_dict(r: Result) -> dict:
+    """A JSON-able summary of a result (what the soak script stores)."""
+    return {
+        "seed": r.seed,
+        "entry": r.entry,
+        "status": r.status,
+        "categories": sorted({f.category for f in r.findings}),
+        "findings": [str(f)[:300] for f in r.findings[:20]],
+        "refusal": refusal_reason(r),
+        "eager_raised": r.eager_raised,
+        "aot_raised": r.aot_raised,
+        "warnings": sorted(set(r.warnings))[:5],
+        "note": r.note,
+    }
+
+
+def summarize(results: list, title: str = "") -> str:
+    """Tallies of result dicts: statuses, categories, refusals, raise agreement, seeds."""
+    from collections import Counter, defaultdict
+
+    status = Counter(r["status"] for r in results)
+    cats: Counter = Counter()
+    cat_seeds: dict = defaultdict(list)
+    for r in results:
+        for c in r["categories"]:
+            cats[c] += 1
+            cat_seeds[c].append(r["seed"])
+    refusals = Counter(r["refusal"] for r in results if r["status"] == "refusal")
+    agree = Counter(
+        (r["eager_raised"], r["aot_raised"])
+        for r in results
+        if r["status"] not in ("untraceable", "crash")
+    )
+    warns = Counter(w for r in results for w in r.get("warnings", []))
+    out = [
+        f"== {title}: {len(results)} programs: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(status.items()))
+    ]
+    if cats:
+        out.append(
+            "  findings by category (programs; soft: raise_type, out_stride, dynamo_itself:*):"
+        )
+        for c, n in cats.most_common():
+            out.append(f"    {n:5d}  {c:32s} seeds {cat_seeds[c][:10]}")
+    if refusals:
+        out.append("  refusals (UnsupportedError where eager runs) by reason:")
+        for m, n in refusals.most_common():
+            out.append(f"    {n:5d}  {m}")
+    out.append(
+        f"  raise agreement (programs): both run {agree[(False, False)]} / both raise {agree[(True, True)]} / eager raises only {agree[(True, False)]} / aotgrad raises only {agree[(False, True)]}"
+    )
+    if warns:
+        out.append("  aotgrad warnings (e.g. fallbacks to eager):")
+        for m, n in warns.most_common(8):
+            out.append(f"    {n:5d}  {m}")
+    bad = [r["seed"] for r in results if r["status"] in ("mismatch", "refusal", "crash", "hang")]
+    if bad:
+        out.append(f"  failing seeds ({len(bad)}): {bad[:60]}{' ...' if len(bad) > 60 else ''}")
+    crashes = [r for r in results if r["status"] in ("crash", "hang")]
+    for r in crashes[:10]:
+        out.append(f"  {r['status']} seed {r['seed']}: {r['note'][:200]}")
+    return "\n".join(out)
 
 
 def _raised(o: Obs):
@@ -1279,20 +1517,22 @@ def check(seed: int, entry: str) -> Result:
         eo = eager_observation(prog, entry)
     except Untraceable as u:
         return Result(seed, entry, "untraceable", note=str(u)[:120])
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         return Result(seed, entry, "crash", note=f"eager harness: {type(ex).__name__}: {ex}"[:300])
     try:
         co = observe(prog, entry, eager=False)
     except Untraceable as u:
         return Result(seed, entry, "untraceable", note=str(u)[:120])
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         return Result(seed, entry, "crash", note=f"harness: {type(ex).__name__}: {ex}"[:300])
     finally:
         if entry.startswith("dynamo"):
             torch._dynamo.reset()
     fs = diff(prog, eo, co)
+    if fs and entry.startswith("dynamo"):
+        fs = _attribute_to_dynamo(prog, eo, fs)
     r = Result(seed, entry, "ok", fs, _raised(eo), _raised(co), co.info.get("warnings", []))
-    hard = [f for f in fs if f.category not in SOFT]
+    hard = [f for f in fs if not is_soft(f.category)]
     if any(f.category == "refusal" for f in fs):
         r.status = "refusal"
     elif hard:
@@ -1302,6 +1542,23 @@ def check(seed: int, entry: str) -> Result:
     elif r.eager_raised:
         r.status = "eager_raises_ok"
     return r
+
+
+def _attribute_to_dynamo(prog, eo, fs):
+    """Findings that torch.compile(backend="eager") shows too are Dynamo's own."""
+    try:
+        control = observe(prog, "dynamo_eager", eager=False)
+    except Exception:
+        return fs
+    finally:
+        torch._dynamo.reset()
+    theirs = {(f.key, f.category) for f in diff(prog, eo, control)}
+    out = []
+    for f in fs:
+        if (f.key, f.category) in theirs:
+            f = Finding(f"dynamo_itself:{f.category}", f.key, f.eager, f.got)
+        out.append(f)
+    return out
 
 
 def refusal_reason(r: Result) -> str:
