@@ -644,3 +644,21 @@ def test_synthetic_base_recompiles_when_the_overlap_changes() -> None:
         ref_out = _write_one(ref[:rows], ref[1 : rows + 1])
         assert torch.equal(out, ref_out) and torch.equal(base, ref)
     assert g.compilations == 2
+
+
+@pytest.mark.parametrize("partition_fn", [default_partition, min_cut_rematerialization_partition])
+def test_output_written_inside_and_saved_for_backward_still_backpropagates(partition_fn) -> None:
+    """An output written in place inside the function that the backward also reads (relu_
+    saves its result): its version is left as saved, so autograd's check passes
+    (regression: setting eager's count made the backward raise)."""
+
+    def f(x):
+        y = x + 1
+        y.relu_()
+        return y
+
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    xe = x.detach().clone().requires_grad_()
+    aotgrad.aot_function(f, aotgrad.nop, partition_fn=partition_fn)(x).sum().backward()
+    f(xe).sum().backward()
+    torch.testing.assert_close(x.grad, xe.grad)

@@ -190,6 +190,16 @@ def _layout(
     )
 
 
+def _keep_versions_of_saved_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> None:
+    """A user output the backward also reads is saved at version 0: bumping it to eager's
+    count would fail autograd's check at backward, so it keeps the version it has."""
+    outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
+    saved = set(outs[layout.num_fwd_outputs :])
+    for k in list(layout.output_versions):
+        if outs[k] in saved:
+            del layout.output_versions[k]
+
+
 def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
     """User outputs the graph returns as the same value as an earlier one although eager
     returns distinct objects (``t`` and ``t.detach()``: a detach is the identity inside
@@ -283,6 +293,8 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     t0 = time.perf_counter()
     layout = program.layout
     layout.merged_outputs = _merged_outputs(program.forward, layout)
+    if program.training:
+        _keep_versions_of_saved_outputs(program.forward, layout)
     if not program.training:
         compiler = options.inference_compiler or options.fw_compiler
         fw = run_compiler(compiler, program.forward)
