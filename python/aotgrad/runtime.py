@@ -364,6 +364,10 @@ def make_training_function(
     bw_written = layout.backward_mutations
     grad_tangents = layout.grad_tangents
     stale = layout.backward_error
+    # Unreached outputs matter only when some input's gradient comes from some of the
+    # tangents and not all: otherwise grads stay materialised (no per-call cost).
+    every = set(range(len(tangent_outputs)))
+    track_unreached = any(deps and set(deps) != every for deps in grad_tangents)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -376,8 +380,9 @@ def make_training_function(
                 tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
             ctx.save_for_backward(*tensors)
             ctx.num_inputs = len(args)
-            ctx.set_materialize_grads(False)
-            ctx.zeros = [_zeros_like(fwd[i]) for i in tangent_outputs]
+            if track_unreached:
+                ctx.set_materialize_grads(False)
+                ctx.zeros = [_zeros_like(fwd[i]) for i in tangent_outputs]
             if bw_written:
                 ctx.bw_written = [args[i] for i in bw_written]
             ctx.symints = tuple(saved[n_tensors:])
@@ -391,13 +396,21 @@ def make_training_function(
         def backward(ctx: Any, *grads: Any) -> Any:
             if stale is not None:
                 raise RuntimeError(stale)
-            # Grads are not materialised: an output the caller's backward did not reach
-            # has None, and inputs reached only through such outputs get None (eager's).
-            missing = [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
-            tangents = [
-                ctx.zeros[k]() if grads[i] is None else grads[i].contiguous()
-                for k, i in enumerate(tangent_outputs)
-            ]
+            # Tracking unreached outputs, grads are not materialised: an output the caller's
+            # backward did not reach has None, and inputs reached only through such
+            # outputs get None (eager's).
+            missing = (
+                [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
+                if track_unreached
+                else ()
+            )
+            if missing:
+                tangents = [
+                    ctx.zeros[k]() if grads[i] is None else grads[i].contiguous()
+                    for k, i in enumerate(tangent_outputs)
+                ]
+            else:
+                tangents = [grads[i].contiguous() for i in tangent_outputs]
             args = [*ctx.saved_tensors, *ctx.symints, *tangents]
             # Unless the graph is retained, drop ctx's references: a boxed backward
             # (Inductor's) then frees each saved activation after its last use.
