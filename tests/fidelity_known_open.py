@@ -15,7 +15,6 @@ FAMILIES = {
         63,
     },
     "raises 'Output 0 of HalfGrad is a view ... modified inplace' where eager runs": {218, 238},
-    "EagerRefusal (leaf write) where eager runs": {185, 221},
     "outputs: a view where eager returns a fresh tensor, or the reverse (._base, is_view)": {205},
     "version counter of views of an intermediate written through another view": {42},
     "eager raises (internal overlap of an in-place op; a saved value written), aotgrad does not": {

@@ -129,6 +129,8 @@ def _input_flags(
     # Function's forward writes under no_grad and mark_dirty() makes autograd see it.
     if (data or meta) and (
         w.grad_fn is grad_fn_before
+        # detach_() / requires_grad_(False): the input left autograd inside the function
+        or (original.requires_grad and not w.requires_grad)
         or (
             data
             and w.grad_fn is None  # detach_() then written under no_grad
