@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .alias import OutputVerdict, ViewSpec
+from .alias.storage import byte_range
 from .alias.views import Binding, Evaluator, detached_alias, regenerate, replay_metadata
 
 BoxedFn = Callable[[list[Any]], Any]
@@ -150,9 +151,7 @@ class _Epilogue:
         for i in self.layout.storage_resizes:
             t = args[i]
             if t.untyped_storage().nbytes() == 0 and t.numel():
-                span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-                nbytes = (t.storage_offset() + span) * t.element_size()
-                torch.ops.inductor.resize_storage_bytes_(t, nbytes)
+                torch.ops.inductor.resize_storage_bytes_(t, byte_range(t)[1])
         # Inference tensors have no version counter (-1: nothing to set).
         return [-1 if args[i].is_inference() else args[i]._version for i, _ in self.versioned]
 
