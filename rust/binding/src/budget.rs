@@ -3,10 +3,11 @@
 //! (`aotgrad_core::partition::budget`).
 
 use aotgrad_core::partition::{self, BudgetSolution, OpRules};
-use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::buffer::{Column, Problem};
 use crate::enter::enter;
 use crate::partition::{options_from, PyPartition};
 use crate::store::PyGraphStore;
@@ -80,8 +81,13 @@ fn flops_from(flops: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
     if obj.is_none() {
         return Ok(None);
     }
-    let buf: PyBuffer<f64> = PyBuffer::get(obj)?;
-    Ok(Some(buf.to_vec(obj.py())?))
+    match Column::<f64>::get(obj) {
+        Ok(column) => Ok(Some(column.as_slice().to_vec())),
+        Err(Problem::NotABuffer(e)) => Err(e),
+        Err(_) => Err(PyBufferError::new_err(
+            "flops must be a 1-D, C-contiguous float64 buffer",
+        )),
+    }
 }
 
 /// The memory-budget partition of `store` for `budget` (a fraction of the

@@ -3,6 +3,7 @@
 
 pub mod alias;
 pub mod budget;
+pub mod buffer;
 pub mod enter;
 pub mod errors;
 pub mod flow;

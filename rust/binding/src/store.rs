@@ -5,11 +5,11 @@
 //! run in the core (`GraphStore::from_table`) with the GIL released.
 
 use aotgrad_core::{printer, verify, GraphStore, TableView};
-use pyo3::buffer::{Element, PyUntypedBuffer};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::buffer::{Column, Problem, Scalar};
 use crate::enter::enter;
 use crate::errors::table_error;
 
@@ -31,76 +31,31 @@ impl PyGraphStore {
     }
 }
 
-/// A column's buffer, checked to be a 1-D, C-contiguous, aligned array of `T`.
-struct Column {
-    buf: PyUntypedBuffer,
-}
-
-impl Column {
-    fn get<T: Element>(
-        table: &Bound<'_, PyAny>,
-        name: &'static str,
-        dtype: &str,
-    ) -> PyResult<Self> {
-        let py = table.py();
-        let obj = table
-            .getattr(name)
-            .map_err(|_| table_error(py, name, "the table has no such attribute"))?;
-        let buf = PyUntypedBuffer::get(&obj).map_err(|e| {
-            table_error(
-                py,
-                name,
-                format!(
-                    "expected a {dtype} buffer (numpy array), got {}: {e}",
-                    type_name(&obj)
-                ),
-            )
-        })?;
-        let format = buf.format().to_string_lossy().into_owned();
-        if buf.dimensions() != 1 {
-            return Err(table_error(
-                py,
-                name,
-                format!("must be 1-dimensional, got {} dimensions", buf.dimensions()),
-            ));
-        }
-        if buf.item_size() != size_of::<T>() || !T::is_compatible_format(buf.format()) {
-            return Err(table_error(
-                py,
-                name,
-                format!(
-                    "has dtype format {format:?} of {} bytes, expected {dtype}",
-                    buf.item_size()
-                ),
-            ));
-        }
-        if !buf.is_c_contiguous() {
-            return Err(table_error(
-                py,
-                name,
-                "is not C-contiguous (use np.ascontiguousarray)",
-            ));
-        }
-        if buf.item_count() > 0 && buf.buf_ptr().align_offset(align_of::<T>()) != 0 {
-            return Err(table_error(py, name, format!("is not aligned for {dtype}")));
-        }
-        Ok(Self { buf })
-    }
-
-    /// The column's elements, borrowed from the exporting object.
-    fn slice<T: Element>(&self) -> &[T] {
-        let len = self.buf.item_count();
-        if len == 0 {
-            return &[];
-        }
-        // SAFETY: `get::<T>` checked that the buffer is 1-D, C-contiguous,
-        // aligned, and holds `len` items of `T`'s size and format. The
-        // exporter keeps the memory alive and unresized while `self.buf` is
-        // held, which outlives the returned borrow. The core reads each
-        // element once and validates what it reads, so even a concurrent
-        // writer (a caller bug) cannot produce an inconsistent store.
-        unsafe { std::slice::from_raw_parts(self.buf.buf_ptr().cast::<T>(), len) }
-    }
+/// A column of the table, read zero-copy (`crate::buffer`).
+fn column<T: Scalar>(
+    table: &Bound<'_, PyAny>,
+    name: &'static str,
+    dtype: &str,
+) -> PyResult<Column<T>> {
+    let py = table.py();
+    let obj = table
+        .getattr(name)
+        .map_err(|_| table_error(py, name, "the table has no such attribute"))?;
+    Column::get(&obj).map_err(|problem| {
+        let detail = match problem {
+            Problem::NotABuffer(e) => format!(
+                "expected a {dtype} buffer (numpy array), got {}: {e}",
+                type_name(&obj)
+            ),
+            Problem::Dimensions(n) => format!("must be 1-dimensional, got {n} dimensions"),
+            Problem::Format { format, itemsize } => {
+                format!("has dtype format {format:?} of {itemsize} bytes, expected {dtype}")
+            }
+            Problem::NotContiguous => "is not C-contiguous (use np.ascontiguousarray)".into(),
+            Problem::Misaligned => format!("is not aligned for {dtype}"),
+        };
+        table_error(py, name, detail)
+    })
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -158,15 +113,15 @@ impl PyGraphStore {
     fn from_table(py: Python<'_>, table: &Bound<'_, PyAny>) -> PyResult<Self> {
         let version = int_attr(table, "version")?;
         let num_fwd_outputs = int_attr(table, "num_fwd_outputs")?;
-        let kind = Column::get::<u8>(table, "kind", "uint8")?;
-        let op = Column::get::<u32>(table, "op", "uint32")?;
-        let arg_ptr = Column::get::<u32>(table, "arg_ptr", "uint32")?;
-        let arg_idx = Column::get::<u32>(table, "arg_idx", "uint32")?;
-        let nbytes = Column::get::<u64>(table, "nbytes", "uint64")?;
-        let const_hash = Column::get::<u64>(table, "const_hash", "uint64")?;
-        let flags = Column::get::<u32>(table, "flags", "uint32")?;
-        let region = Column::get::<i32>(table, "region", "int32")?;
-        let outputs = Column::get::<i32>(table, "outputs", "int32")?;
+        let kind = column::<u8>(table, "kind", "uint8")?;
+        let op = column::<u32>(table, "op", "uint32")?;
+        let arg_ptr = column::<u32>(table, "arg_ptr", "uint32")?;
+        let arg_idx = column::<u32>(table, "arg_idx", "uint32")?;
+        let nbytes = column::<u64>(table, "nbytes", "uint64")?;
+        let const_hash = column::<u64>(table, "const_hash", "uint64")?;
+        let flags = column::<u32>(table, "flags", "uint32")?;
+        let region = column::<i32>(table, "region", "int32")?;
+        let outputs = column::<i32>(table, "outputs", "int32")?;
         let names = table
             .getattr("op_names")
             .map_err(|_| table_error(py, "op_names", "the table has no such attribute"))?;
@@ -179,15 +134,15 @@ impl PyGraphStore {
         })?;
         let view = TableView {
             version,
-            kind: kind.slice(),
-            op: op.slice(),
-            arg_ptr: arg_ptr.slice(),
-            arg_idx: arg_idx.slice(),
-            nbytes: nbytes.slice(),
-            const_hash: const_hash.slice(),
-            flags: flags.slice(),
-            region: region.slice(),
-            outputs: outputs.slice(),
+            kind: kind.as_slice(),
+            op: op.as_slice(),
+            arg_ptr: arg_ptr.as_slice(),
+            arg_idx: arg_idx.as_slice(),
+            nbytes: nbytes.as_slice(),
+            const_hash: const_hash.as_slice(),
+            flags: flags.as_slice(),
+            region: region.as_slice(),
+            outputs: outputs.as_slice(),
             num_fwd_outputs,
             op_names: &op_names,
         };
