@@ -33,10 +33,10 @@ $(STAMP): $(VENV)/bin/python pyproject.toml Makefile
 venv: $(STAMP)
 
 # The extension is abi3 (`_rust.abi3.so`); a per-version build left from before would
-# shadow it (Python tries `.cpython-3XX-...so` first), so it is removed.
+# shadow it (Python tries `.cpython-3XX-...so` first), so it is removed once built.
 $(EXT_STAMP): $(STAMP) $(RUST_SRC)
-	rm -f python/aotgrad/_rust.cpython-*.so
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release -q
+	rm -f python/aotgrad/_rust.cpython-*.so
 	touch $@
 
 build: $(EXT_STAMP)

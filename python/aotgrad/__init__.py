@@ -9,10 +9,9 @@ halves (Inductor, or any functorch-style compiler) and wraps them in an
 from __future__ import annotations
 
 from . import errors, partition
+from ._rust import __version__  # one version, the Rust workspace's (Cargo.toml)
 from .api import AotFunction, AotModule, aot_function, aot_module, aot_module_simplified
 from .compile import make_boxed_func, nop
-
-__version__ = "0.1.0"
 
 # AOTGRAD_REPORT=path.html: write a partition report after every compilation.
 from .report import enable_from_env as _enable_report

@@ -15,6 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="aotgrad", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"aotgrad {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     from . import bench, demo
     from .report import cli as report_cli

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from typing_extensions import Buffer
 
+__version__: str  # the Rust workspace's version, the package's only one
 FORMAT_VERSION: int
 
 # -- errors (rust/binding/src/errors.rs) ------------------------------------

@@ -14,6 +14,9 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The package's one version: the workspace's (`[workspace.package]`), which
+    // maturin also writes into the wheel's metadata.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", aotgrad_core::FORMAT_VERSION)?;
     errors::register(m)?;
     m.add_class::<store::PyGraphStore>()?;
