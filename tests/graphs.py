@@ -23,7 +23,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.utils import _pytree as pytree
 
 
@@ -65,6 +65,8 @@ def joint_graph_of(model_or_fn: Any, *example_inputs: Any) -> JointGraph:
 
     def joint(primals: list[Any], tangents: list[Any]) -> tuple[Any, ...]:
         outs = pytree.tree_leaves(fn(*primals))
+        for node in get_proxy_mode().tracer.graph.nodes:  # as torch's joint tracer tags them
+            node.meta.setdefault("partitioner_tag", "is_forward")
         diff_outs = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
         wrt = [p for p in primals if isinstance(p, torch.Tensor) and p.requires_grad]
         grads = torch.autograd.grad(diff_outs, wrt, tangents, allow_unused=True)

@@ -187,7 +187,7 @@ def test_mutated_input_flag_is_set_on_primals_only():
     table, nodes = to_table(j.gm, num_fwd_outputs=j.num_fwd_outputs)
     mutated = [n.name for n, f in zip(nodes, table.flags) if f & Flag.MUTATED_INPUT]
     assert mutated == ["primals_1"]
-    assert table.version == _rust.FORMAT_VERSION == 3
+    assert table.version == _rust.FORMAT_VERSION == 4
 
 
 class TwoMasks(nn.Module):

@@ -65,8 +65,10 @@ def test_known_tiny_graph_columns():
         [], [], [], [0, 1], [3], [4], [5], [2, 6], [0], [8, 7], [1], [7, 10],
     ]  # fmt: skip
     assert table.nbytes.tolist() == [24, 48, 32, 32, 32, 32, 32, 32, 24, 48, 48, 24]
-    view = int(Flag.VIEW)
-    assert table.flags.tolist() == [0, 0, 0, 0, 0, view, view, 0, view, 0, view, 0]
+    view, bw = int(Flag.VIEW), int(Flag.BACKWARD_REGION)  # the backward traced rows 6..
+    assert table.flags.tolist() == [0, 0, 0, 0, 0, view] + [
+        view | bw, bw, view | bw, bw, view | bw, bw,
+    ]  # fmt: skip
     assert table.region.tolist() == [-1] * 12
     ch = table.const_hash.tolist()  # equal for calls of one op with equal constants
     assert ch[:3] == [0, 0, 0]

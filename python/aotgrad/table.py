@@ -1,6 +1,6 @@
 """Joint FX graph → node table: flat columns, no Python object per node.
 
-The format is ``docs/node_table.md`` (version 3); Rust reads the columns
+The format is ``docs/node_table.md`` (version 4); Rust reads the columns
 zero-copy and validates them (``aotgrad._rust.GraphStore.from_table``).
 
 ``to_table`` makes one pass over the graph's nodes. Facts that depend only on
@@ -32,7 +32,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from .errors import UnsupportedError, table_error
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 PLACEHOLDER_OP = "placeholder"
 GET_ATTR_OP = "get_attr"
 ROLE_KEY = "aotgrad_role"
@@ -53,7 +53,7 @@ class Kind(enum.IntEnum):
 
 
 class Flag(enum.IntFlag):
-    """The ``flags`` column (bits 13-31 must be zero)."""
+    """The ``flags`` column (bits 14-31 must be zero)."""
 
     SYMBOLIC_SIZE = 1 << 0
     RANDOM = 1 << 1
@@ -68,6 +68,7 @@ class Flag(enum.IntFlag):
     MULTI_OUTPUT = 1 << 10
     MUTATED_INPUT = 1 << 11
     STATIC_INPUT = 1 << 12
+    BACKWARD_REGION = 1 << 13
 
 
 @dataclass
@@ -331,6 +332,11 @@ _NON_TENSOR = int(Flag.NON_TENSOR)
 _MULTI_OUTPUT = int(Flag.MULTI_OUTPUT)
 _MUTATED_INPUT = int(Flag.MUTATED_INPUT)
 _STATIC_INPUT = int(Flag.STATIC_INPUT)
+_BACKWARD_REGION = int(Flag.BACKWARD_REGION)
+#: ``meta`` key and value torch's joint tracer (and aotgrad's) set on the nodes the
+#: forward traced; the nodes after the last of them were traced by the backward.
+PARTITIONER_TAG = "partitioner_tag"
+TRACED_BY_FORWARD = "is_forward"
 _NO_ROLE = object()
 # torch's C implementation of ``map_arg``: calls ``fn`` on every node in a
 # nested argument (tuples, lists, dicts, slices), in order.
@@ -450,6 +456,7 @@ def to_table(
     const_hash: list[int] = []
     flags: list[int] = []
     region: list[int] = []
+    last_forward = -1  # the last row the forward traced (PARTITIONER_TAG)
     output_args: Any = ()
     collect = arg_nodes.append
     map_arg = _map_arg
@@ -523,6 +530,8 @@ def to_table(
         policy = meta.get("recompute")
         if policy is not None:
             bits |= checkpoint_flags.get(policy, 0)
+        if meta.get(PARTITIONER_TAG) == TRACED_BY_FORWARD:
+            last_forward = len(nodes)
         nodes.append(node)
         kind.append(k)
         op.append(op_id)
@@ -536,6 +545,9 @@ def to_table(
 
     if role_iter is not None and next(role_iter, _NO_ROLE) is not _NO_ROLE:
         raise table_error("kind", None, "more roles were given than the graph has placeholders")
+    if last_forward >= 0:
+        for i in range(last_forward + 1, len(nodes)):
+            flags[i] |= _BACKWARD_REGION
     ids = dict(zip(nodes, range(len(nodes)), strict=True))
     try:
         arg_idx = np.fromiter(map(ids.__getitem__, arg_nodes), np.uint32, len(arg_nodes))

@@ -28,7 +28,7 @@ import torch.fx as fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from . import alias
 from .errors import TraceError, UnsupportedError
@@ -433,6 +433,15 @@ def _stale_message(t: Any, version: int) -> str:
     )
 
 
+def _tag_traced_by_forward() -> None:
+    """Tag the nodes traced so far as the forward's, as torch's joint tracer does: the
+    default partition computes the later ones in the backward (``table.PARTITIONER_TAG``)."""
+    mode = get_proxy_mode()
+    if mode is not None:
+        for node in mode.tracer.graph.nodes:
+            node.meta.setdefault("partitioner_tag", "is_forward")
+
+
 def trace_joint(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -486,6 +495,7 @@ def trace_joint(
         ):
             outs = _flat_call(fn, call)
         fwd_tokens = chain.finish()
+        _tag_traced_by_forward()
         num_tokens[0] = len(fwd_tokens)
         chain = _EffectChain()  # the backward orders its own effects
         fwd_values = [

@@ -50,8 +50,12 @@ pub mod flags {
     /// A primal that lives for the whole training step anyway (a parameter or
     /// buffer; meaningful on `PRIMAL` rows only): saving it costs no memory.
     pub const STATIC_INPUT: u32 = 1 << 12;
+    /// A node the backward traced: after the joint's last node traced by the
+    /// forward (torch's `partitioner_tag`). The default partition computes such
+    /// a node in the backward, where it was traced, unless the forward needs it.
+    pub const BACKWARD_REGION: u32 = 1 << 13;
     /// Bits a table may carry on input (`TANGENT_DERIVED` is computed, not read).
-    pub const KNOWN_INPUT: u32 = (1 << 13) - 1;
+    pub const KNOWN_INPUT: u32 = (1 << 14) - 1;
 }
 
 /// A joint forward+backward graph in topological order.

@@ -37,7 +37,7 @@
 use super::classify::NodeInfo;
 use super::cost::recompute_costs;
 use super::cut_network::{self, CutEdges, Edges, INF};
-use super::derive::{common_reason, derive_with, Recompute};
+use super::derive::{common_reason, derive_with, Recompute, Traced};
 use super::result::{placement, Partition, SavedReason};
 use super::rules::OpRules;
 use crate::error::{Error, Result};
@@ -199,6 +199,7 @@ impl<'a> Solver<'a> {
             rules,
             &self.info,
             POLICY,
+            Traced::Free,
             |v| rules.must_recompute(v) || recompute(v),
             |v| {
                 common_reason(store, rules, v).unwrap_or(

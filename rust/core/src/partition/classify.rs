@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::ids::NodeId;
-use crate::store::{flags, GraphStore};
+use crate::store::{flags, GraphStore, NodeKind};
 
 /// `fw_order` of a node outside the forward.
 pub(crate) const NOT_FW: u32 = u32::MAX;
@@ -27,6 +27,9 @@ pub(crate) struct NodeInfo {
     pub required_bw: Vec<bool>,
     /// An ancestor (inclusive) of a `required_bw` node.
     pub needed_by_bw: Vec<bool>,
+    /// Traced by the backward (`BACKWARD_REGION`), a CALL or `GET_ATTR` node,
+    /// and not a `required_fw` node: a value only the backward computes.
+    pub bw_only: Vec<bool>,
 }
 
 impl NodeInfo {
@@ -59,11 +62,20 @@ impl NodeInfo {
             (0..n as u32).map(NodeId).filter(|v| required_bw[v.index()]),
             n,
         );
+        let bw_only = store
+            .node_ids()
+            .map(|v| {
+                store.has_flag(v, flags::BACKWARD_REGION)
+                    && matches!(store.kind[v.index()], NodeKind::Call | NodeKind::GetAttr)
+                    && !required_fw[v.index()]
+            })
+            .collect();
         Ok(Self {
             td,
             required_fw,
             required_bw,
             needed_by_bw,
+            bw_only,
         })
     }
 

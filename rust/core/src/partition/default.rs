@@ -3,11 +3,13 @@
 //!
 //! Arguments: a store and [`PartitionOptions`] (only `cse` applies: common
 //! subexpressions are merged first, see `super::prepass`).
-//! Returns: the partition: forward = the forward outputs' ancestors plus every
-//! non-tangent-derived node the backward reads (and their ancestors); saved =
-//! the forward values that tangent-derived nodes or gradient outputs read
-//! (`SymInt`s last, as ints); backward = the tangent-derived nodes and what they
-//! need. Nodes tagged `MUST_RECOMPUTE` are recomputed in the backward (their
+//! Returns: the partition: the backward computes the tangent-derived nodes and
+//! the nodes the backward traced (`BACKWARD_REGION`, torch's `partitioner_tag`:
+//! the weights' transposes, `cos` of a forward `sin`'s input) that the forward
+//! does not need; saved = the forward values those read (`SymInt`s last, as
+//! ints); forward = the forward outputs' ancestors plus the saved values (and
+//! their ancestors). A graph without the tag saves every non-tangent-derived
+//! value the backward reads. Nodes tagged `MUST_RECOMPUTE` are recomputed in the backward (their
 //! inputs saved instead), as torch's default partition does for activation
 //! checkpointing; so are `SymFloat`s (`SYMINT | NON_TENSOR`), which torch's saves:
 //! recomputing one from its sizes is free, and a saved one is a backward input
@@ -17,7 +19,7 @@
 //! Reference: `torch._functorch.partitioners.default_partition`.
 
 use super::classify::NodeInfo;
-use super::derive::{common_reason, derive};
+use super::derive::{common_reason, derive, Traced};
 use super::prepass::with_passes;
 use super::result::{Partition, SavedReason};
 use super::rules::{OpRules, PartitionOptions};
@@ -37,6 +39,7 @@ fn partition(store: &GraphStore) -> Result<Partition> {
         store,
         &rules,
         &info,
+        Traced::Kept,
         |v| rules.must_recompute(v) || is_symfloat(store, v),
         |v| common_reason(store, &rules, v).unwrap_or(SavedReason::ReadByBackward),
     ))

@@ -5,7 +5,9 @@
 //! on non-tangent-derived nodes that the backward needs, and a `reason` for
 //! each saved value.
 //! Returns: the partition. The backward is walked from the gradient outputs
-//! through the arguments: tangent-derived nodes are computed there; any other
+//! through the arguments: tangent-derived nodes are computed there, and so are
+//! the backward-only nodes ([`NodeInfo::bw_only`]) when the partitioner keeps
+//! the traced placement ([`Traced::Kept`], the default partition); any other
 //! node is recomputed if `recompute` says so and the rules allow it
 //! ([`Recompute::forbids`]), saved otherwise (primals are always saved). The forward is everything the forward
 //! outputs and the saved values need. So the result is valid by construction,
@@ -52,15 +54,34 @@ impl Recompute {
     }
 }
 
+/// Whether the nodes the backward traced ([`NodeInfo::bw_only`]) stay there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Traced {
+    /// They are computed in the backward, whatever `recompute` says (the
+    /// default partition, as torch's: only forward values are saved).
+    Kept,
+    /// They are placed by `recompute` like any other node (min-cut, budget).
+    Free,
+}
+
 /// [`derive_with`] under [`Recompute::Strict`].
 pub(crate) fn derive(
     store: &GraphStore,
     rules: &OpRules,
     info: &NodeInfo,
+    traced: Traced,
     recompute: impl Fn(NodeId) -> bool,
     reason: impl Fn(NodeId) -> SavedReason,
 ) -> Partition {
-    derive_with(store, rules, info, Recompute::Strict, recompute, reason)
+    derive_with(
+        store,
+        rules,
+        info,
+        Recompute::Strict,
+        traced,
+        recompute,
+        reason,
+    )
 }
 
 pub(crate) fn derive_with(
@@ -68,6 +89,7 @@ pub(crate) fn derive_with(
     rules: &OpRules,
     info: &NodeInfo,
     policy: Recompute,
+    traced: Traced,
     recompute: impl Fn(NodeId) -> bool,
     reason: impl Fn(NodeId) -> SavedReason,
 ) -> Partition {
@@ -86,6 +108,7 @@ pub(crate) fn derive_with(
             continue;
         }
         let computed_here = info.td[i]
+            || (traced == Traced::Kept && info.bw_only[i])
             || (kind != NodeKind::Primal
                 && policy.forbids(store, rules, v).is_none()
                 && recompute(v));

@@ -46,7 +46,7 @@
 use super::bans::{compute_bans, Ban, BanInput};
 use super::classify::NodeInfo;
 use super::cut_network::{self, CutEdges, INF};
-use super::derive::{common_reason, derive};
+use super::derive::{common_reason, derive, Traced};
 use super::prepass::with_passes;
 use super::result::{Partition, SavedReason};
 use super::rules::{OpRules, PartitionOptions};
@@ -74,6 +74,7 @@ fn cut(store: &GraphStore, opts: &PartitionOptions) -> Result<Partition> {
         store,
         rules,
         &p.info,
+        Traced::Free,
         |v| !source_side[2 * v.index()],
         |v| {
             common_reason(store, rules, v).unwrap_or(match bans[v.index()] {

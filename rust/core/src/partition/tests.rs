@@ -401,3 +401,37 @@ proptest! {
         prop_assert!(partition_min_cut(&g, &opts).is_ok());
     }
 }
+
+/// x -> a = sin(x) (forward output); backward: c = cos(x) traced there
+/// (`bw_flags`), dx = mul(t, c).
+fn sin_then_cos_in_backward(bw_flags: u32) -> GraphStore {
+    let mut c = Columns::new();
+    let (sin, cos, mul) = (
+        c.intern("aten.sin.default"),
+        c.intern("aten.cos.default"),
+        c.intern("aten.mul.Tensor"),
+    );
+    let x = c.push(PRIMAL, 0, &[], 1000, 0);
+    let t = c.push(TANGENT, 0, &[], 1000, 0);
+    let a = c.push(CALL, sin, &[x], 1000, 0);
+    let cx = c.push(CALL, cos, &[x], 1000, bw_flags);
+    let dx = c.push(CALL, mul, &[t, cx], 1000, bw_flags);
+    c.outputs = vec![a as i32, dx as i32];
+    c.num_fwd_outputs = 1;
+    GraphStore::from_table(&c.view()).unwrap()
+}
+
+#[test]
+fn default_partition_computes_what_the_backward_traced_there() {
+    // Traced by the backward: cos(x) runs there and x is saved, as torch's
+    // default partition does.
+    let (d, _) = both(&sin_then_cos_in_backward(flags::BACKWARD_REGION));
+    assert_eq!(ids(&d.saved), [0]);
+    assert_eq!(d.saved_reason, [SavedReason::Primal]);
+    assert_eq!(d.placement, [3, 2, 1, 2, 2]);
+    assert!(d.recomputed.is_empty());
+    // Without the tag every value the backward reads is computed in the forward.
+    let (d, _) = both(&sin_then_cos_in_backward(0));
+    assert_eq!(ids(&d.saved), [3]);
+    assert_eq!(d.placement, [1, 2, 1, 3, 2]);
+}

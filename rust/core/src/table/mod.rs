@@ -1,5 +1,5 @@
 //! The node table: the one format in which graphs cross the Python/Rust
-//! boundary (`docs/node_table.md`, format version 3).
+//! boundary (`docs/node_table.md`, format version 4).
 //!
 //! [`TableView`] borrows the columns (zero-copy from Python's buffers, or from
 //! an owned [`Columns`]); [`crate::GraphStore::from_table`] validates a view
@@ -17,8 +17,8 @@ use crate::store::GraphStore;
 /// The format version this crate reads and writes.
 ///
 /// Version 2 added the `const_hash` column (and flag bit 11, `MUTATED_INPUT`);
-/// version 3 flag bit 12, `STATIC_INPUT`.
-pub const FORMAT_VERSION: i64 = 3;
+/// version 3 flag bit 12, `STATIC_INPUT`; version 4 flag bit 13, `BACKWARD_REGION`.
+pub const FORMAT_VERSION: i64 = 4;
 
 /// Reserved op name of `PRIMAL` and `TANGENT` rows.
 pub const PLACEHOLDER_OP: &str = "placeholder";

@@ -195,7 +195,7 @@ fn corrupt(c: &mut Columns, what: u8, at: usize, val: u32) -> Option<&'static st
             "arg_idx"
         }
         6 => {
-            c.flags[pick(n)?] |= 1 << (13 + val % 19);
+            c.flags[pick(n)?] |= 1 << (14 + val % 18);
             "flags"
         }
         7 => {
