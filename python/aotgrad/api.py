@@ -20,7 +20,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch.nn.utils.stateless import _reparametrize_module
 
-from . import alias, guards, trace
+from . import alias, guards, observe, trace
 from .compile import Compiler
 from .errors import GuardError
 from .program import (
@@ -469,6 +469,7 @@ def _compile_cached(
             cache.store(key, program)
     else:
         program.timings["cache"] = 1.0
+        observe.loaded(program)
     artifact = compile_program(program, options)
     cache.memory_put(key, artifact)
     return artifact
