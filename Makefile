@@ -11,7 +11,7 @@ RUST_SRC := $(shell find rust -name '*.rs' -o -name 'Cargo.toml') Cargo.toml Car
 EXT_STAMP := $(VENV)/.ext-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv build browser test test-rust test-python demo bench opinfo models lint fmt wheel clean
+.PHONY: all venv build browser test test-rust test-python demo bench opinfo models lint fmt wheel wheel-check clean
 
 all: test
 
@@ -77,15 +77,27 @@ models: build
 lint: $(STAMP)
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(VENV)/bin/ruff check python tests benches
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff check python tests benches release
+	$(VENV)/bin/ruff format --check python tests benches release
 
 fmt: $(STAMP)
 	cargo fmt --all
-	$(VENV)/bin/ruff format python tests benches
+	$(VENV)/bin/ruff format python tests benches release
 
-wheel: $(STAMP)
-	$(PIP) wheel . --no-deps -w dist
+# Release (issue 21): the abi3 manylinux wheel and the sdist in dist/ (`make wheel`); the
+# same, installed into fresh venvs on pyenv's CPython 3.10 and 3.13 and smoke-tested
+# (`make wheel-check`: downloads torch for each once; not part of CI). zig links the
+# wheel against old glibc symbols (manylinux_2_17); auditwheel shows its compliance.
+RELEASE_STAMP := $(VENV)/.release-stamp
+$(RELEASE_STAMP): $(STAMP)
+	$(PIP) install -q "ziglang>=0.13" "auditwheel>=6"
+	touch $@
+
+wheel: $(RELEASE_STAMP)
+	WHEEL_CHECK_PYTHONS= bash release/wheel_check.sh
+
+wheel-check: $(RELEASE_STAMP)
+	bash release/wheel_check.sh
 
 clean:
 	rm -rf target dist $(VENV)/.ext-stamp
