@@ -11,7 +11,7 @@ RUST_SRC := $(shell find rust -name '*.rs' -o -name 'Cargo.toml') Cargo.toml Car
 EXT_STAMP := $(VENV)/.ext-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv build browser test test-rust test-python demo bench opinfo models lint fmt wheel wheel-check clean
+.PHONY: all venv build browser test test-rust test-python demo bench opinfo models lint fmt wheel wheel-check trainer-check clean
 
 all: test
 
@@ -98,6 +98,12 @@ wheel: $(RELEASE_STAMP)
 
 wheel-check: $(RELEASE_STAMP)
 	bash release/wheel_check.sh
+
+# The Hugging Face Trainer recipe of the README, checked: transformers and accelerate
+# into the venv (once), then tests/test_hf_trainer.py (losses equal to inductor's). Not in CI.
+trainer-check: build
+	$(PIP) install -q "transformers>=4.46" "accelerate>=1.0"
+	AOTGRAD_TRAINER_CHECK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_hf_trainer.py
 
 clean:
 	rm -rf target dist $(VENV)/.ext-stamp
