@@ -19,6 +19,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# tlparse: tests/test_torch_logs.py checks that it indexes aotgrad's structured-trace entries.
 # torch from PyPI brings its CUDA libraries: about 6 GiB in .venv, more while unpacking.
 $(STAMP): $(VENV)/bin/python pyproject.toml Makefile
 	@free_kib=$$(df -Pk . | awk 'NR==2 {print $$4}'); \
@@ -27,7 +28,8 @@ $(STAMP): $(VENV)/bin/python pyproject.toml Makefile
 	        "into .venv needs about 8 GiB (pip fails with 'No space left on device')" >&2; \
 	fi
 	$(PIP) install -q "torch>=2.15,<2.17" "numpy>=1.26" "maturin>=1.9,<2" \
-	    "pytest>=8" "hypothesis>=6.100" "networkx>=3.2" "ruff>=0.6" "expecttest>=0.2"
+	    "pytest>=8" "hypothesis>=6.100" "networkx>=3.2" "ruff>=0.6" "expecttest>=0.2" \
+	    "tlparse>=0.3"
 	touch $@
 
 venv: $(STAMP)
