@@ -164,3 +164,56 @@ def test_grads_equal_eager(budget):
     torch.testing.assert_close(out, ref)
     for g, r in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(g, r)
+
+
+# ------------------------------------------------------------------ cost model
+
+
+def test_cost_model_options_price_matmuls_and_memory_bound_ops():
+    """A larger machine balance makes matmul FLOPs cheaper; a smaller fused factor makes
+    memory-bound ops cheaper; the options are checked."""
+    j = transformer_joint(1)
+    nfo = j.num_fwd_outputs
+    _, nodes = to_table(j.gm, num_fwd_outputs=nfo)
+    packet = [getattr(n.target, "overloadpacket", None) for n in nodes]
+    mm = [i for i, p in enumerate(packet) if p in (torch.ops.aten.mm, torch.ops.aten.addmm)]
+    gelu = [i for i, p in enumerate(packet) if p is torch.ops.aten.gelu]
+    assert mm and gelu
+    base = recompute_costs(j.gm, num_fwd_outputs=nfo, flops_per_byte=4.0, fused_factor=1.0)
+    balance = recompute_costs(j.gm, num_fwd_outputs=nfo, flops_per_byte=64.0, fused_factor=1.0)
+    fused = recompute_costs(j.gm, num_fwd_outputs=nfo, flops_per_byte=4.0, fused_factor=0.5)
+    assert all(balance[i] < base[i] for i in mm)
+    assert all(fused[i] == pytest.approx(base[i] / 2) for i in gelu)
+    factors = recompute_costs(
+        j.gm, num_fwd_outputs=nfo, fused_factor=1.0, op_factors={"aten.gelu": 3.0}
+    )
+    assert all(factors[i] == pytest.approx(3 * base[i]) for i in gelu)
+    for bad in ({"flops_per_byte": 0.0}, {"fused_factor": float("nan")}, {"op_factors": 3}):
+        with pytest.raises(PartitionError):
+            recompute_costs(j.gm, num_fwd_outputs=nfo, **bad)
+
+
+def test_calibration_file_is_read_and_options_override_it(tmp_path, monkeypatch):
+    from aotgrad.partition import calibrate
+
+    path = tmp_path / "cal.json"
+    monkeypatch.setenv("AOTGRAD_CALIBRATION", str(path))
+    calibrate._load.cache_clear()
+    assert calibrate.cost_options() == {}
+    rc = calibrate.run(calibrate_args(repeats=1, fused_factor=0.5, output=None, print_only=False))
+    assert rc == 0 and path.exists()
+    got = calibrate.cost_options()
+    assert got["fused_factor"] == 0.5 and got["flops_per_byte"] > 0
+    assert "aten._softmax" in got["op_factors"]
+    assert calibrate.cost_options({"fused_factor": 1.0})["fused_factor"] == 1.0
+    # the budget partitioner prices with it (one pass; figures valid)
+    j = transformer_joint(1)
+    (p,) = frontier(j.gm, num_fwd_outputs=j.num_fwd_outputs, budgets=[0.5])
+    assert p.met
+    calibrate._load.cache_clear()
+
+
+def calibrate_args(**kw):
+    import argparse
+
+    return argparse.Namespace(**kw)

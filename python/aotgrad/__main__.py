@@ -3,6 +3,7 @@
 aotgrad demo     train a small GPT with torch.compile(backend="aotgrad") and eagerly
 aotgrad report   an HTML page of a partition: what is saved, what recomputed, and why
 aotgrad bench    aotgrad against torch's AOT Autograd on the same joint graphs
+aotgrad calibrate  measure this machine's recompute costs for the memory-budget partitioner
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"aotgrad {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     from . import bench, demo
+    from .partition import calibrate
     from .report import cli as report_cli
 
     commands = {
         "demo": (demo, "train a small GPT with aotgrad and eagerly, side by side"),
         "report": (report_cli, "write the HTML partition report"),
         "bench": (bench, "aotgrad vs torch: partition time, saved bytes, tracing, overhead"),
+        "calibrate": (calibrate, "measure this machine's recompute costs (memory budget)"),
     }
     for name, (module, help_text) in commands.items():
         module.add_arguments(

@@ -181,8 +181,11 @@ def memory_frontier(
 ) -> list[BudgetSolution]:
     """``partition_memory_budget`` for every budget in one pass."""
 
-def recompute_costs(store: GraphStore, flops: Any | None = None) -> bytes:
-    """float64[N] (native order): the cost table's price of recomputing each node."""
+def recompute_costs(
+    store: GraphStore, flops: Any | None = None, options: dict[str, Any] | None = None
+) -> bytes:
+    """float64[N] (native order): the cost table's price of recomputing each node
+    (``options``: the cost model's ``flops_per_byte``, ``fused_factor``, ``op_factors``)."""
 
 # -- alias classification (rust/binding/src/alias.rs) -----------------------
 

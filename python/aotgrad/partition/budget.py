@@ -31,6 +31,7 @@ from .. import _rust
 from ..errors import PartitionError
 from ..table import to_table
 from .api import PartitionResult, _torch_options
+from .calibrate import cost_options
 
 #: Budgets :func:`frontier` sweeps when none are given.
 DEFAULT_BUDGETS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
@@ -136,7 +137,8 @@ def memory_budget_joint(
 ) -> tuple[PartitionResult, BudgetPoint]:
     """The decision alone (no graphs built): the partition and its figures."""
     store, nodes = _store(joint_module, num_fwd_outputs)
-    sol = _rust.partition_memory_budget(store, float(budget), options or None, node_flops(nodes))
+    opts = cost_options(options)
+    sol = _rust.partition_memory_budget(store, float(budget), opts or None, node_flops(nodes))
     point = _point(sol)
     if not point.met:
         if not allow_exceed:
@@ -188,12 +190,16 @@ def frontier(
     budget falls: the points are the Pareto points the solver found."""
     store, nodes = _store(joint_module, num_fwd_outputs)
     bs = [float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)]
-    sols = _rust.memory_frontier(store, bs, options or None, node_flops(nodes))
+    sols = _rust.memory_frontier(store, bs, cost_options(options) or None, node_flops(nodes))
     return [_point(s) for s in sols]
 
 
-def recompute_costs(joint_module: fx.GraphModule, *, num_fwd_outputs: int) -> np.ndarray:
+def recompute_costs(
+    joint_module: fx.GraphModule, *, num_fwd_outputs: int, **options: Any
+) -> np.ndarray:
     """float64[N]: the cost table's price of recomputing each row of the node table
-    (FLOPs from shapes, :func:`node_flops`)."""
+    (FLOPs from shapes, :func:`node_flops`; the cost model of ``options`` over the
+    calibration file's, :func:`aotgrad.partition.calibrate.cost_options`)."""
     store, nodes = _store(joint_module, num_fwd_outputs)
-    return np.frombuffer(_rust.recompute_costs(store, node_flops(nodes)), dtype=np.float64)
+    costs = _rust.recompute_costs(store, node_flops(nodes), cost_options(options) or None)
+    return np.frombuffer(costs, dtype=np.float64)

@@ -134,18 +134,21 @@ pub fn memory_frontier(
 }
 
 /// float64[N] (native bytes): the recompute cost of each node by the cost
-/// table; `flops` as for `partition_memory_budget`.
+/// table; `flops` as for `partition_memory_budget`, `options` for its cost
+/// model (`flops_per_byte`, `fused_factor`, `op_factors`).
 #[pyfunction]
-#[pyo3(signature = (store, flops = None))]
+#[pyo3(signature = (store, flops = None, options = None))]
 pub fn recompute_costs<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyGraphStore>,
     flops: Option<&Bound<'py, PyAny>>,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let f = flops_from(flops)?;
+    let o = options_from(py, options)?;
     let s = store.get().store();
     let costs = enter(py, || {
-        partition::recompute_costs(s, &OpRules::new(s), f.as_deref())
+        partition::recompute_costs(s, &OpRules::new(s), f.as_deref(), &o.cost)
     })?;
     PyBytes::new_with(py, costs.len() * 8, |out| {
         for (chunk, c) in out.chunks_exact_mut(8).zip(&costs) {

@@ -3,7 +3,7 @@
 //! result"). Columns come back as `bytes` in native byte order, ready for
 //! `np.frombuffer`.
 
-use aotgrad_core::partition::{self, Partition, PartitionOptions};
+use aotgrad_core::partition::{self, CostModel, Partition, PartitionOptions};
 use aotgrad_core::{Error, GraphStore, NodeId};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -84,12 +84,15 @@ impl PyPartition {
 
 const OPTION_NAMES: &str = "ban_if_not_in_allowlist, ban_if_reduction, \
     ban_if_materialized_backward, ban_if_used_far_apart, ban_if_long_fusible_chains, \
-    long_chain, max_dist_from_bw, recompute_views, cse";
+    long_chain, max_dist_from_bw, recompute_views, cse, flops_per_byte, fused_factor, \
+    op_factors";
 
 /// Reads a `{name: value}` dict of [`PartitionOptions`] fields over the defaults.
 fn options(py: Python<'_>, dict: Option<&Bound<'_, PyDict>>) -> PyResult<PartitionOptions> {
     let mut o = PartitionOptions::default();
     let Some(dict) = dict else { return Ok(o) };
+    let d = &o.cost;
+    let mut cost = (d.flops_per_byte, d.fused_factor, d.op_factors.clone());
     let bad = |detail: String| to_pyerr(py, &Error::Partition(detail));
     for (key, value) in dict.iter() {
         let name: String = key
@@ -107,7 +110,27 @@ fn options(py: Python<'_>, dict: Option<&Bound<'_, PyDict>>) -> PyResult<Partiti
                 ))
             })
         };
+        let as_f64 = || {
+            value
+                .extract::<f64>()
+                .map_err(|_| bad(format!("partition option `{name}` must be a float")))
+        };
         match name.as_str() {
+            "flops_per_byte" => cost.0 = as_f64()?,
+            "fused_factor" => cost.1 = as_f64()?,
+            "op_factors" => {
+                cost.2 = value.extract::<Vec<(String, f64)>>().or_else(|_| {
+                    value
+                        .cast::<PyDict>()
+                        .map_err(|_| bad("partition option `op_factors` must be a dict".into()))?
+                        .iter()
+                        .map(|(k, v)| Ok((k.extract::<String>()?, v.extract::<f64>()?)))
+                        .collect::<PyResult<Vec<_>>>()
+                        .map_err(|_| {
+                            bad("partition option `op_factors` maps op names to floats".into())
+                        })
+                })?;
+            }
             "ban_if_not_in_allowlist" => o.ban_if_not_in_allowlist = as_bool()?,
             "ban_if_reduction" => o.ban_if_reduction = as_bool()?,
             "ban_if_materialized_backward" => o.ban_if_materialized_backward = as_bool()?,
@@ -124,6 +147,7 @@ fn options(py: Python<'_>, dict: Option<&Bound<'_, PyDict>>) -> PyResult<Partiti
             }
         }
     }
+    o.cost = CostModel::new(cost.0, cost.1, cost.2).map_err(|e| to_pyerr(py, &e))?;
     Ok(o)
 }
 

@@ -129,7 +129,7 @@ pub(crate) fn frontier_with(
         deduped = eliminate(store, &rep)?;
         &deduped
     };
-    let mut sweep = Sweep::new(Solver::new(work, flops)?, allow_exact);
+    let mut sweep = Sweep::new(Solver::new(work, flops, &opts.cost)?, allow_exact);
     let targets: Vec<u64> = budgets
         .iter()
         // The product of a u64 and a fraction, floored; saturates on overflow.

@@ -35,7 +35,7 @@
 //! knapsack over the min-cut's saved values instead.
 
 use super::classify::NodeInfo;
-use super::cost::recompute_costs;
+use super::cost::{recompute_costs, CostModel};
 use super::cut_network::{self, CutEdges, Edges, INF};
 use super::derive::{common_reason, derive_with, Recompute, Traced};
 use super::result::{placement, Partition, SavedReason};
@@ -139,11 +139,11 @@ pub(crate) struct Solver<'a> {
 }
 
 impl<'a> Solver<'a> {
-    /// Prepares `store`; `flops` as for [`recompute_costs`].
-    pub fn new(store: &'a GraphStore, flops: Option<&[f64]>) -> Result<Self> {
+    /// Prepares `store`; `flops` and `model` as for [`recompute_costs`].
+    pub fn new(store: &'a GraphStore, flops: Option<&[f64]>, model: &CostModel) -> Result<Self> {
         let rules = OpRules::new(store);
         let info = NodeInfo::new(store)?;
-        let cost = recompute_costs(store, &rules, flops)?;
+        let cost = recompute_costs(store, &rules, flops, model)?;
         let roots = storage_roots(store, &rules);
         let banned = |v: NodeId| POLICY.forbids(store, &rules, v).is_some();
         let CutEdges { edges, split } =

@@ -2,18 +2,26 @@
 //! computing a forward node again in the backward costs, in "bytes moved".
 //!
 //! A kernel's time is about `bytes moved / bandwidth + FLOPs / peak`; in units
-//! of bytes that is `bytes moved + FLOPs / FLOPS_PER_BYTE` ([`FLOPS_PER_BYTE`]
-//! is the machine balance). Bytes moved are `nbytes` of the node plus `nbytes`
-//! of each of its arguments (a kernel reads and writes them once), times an
-//! op-class factor:
+//! of bytes that is `bytes moved + FLOPs / flops_per_byte`, where
+//! [`CostModel::flops_per_byte`] is the machine balance (a matmul's FLOP/s over
+//! the memory bandwidth): measured on the machine at hand by `aotgrad
+//! calibrate`, a default otherwise. Bytes moved are `nbytes` of the node plus
+//! `nbytes` of each of its arguments (a kernel reads and writes them once),
+//! times an op-class factor:
 //!
 //! | class | cost |
 //! |---|---|
 //! | views, `getitem`, `GET_ATTR` | 1 (metadata only) |
-//! | the recomputable allowlist (pointwise, cheap reductions) | 1 × bytes moved |
-//! | [`RECOMPUTE_FACTOR`] (normalizations, softmax, gathers, ...) | factor × bytes moved |
-//! | compute-intensive (matmul, convolution, attention) | bytes moved + FLOPs / [`FLOPS_PER_BYTE`] |
-//! | any other op that may be recomputed | [`OTHER_FACTOR`] × bytes moved |
+//! | the recomputable allowlist (pointwise, cheap reductions) | `fused` × bytes moved |
+//! | [`RECOMPUTE_FACTOR`] (normalizations, softmax, gathers, ...), or the model's calibrated [`CostModel::op_factors`] | `fused` × factor × bytes moved |
+//! | compute-intensive (matmul, convolution, attention) | bytes moved + FLOPs / `flops_per_byte` |
+//! | any other op that may be recomputed | `fused` × [`OTHER_FACTOR`] × bytes moved |
+//!
+//! `fused` is [`CostModel::fused_factor`]: a fusing compiler recomputes a
+//! memory-bound op inside the backward kernel that reads its result, where
+//! reading the op's inputs mostly replaces reading the saved value, so it
+//! moves a fraction of the bytes it would move alone (torch's budget prices
+//! such ops at nothing; 1 prices them as unfused kernels).
 //! | random, impure ops, primals, `MUST_SAVE` | never recomputed (`derive::Recompute::forbids`) |
 //!
 //! FLOPs come from shapes: the caller passes one figure per node (the Python
@@ -45,9 +53,79 @@ pub const RECOMPUTE_FACTOR: &[(&str, f64)] = &[
 /// Factor of recomputable ops neither in the allowlist nor in [`RECOMPUTE_FACTOR`].
 pub const OTHER_FACTOR: f64 = 2.0;
 
-/// FLOPs worth one byte moved: peak FLOP/s over memory bandwidth (about 10 on
-/// a CPU core, 20 for fp32 on a GPU without tensor cores, more with them).
-pub const FLOPS_PER_BYTE: f64 = 16.0;
+/// The machine figures the cost table prices with: measured by `aotgrad
+/// calibrate` (`python/aotgrad/partition/calibrate.py`), defaults otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    /// FLOPs worth one byte moved: a matmul's FLOP/s over the memory
+    /// bandwidth of a pointwise kernel. The default, 4, is a 2-core CPU's
+    /// (`aotgrad calibrate` measured 2-6 there); a GPU's is higher.
+    pub flops_per_byte: f64,
+    /// Factor of every memory-bound op's bytes moved (see the module docs): a
+    /// fusing compiler recomputes such an op inside the backward kernel that
+    /// reads it, where reading its inputs mostly replaces reading the saved
+    /// value.
+    pub fused_factor: f64,
+    /// Factors by op packet (`"aten._softmax"`) measured against a pointwise
+    /// kernel over the same bytes; they take precedence over
+    /// [`RECOMPUTE_FACTOR`]. Sorted by name (`CostModel::new` sorts).
+    pub op_factors: Vec<(String, f64)>,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        Self {
+            flops_per_byte: 4.0,
+            fused_factor: 0.25,
+            op_factors: Vec::new(),
+        }
+    }
+}
+
+impl CostModel {
+    /// A model from its figures; [`Error::Partition`] unless every figure is
+    /// finite and positive.
+    pub fn new(
+        flops_per_byte: f64,
+        fused_factor: f64,
+        mut op_factors: Vec<(String, f64)>,
+    ) -> Result<Self> {
+        let bad = |what: &str, x: f64| {
+            Error::Partition(format!("cost model {what} is {x}: must be finite and > 0"))
+        };
+        for (what, x) in [
+            ("flops_per_byte", flops_per_byte),
+            ("fused_factor", fused_factor),
+        ] {
+            if !x.is_finite() || x <= 0.0 {
+                return Err(bad(what, x));
+            }
+        }
+        if let Some((name, x)) = op_factors.iter().find(|(_, x)| !x.is_finite() || *x <= 0.0) {
+            return Err(bad(&format!("factor of {name}"), *x));
+        }
+        op_factors.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Self {
+            flops_per_byte,
+            fused_factor,
+            op_factors,
+        })
+    }
+
+    /// The factor of an op name, calibrated first, then [`RECOMPUTE_FACTOR`].
+    fn factor(&self, name: &str) -> Option<f64> {
+        let packet = name.rsplit_once('.').map_or(name, |(p, _)| p);
+        [name, packet]
+            .iter()
+            .find_map(|key| {
+                self.op_factors
+                    .binary_search_by(|(k, _)| k.as_str().cmp(key))
+                    .ok()
+                    .map(|i| self.op_factors[i].1)
+            })
+            .or_else(|| table_factor(name))
+    }
+}
 
 /// Element size [`estimate_flops`] assumes.
 const ESTIMATE_ELEM_BYTES: f64 = 4.0;
@@ -64,15 +142,16 @@ fn table_factor(name: &str) -> Option<f64> {
     })
 }
 
-/// The cost of recomputing every node of `store` (see the module docs); 0 for
-/// placeholders. `flops`, when given, holds one FLOP count per node (from
-/// shapes). Errors: [`Error::Partition`] when `flops` has the wrong length or
-/// a negative or non-finite entry.
+/// The cost of recomputing every node of `store` (see the module docs) under
+/// `model`; 0 for placeholders. `flops`, when given, holds one FLOP count per
+/// node (from shapes). Errors: [`Error::Partition`] when `flops` has the wrong
+/// length or a negative or non-finite entry.
 /// Complexity: `O(N + E)` plus one lookup per interned op.
 pub fn recompute_costs(
     store: &GraphStore,
     rules: &OpRules,
     flops: Option<&[f64]>,
+    model: &CostModel,
 ) -> Result<Vec<f64>> {
     if let Some(f) = flops {
         if f.len() != store.len() {
@@ -92,18 +171,25 @@ pub fn recompute_costs(
     let factors: Vec<f64> = store
         .op_names
         .iter()
-        .map(|name| table_factor(name).unwrap_or(f64::NAN))
+        .map(|name| model.factor(name).unwrap_or(f64::NAN))
         .collect();
     Ok(store
         .node_ids()
         .map(|v| {
             let given = flops.map_or(0.0, |f| f[v.index()]);
-            node_cost(store, rules, &factors, v, given)
+            node_cost(store, rules, model, &factors, v, given)
         })
         .collect())
 }
 
-fn node_cost(store: &GraphStore, rules: &OpRules, factors: &[f64], v: NodeId, flops: f64) -> f64 {
+fn node_cost(
+    store: &GraphStore,
+    rules: &OpRules,
+    model: &CostModel,
+    factors: &[f64],
+    v: NodeId,
+    flops: f64,
+) -> f64 {
     match store.kind[v.index()] {
         NodeKind::Primal | NodeKind::Tangent => return 0.0,
         NodeKind::GetAttr => return 1.0,
@@ -122,7 +208,7 @@ fn node_cost(store: &GraphStore, rules: &OpRules, factors: &[f64], v: NodeId, fl
         } else {
             estimate_flops(store, v)
         };
-        return (moved + flops / FLOPS_PER_BYTE).max(1.0);
+        return (moved + flops / model.flops_per_byte).max(1.0);
     }
     let table = factors[store.op[v.index()].index()];
     let factor = if !table.is_nan() {
@@ -132,7 +218,7 @@ fn node_cost(store: &GraphStore, rules: &OpRules, factors: &[f64], v: NodeId, fl
     } else {
         OTHER_FACTOR
     };
-    (factor * moved).max(1.0)
+    (model.fused_factor * factor * moved).max(1.0)
 }
 
 /// FLOPs of a compute-intensive node from byte sizes alone: `2·√(A·B·O)` in
@@ -180,12 +266,34 @@ mod tests {
         let flops = 2.0 * 32.0 * 16.0 * 8.0;
         assert!((estimate_flops(&g, NodeId(out)) - flops).abs() < 1e-6);
         let moved = f64::from((32 * 16 + 16 * 8 + 32 * 8) * 4);
-        let want = moved + flops / FLOPS_PER_BYTE;
-        let est = recompute_costs(&g, &rules, None).unwrap();
+        let m = CostModel::new(16.0, 1.0, Vec::new()).unwrap();
+        let want = moved + flops / 16.0;
+        let est = recompute_costs(&g, &rules, None, &m).unwrap();
         assert!((est[2] - want).abs() < 1e-6);
-        let given = recompute_costs(&g, &rules, Some(&[0.0, 0.0, 1.6e6])).unwrap();
+        let given = recompute_costs(&g, &rules, Some(&[0.0, 0.0, 1.6e6]), &m).unwrap();
         assert!((given[2] - (moved + 1e5)).abs() < 1e-6);
-        assert!(recompute_costs(&g, &rules, Some(&[0.0; 2])).is_err());
-        assert!(recompute_costs(&g, &rules, Some(&[0.0, f64::NAN, 0.0])).is_err());
+        assert!(recompute_costs(&g, &rules, Some(&[0.0; 2]), &m).is_err());
+        assert!(recompute_costs(&g, &rules, Some(&[0.0, f64::NAN, 0.0]), &m).is_err());
+        // a calibrated machine balance prices the same FLOPs differently
+        let m4 = CostModel::new(4.0, 1.0, Vec::new()).unwrap();
+        let est = recompute_costs(&g, &rules, None, &m4).unwrap();
+        assert!((est[2] - (moved + flops / 4.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn calibrated_factors_take_precedence() {
+        let m = CostModel::new(
+            4.0,
+            0.5,
+            vec![("aten.sort".into(), 2.0), ("aten._softmax".into(), 1.5)],
+        )
+        .unwrap();
+        assert_eq!(m.factor("aten._softmax.default"), Some(1.5));
+        assert_eq!(m.factor("aten.sort.stable"), Some(2.0));
+        assert_eq!(m.factor("aten.native_layer_norm.default"), Some(4.0));
+        assert_eq!(m.factor("aten.mul.Tensor"), None);
+        assert!(CostModel::new(0.0, 1.0, Vec::new()).is_err());
+        assert!(CostModel::new(4.0, f64::NAN, Vec::new()).is_err());
+        assert!(CostModel::new(4.0, 1.0, vec![("aten.sort".into(), -1.0)]).is_err());
     }
 }

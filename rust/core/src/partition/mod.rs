@@ -35,6 +35,6 @@ mod budget_solve;
 pub mod cost;
 pub use budget::{memory_frontier, partition_memory_budget, BudgetSolution};
 pub use budget_solve::{activation_bytes, EXACT_MAX};
-pub use cost::recompute_costs;
+pub use cost::{recompute_costs, CostModel};
 #[cfg(test)]
 mod budget_tests;

@@ -7,6 +7,7 @@
 //! interned op is resolved once per partition ([`OpRules::new`]), so per-node
 //! questions are array lookups.
 
+use super::cost::CostModel;
 use super::op_tables;
 use crate::ids::NodeId;
 use crate::store::{flags, GraphStore, NodeKind};
@@ -44,6 +45,9 @@ pub struct PartitionOptions {
     /// Merge common subexpressions first ([`crate::passes::cse`], torch's
     /// `config.cse`); applies to both partitioners.
     pub cse: bool,
+    /// What recomputing costs (the memory-budget partitioner's
+    /// [`super::cost`] table): machine balance and per-op factors.
+    pub cost: CostModel,
 }
 
 impl Default for PartitionOptions {
@@ -58,6 +62,7 @@ impl Default for PartitionOptions {
             max_dist_from_bw: 1000,
             recompute_views: false,
             cse: true,
+            cost: CostModel::default(),
         }
     }
 }

@@ -358,6 +358,7 @@ fn arb_options() -> impl Strategy<Value = PartitionOptions> {
             max_dist_from_bw: if b[5] { 1000 } else { max_dist },
             recompute_views: b[5],
             cse: b[6],
+            cost: CostModel::default(),
         }
     })
 }
