@@ -1,16 +1,11 @@
 """The fidelity issue's cases, each compared with eager PyTorch.
 
-Each case was a silently wrong answer, a refusal of a program eager runs, or a crash.
-``observe`` records everything eager exposes about one call — output values, dtype,
-shape, strides, ``requires_grad``, ``is_leaf``, ``grad_fn``, identity with and storage
-sharing with the inputs, the inputs afterwards (values, metadata, version counters),
-every leaf's gradient and the errors raised — and each case must observe the same
-through ``aot_function`` (both partitioners) and ``torch.compile(backend="aotgrad_eager")``.
+Each case was a silently wrong answer, a refusal of a program eager runs, or a crash;
+each must observe what eager observes (``eager_oracle.assert_like_eager``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -20,149 +15,7 @@ import torch
 
 import aotgrad
 from aotgrad.partition import default_partition, min_cut_rematerialization_partition
-
-
-def _aot(partition_fn: Callable[..., Any]) -> Callable[[Callable], Callable]:
-    return lambda fn: aotgrad.aot_function(fn, aotgrad.nop, partition_fn=partition_fn)
-
-
-def _dynamo(fn: Callable) -> Callable:
-    torch._dynamo.reset()
-    return torch.compile(fn, backend="aotgrad_eager")
-
-
-COMPILERS = {
-    "aot_function-min_cut": _aot(min_cut_rematerialization_partition),
-    "aot_function-default": _aot(default_partition),
-    "dynamo-aotgrad_eager": _dynamo,
-}
-
-
-def _tensor_facts(t: torch.Tensor, args: list[Any]) -> dict[str, Any]:
-    storage = t.untyped_storage()
-    return {
-        "value": t.detach().clone() if storage.nbytes() else None,
-        "dtype": t.dtype,
-        "shape": tuple(t.shape),
-        "stride": tuple(t.stride()),
-        "requires_grad": t.requires_grad,
-        "is_leaf": t.is_leaf,
-        "is_view": t._is_view(),
-        "has_grad_fn": t.grad_fn is not None,
-        "is_input": [t is a for a in args],
-        "base_is_input": [t._base is a for a in args],
-        "shares_storage": [
-            isinstance(a, torch.Tensor)
-            and storage.data_ptr() == a.untyped_storage().data_ptr()
-            and storage.nbytes() > 0
-            for a in args
-        ],
-        "storage_bytes": storage.nbytes(),
-    }
-
-
-def _error(e: BaseException) -> str:
-    """The exception's nearest built-in type (aotgrad's own errors mix in eager's)."""
-    kind = next(c for c in type(e).__mro__ if c.__module__ == "builtins")
-    return f"raises {kind.__name__}"
-
-
-def observe(
-    fn: Callable,
-    make_args: Callable[[], tuple[list[Any], list[torch.Tensor]]],
-    compiler: Callable[[Callable], Callable] | None = None,
-    ctx: Callable[[], Any] = contextlib.nullcontext,
-    after: Callable[[Any], Any] | None = None,
-    calls: int = 1,
-) -> list[dict[str, Any]]:
-    """What one program shows, per call: ``make_args`` returns the arguments and the leaves
-    whose gradients are compared; ``after`` runs on the outputs (an in-place write to one)."""
-    torch.manual_seed(0)
-    g = fn if compiler is None else compiler(fn)
-    seen = []
-    for _ in range(calls):
-        args, leaves = make_args()
-        rec: dict[str, Any] = {}
-        try:
-            with ctx():
-                out = g(*args)
-        except Exception as e:
-            seen.append({"call": _error(e)})
-            continue
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        rec["outputs"] = [
-            _tensor_facts(o, args) if isinstance(o, torch.Tensor) else o for o in outs
-        ]
-        rec["same_object"] = [[o is p for p in outs] for o in outs if isinstance(o, torch.Tensor)]
-        rec["output_versions"] = [o._version for o in outs if isinstance(o, torch.Tensor)]
-        rec["inputs"] = [
-            {**_tensor_facts(a, []), "version": a._version} if isinstance(a, torch.Tensor) else a
-            for a in args
-        ]
-        if after is not None:
-            try:
-                after(outs)
-                rec["after"] = "ok"
-            except Exception as e:
-                rec["after"] = _error(e)
-        diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
-        if diff:
-            try:
-                torch.autograd.backward([o.float().sum() for o in diff])
-                rec["grads"] = [None if x.grad is None else x.grad.clone() for x in leaves]
-                rec["inputs_after_backward"] = [
-                    {"value": a.detach().clone(), "version": a._version}
-                    if isinstance(a, torch.Tensor) and a.untyped_storage().nbytes()
-                    else None
-                    for a in args
-                ]
-            except Exception as e:
-                rec["grads"] = _error(e)
-        seen.append(rec)
-    return seen
-
-
-def _differences(a: Any, b: Any, path: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        keys = sorted(set(a) | set(b))
-        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{path}.{k}")]
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{path}[{i}]")]
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        same = a.shape == b.shape and a.dtype == b.dtype and torch.allclose(a, b, equal_nan=True)
-        return (
-            []
-            if same
-            else [f"{path}: eager {a.flatten()[:4].tolist()} compiled {b.flatten()[:4].tolist()}"]
-        )
-    return [] if a == b else [f"{path}: eager {a!r} compiled {b!r}"]
-
-
-def assert_like_eager(fn: Callable, make_args: Callable, compiler: Callable, **kw: Any) -> None:
-    eager = observe(fn, make_args, None, **kw)
-    compiled = observe(fn, make_args, compiler, **kw)
-    diffs = _differences(eager, compiled)
-    assert not diffs, "\n".join(diffs)
-
-
-def leaf_clone(*shape: int) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
-    """One input: a non-leaf clone of a leaf that requires grad."""
-
-    def make() -> tuple[list[Any], list[torch.Tensor]]:
-        x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
-        return [x.clone()], [x]
-
-    return make
-
-
-def leaves(
-    *specs: tuple[tuple[int, ...], bool],
-) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
-    def make() -> tuple[list[Any], list[torch.Tensor]]:
-        ts = [torch.randn(*s, dtype=torch.float64, requires_grad=rg) for s, rg in specs]
-        return ts, [t for t in ts if t.requires_grad]
-
-    return make
+from eager_oracle import COMPILERS, assert_like_eager, leaf_clone, leaves
 
 
 class Half(torch.autograd.Function):
