@@ -141,6 +141,14 @@ def _layout(
             out.requires_grad,
             facts.output_creation_meta.get(k),
             facts.output_detached.get(k, 0),
+            grad_through_base=(
+                v == alias.OutputVerdict.ALIAS_OF_INPUT
+                and metadata.grad_mode
+                and not out.requires_grad
+                and not getattr(fake_args[plan.output_source[k]], "requires_grad", True)
+                and k not in facts.output_creation_meta
+                and k not in facts.output_detached
+            ),
         )
         for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
         if v != alias.OutputVerdict.NON_ALIAS
@@ -182,9 +190,31 @@ def _layout(
         output_aliases=aliases,
         bindings=bindings,
         new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
+        stale_views={
+            k: facts.custom_view_of_input.get(k)
+            for k, out in enumerate(metadata.outputs)
+            if out.stale_custom_view
+        },
+        fresh_outputs=[
+            k
+            for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
+            if out.is_tensor
+            and v == alias.OutputVerdict.NON_ALIAS
+            and k not in facts.output_custom
+            and k not in facts.output_same_as
+            # a reinterpreting view (another dtype, a conj bit) is returned as computed
+            and not facts.output_flags[k]
+            & (alias.facts.OUT_ALIASES_INPUT | alias.facts.OUT_VIEW_OF_INTERMEDIATE)
+        ],
+        custom_views={
+            k: src
+            for k, src in facts.custom_view_of_input.items()
+            if not metadata.outputs[k].stale_custom_view
+        },
         same_as=facts.output_same_as,
         output_versions=facts.output_version,
         requires_grad_changes=metadata.requires_grad_changes,
+        requires_grad_flag_off=metadata.requires_grad_flag_off,
         enable_grad=not metadata.grad_mode,
         storage_resizes=facts.input_storage_resize,
     )
@@ -195,8 +225,19 @@ def _keep_versions_of_saved_outputs(fw: fx.GraphModule, layout: ForwardLayout) -
     count would fail autograd's check at backward, so it keeps the version it has."""
     outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
     saved = set(outs[layout.num_fwd_outputs :])
+    n_user = layout.num_user_outputs
+    value = {k: outs[k] for k in layout.output_versions}
+    verdict = alias.OutputVerdict
+    for a in layout.output_aliases:  # a rebuilt view shares its base's counter
+        if a.verdict == verdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+            value[a.index] = outs[a.source]
+        elif a.verdict in (
+            verdict.ALIAS_OF_INTERMEDIATE,
+            verdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+        ):
+            value[a.index] = outs[n_user + a.source]
     for k in list(layout.output_versions):
-        if outs[k] in saved:
+        if value[k] in saved:
             del layout.output_versions[k]
 
 

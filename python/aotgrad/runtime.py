@@ -19,7 +19,16 @@ import torch
 
 from .alias import OutputVerdict, ViewSpec
 from .alias.storage import byte_range
-from .alias.views import Binding, Evaluator, detached_alias, regenerate, replay_metadata
+from .alias.views import (
+    Binding,
+    Evaluator,
+    custom_view_of,
+    detached_alias,
+    regenerate,
+    replay_metadata,
+    routed_view,
+    stale_custom_view,
+)
 
 BoxedFn = Callable[[list[Any]], Any]
 
@@ -44,6 +53,10 @@ class OutputAlias:
     #: 0: a view of its base; 1: a detached alias of it (``x.detach()``, not a view);
     #: 2: a view of a detached alias (``x.detach().t()``).
     detached: int = 0
+    #: A view (made with grad mode on) of an input that did not require grad: it requires
+    #: grad if the input does after the call's writes (a write through another view of
+    #: the input's base gives the base, and so every view of it, autograd history).
+    grad_through_base: bool = False
 
 
 @dataclass
@@ -76,12 +89,27 @@ class ForwardLayout:
     same_as: dict[int, int] = field(default_factory=dict)
     #: User outputs the graph returns as an earlier one's value, distinct objects in eager.
     merged_outputs: list[int] = field(default_factory=list)
-    #: Fresh user outputs written in place inside the function: their version counters.
+    #: Fresh user outputs and views of intermediates written in place inside the
+    #: function: their version counters (a view shares its base's).
     output_versions: dict[int, int] = field(default_factory=dict)
     #: User outputs that are leaves requiring grad (``requires_grad_()`` inside the function).
     new_leaves: list[int] = field(default_factory=list)
+    #: User outputs eager returns as a stale custom-Function view (``OutputInfo``), and
+    #: the input whose bytes it views (with the view), if any.
+    stale_views: dict[int, tuple[int, ViewSpec] | None] = field(default_factory=dict)
+    #: User outputs eager returns as tensors of their own (not views): a compiled graph
+    #: may return a view of one of its intermediates there (``reshape`` as ``view`` of a
+    #: ``clone``; Inductor's ``reinterpret_tensor``), which the runtime detaches.
+    fresh_outputs: list[int] = field(default_factory=list)
+    #: User outputs a custom Function made as a view of an input's bytes: the input and
+    #: the view. The runtime returns that view of the real input, its gradient routed
+    #: into the graph's output (``alias.views.routed_view``).
+    custom_views: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
     #: Inputs whose ``requires_grad`` the function changed, and the new flag.
     requires_grad_changes: dict[int, bool] = field(default_factory=dict)
+    #: Of those turned off, the ones by ``requires_grad_(False)`` (the others:
+    #: ``detach_()``, a no-op on autograd under inference mode, as in eager).
+    requires_grad_flag_off: list[int] = field(default_factory=list)
     #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
     #: the autograd.Function runs with grad mode on.
     enable_grad: bool = False
@@ -120,6 +148,8 @@ class ForwardLayout:
             or self.output_versions
             or self.requires_grad_changes
             or self.storage_resizes
+            or self.stale_views
+            or self.custom_views
         )
 
 
@@ -137,8 +167,12 @@ class _Epilogue:
         self.n_user = layout.num_user_outputs
         self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.versioned = list(layout.version_deltas.items())
+        self.rebuilt = {a.index for a in layout.output_aliases}
+        self.rebuilt |= {*layout.stale_views, *layout.custom_views}
         specs = [a.view for a in layout.output_aliases if a.view is not None]
         specs += layout.metadata_mutations.values()
+        specs += [v[1] for v in layout.stale_views.values() if v is not None]
+        specs += [v[1] for v in layout.custom_views.values()]
         self.static = all(s.static for s in specs)
 
     def prepare(self, args: Sequence[Any]) -> list[int]:
@@ -158,6 +192,12 @@ class _Epilogue:
     def __call__(self, args: Sequence[Any], fwd: Sequence[Any], before: list[int]) -> tuple:
         layout = self.layout
         spec = _identity if self.static else Evaluator(layout.bindings, args).spec
+        # made before the writes below, which make them stale as eager's are
+        early = {
+            k: custom_view_of(args[src[0]], spec(src[1]))
+            for k, src in layout.stale_views.items()
+            if src is not None
+        }
         for i, view in layout.metadata_mutations.items():
             replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
         start = self.values_start
@@ -176,14 +216,29 @@ class _Epilogue:
         for i, after in layout.storage_resizes.items():
             torch.ops.inductor.resize_storage_bytes_(args[i], after)
         self._set_versions(args, before)
+        # detach_() / requires_grad_(False) inside the function: views returned of the
+        # input are made of it out of autograd, as eager's are
+        for i, flag in layout.requires_grad_changes.items():
+            if not flag:
+                if i in layout.requires_grad_flag_off:
+                    args[i].requires_grad_(False)
+                else:
+                    args[i].detach_()
         outs = list(fwd[: self.n_user])
-        for k, v in layout.output_versions.items():
-            _set_version(outs[k], v)
+        versions = layout.output_versions
+        for k, v in versions.items():
+            if k not in self.rebuilt:
+                _set_version(outs[k], v)
         for a in layout.output_aliases:
-            outs[a.index] = self._rebuild(a, args, fwd, outs, spec)
+            outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         for k in layout.new_leaves:
             if not outs[k].requires_grad:
                 outs[k].requires_grad_(True)
+        for k in layout.stale_views:
+            stale = early.get(k)
+            outs[k] = stale if stale is not None else stale_custom_view(outs[k], versions.get(k, 0))
+        for k, (i, view) in layout.custom_views.items():
+            outs[k] = routed_view(args[i], spec(view), outs[k])
         for k, first in layout.same_as.items():
             outs[k] = outs[first]
         if layout.merged_outputs:
@@ -191,9 +246,6 @@ class _Epilogue:
             for k in layout.merged_outputs:
                 if id(outs[k]) in taken:
                     outs[k] = outs[k].detach()
-        for i, flag in layout.requires_grad_changes.items():
-            if not flag:
-                args[i].detach_()
         return tuple(outs)
 
     def _set_versions(self, args: Sequence[Any], before: list[int]) -> None:
@@ -215,7 +267,13 @@ class _Epilogue:
                 torch._C._autograd._unsafe_set_version_counter((t,), (target,))
 
     def _rebuild(
-        self, a: OutputAlias, args: Sequence[Any], fwd: Sequence[Any], outs: list, spec: Any
+        self,
+        a: OutputAlias,
+        args: Sequence[Any],
+        fwd: Sequence[Any],
+        outs: list,
+        spec: Any,
+        version: int | None = None,
     ) -> Any:
         if a.verdict == OutputVerdict.IS_INPUT:
             return args[a.source]
@@ -225,11 +283,14 @@ class _Epilogue:
             base = outs[a.source]
         else:
             base = fwd[self.n_user + a.source]
+        if version is not None:  # the base's, before the view records it
+            _set_version(base, version, views=not base.requires_grad)
         assert a.view is not None
         meta = a.creation_meta
         if a.detached:
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad)
-        out = regenerate(base, spec(a.view), a.requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
+        requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
+        out = regenerate(base, spec(a.view), requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)
         return out
@@ -288,6 +349,19 @@ def _detach_from_mutated_inputs(
     ]
 
 
+def _unview(outs: Sequence[Any], fresh: Sequence[int]) -> tuple[Any, ...]:
+    """``outs`` with the ``fresh`` ones that are views made tensors of their own (same
+    storage, no ``._base``), as eager returns them."""
+    out = tuple(outs)
+    if any(out[k]._base is not None for k in fresh):
+        out = list(out)
+        for k in fresh:
+            if out[k]._base is not None:
+                out[k] = out[k].detach()
+        out = tuple(out)
+    return out
+
+
 def _separate_non_differentiable(
     fwd: tuple[Any, ...], nondiff: Sequence[int], args: Sequence[Any]
 ) -> tuple[Any, ...]:
@@ -313,13 +387,13 @@ def _separate_non_differentiable(
     return tuple(out) if changed else fwd
 
 
-def _set_version(t: Any, version: int) -> None:
-    """A fresh output's version counter (not a view's: autograd would take the change for
-    a write to its base after the view was made)."""
+def _set_version(t: Any, version: int, views: bool = False) -> None:
+    """A fresh output's version counter (a view's only with ``views``: autograd takes the
+    change of a view requiring grad for a write to its base after the view was made)."""
     if (
         isinstance(t, torch.Tensor)
         and not t.is_inference()
-        and not t._is_view()
+        and (views or not t._is_view())
         and t._version != version
     ):
         torch._C._autograd._unsafe_set_version_counter((t,), (version,))
@@ -363,6 +437,7 @@ def make_training_function(
     bw_written = layout.backward_mutations
     grad_tangents = layout.grad_tangents
     stale = layout.backward_error
+    fresh = layout.fresh_outputs
     # Unreached outputs matter only when some input's gradient comes from some of the
     # tangents and not all: otherwise grads stay materialised (no per-call cost).
     every = set(range(len(tangent_outputs)))
@@ -385,6 +460,8 @@ def make_training_function(
             if bw_written:
                 ctx.bw_written = [args[i] for i in bw_written]
             ctx.symints = tuple(saved[n_tensors:])
+            if fresh:
+                fwd = _unview(fwd, fresh)
             if nondiff:
                 fwd = _separate_non_differentiable(fwd, nondiff, args)
                 marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
@@ -453,16 +530,19 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
     fw = _without_autocast(fw)
 
     n_user = layout.num_user_outputs
+    fresh = layout.fresh_outputs
     if layout.plain:
 
         def run(*args: Any) -> tuple[Any, ...]:
-            return tuple(fw(list(args))[:n_user])
+            outs = tuple(fw(list(args))[:n_user])
+            return _unview(outs, fresh) if fresh else outs
 
         return run
     epilogue = _Epilogue(layout)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         before = epilogue.prepare(args)
-        return epilogue(args, fw(list(args)), before)
+        outs = fw(list(args))
+        return epilogue(args, _unview(outs, fresh) if fresh else outs, before)
 
     return run_and_replay

@@ -31,6 +31,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from . import alias
+from .eager_calls import EagerCalls
 from .errors import TraceError, UnsupportedError
 from .hops import (
     checkpoint_regions,
@@ -55,6 +56,10 @@ class OutputInfo:
     #: input without grad): nothing upstream to differentiate; the runtime returns it as a
     #: leaf that requires grad, as eager does.
     new_leaf: bool = False
+    #: A view a custom Function made (of its input, returned as-is) whose base was
+    #: written afterwards: eager returns it, and any use of it with grad raises
+    #: (``alias.views.stale_custom_view``). No tangent: nothing differentiates it.
+    stale_custom_view: bool = False
 
 
 @dataclass
@@ -72,6 +77,9 @@ class TraceMetadata:
     #: Inputs whose ``requires_grad`` the function changed (``requires_grad_``,
     #: ``detach_``), and the new flag: the runtime changes the real inputs alike.
     requires_grad_changes: dict[int, bool] = field(default_factory=dict)
+    #: Of the inputs turned off, those the function called ``requires_grad_(False)`` on
+    #: (the others were ``detach_()``ed, which inference mode makes a no-op).
+    requires_grad_flag_off: list[int] = field(default_factory=list)
 
     @property
     def needs_autograd(self) -> bool:
@@ -248,7 +256,10 @@ def _output_info(o: Any) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
     rg = bool(o.requires_grad)
-    if rg and o.grad_fn is None:
+    grad_fn = alias.facts.grad_fn_of(o)
+    if rg and grad_fn is alias.facts.STALE_VIEW:
+        return OutputInfo(True, True, False, stale_custom_view=True)
+    if rg and grad_fn is None:
         return OutputInfo(True, True, False, new_leaf=True)
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
 
@@ -264,8 +275,17 @@ def _tangent_like(o: torch.Tensor) -> torch.Tensor:
     return torch.empty(o.shape, dtype=o.dtype, device=o.device)
 
 
-def _flat_call(fn: Callable[..., Any], args: Sequence[Any]) -> list[Any]:
-    out = fn(*args)
+def _flat_call(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    originals: Sequence[Any] = (),
+    calls: EagerCalls | None = None,
+) -> list[Any]:
+    """``fn(*args)`` as a list; ``originals``: the inputs ``args`` stand in for."""
+    if calls is None:
+        calls = EagerCalls.for_inputs(args, originals)
+    with calls:
+        out = fn(*args)
     if isinstance(out, (tuple, list)):
         return list(out)
     return [out]
@@ -346,8 +366,9 @@ def collect_metadata(
         wrapped = [_to_functional(a) for a in fake_args]
         before = alias.facts.snapshot(wrapped)
         chain = _EffectChain()
+        calls = EagerCalls.for_inputs(wrapped, fake_args)
         with _StorageResizes(wrapped) as resizes:
-            outs = _flat_call(fn, wrapped)
+            outs = _flat_call(fn, wrapped, calls=calls)
         chain.finish()
         input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
         outputs = [
@@ -360,7 +381,7 @@ def collect_metadata(
             for i, (w, a) in enumerate(zip(wrapped, fake_args))
             if isinstance(a, torch.Tensor)
             and bool(w.requires_grad) != bool(a.requires_grad)
-            and (not w.requires_grad or w.grad_fn is None)
+            and (not w.requires_grad or alias.facts.grad_fn_of(w) is None)
         }
         facts = alias.collect(
             wrapped,
@@ -378,7 +399,10 @@ def collect_metadata(
         bases = [outs[k]._base for k in plan.intermediate_bases]
         new_values = [wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [_from_functional(o) for o in [*outs, *bases, *new_values]]
-    return TraceMetadata(outputs, fake_fwd[: len(outs)], plan, fake_fwd, grad_mode, rg_changes)
+    flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
+    return TraceMetadata(
+        outputs, fake_fwd[: len(outs)], plan, fake_fwd, grad_mode, rg_changes, flag_off
+    )
 
 
 def _mark_roles(
@@ -493,7 +517,7 @@ def trace_joint(
             torch.set_grad_enabled(metadata.grad_mode),
             torch.autograd.graph.saved_tensors_hooks(pack, unpack),
         ):
-            outs = _flat_call(fn, call)
+            outs = _flat_call(fn, call, fake_args)
         fwd_tokens = chain.finish()
         _tag_traced_by_forward()
         num_tokens[0] = len(fwd_tokens)
@@ -574,7 +598,7 @@ def trace_inference(
     def forward(primals: list[Any]) -> list[Any]:
         fp = [_to_functional(p) for p in primals]
         chain = _EffectChain()
-        outs = _flat_call(fn, fp)
+        outs = _flat_call(fn, fp, fake_args)
         values = [
             *outs,
             *(outs[k]._base for k in plan.intermediate_bases),

@@ -65,7 +65,13 @@ class AliasFacts:
     output_creation_meta: dict[int, Any] = field(default_factory=dict)
     #: Per output that is an earlier output object (``return t, t``), that output.
     output_same_as: dict[int, int] = field(default_factory=dict)
-    #: Per fresh output written in place inside the function, its version counter.
+    #: Outputs a custom ``autograd.Function`` made.
+    output_custom: set[int] = field(default_factory=set)
+    #: Per custom Function output that views an input's bytes (the Function returned its
+    #: input, a view of it, or wrote it with ``mark_dirty``): the input, and the view.
+    custom_view_of_input: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
+    #: Per output that is fresh or a view of an intermediate, written in place inside the
+    #: function (through it or another view of its base): its version counter.
     output_version: dict[int, int] = field(default_factory=dict)
     #: Per output aliasing an input that eager does not return as a view of that input:
     #: 1 a detached alias (``x.detach()``: no ``._base``), 2 a view of one (``x.detach().t()``).
@@ -93,7 +99,9 @@ def snapshot(wrapped: Sequence[Any]) -> list[tuple[int, Any]]:
     """Per input, its version counter and autograd node before the function runs: a
     write that leaves the node as it was was hidden from autograd (under ``no_grad``, or
     through a ``detach()``ed alias)."""
-    return [(w._version, w.grad_fn) if isinstance(w, torch.Tensor) else (0, None) for w in wrapped]
+    return [
+        (w._version, grad_fn_of(w)) if isinstance(w, torch.Tensor) else (0, None) for w in wrapped
+    ]
 
 
 def _unwrap(t: FunctionalTensor) -> Any:
@@ -128,12 +136,12 @@ def _input_flags(
     # no_grad, or through a detach()ed alias). Not "every write under no_grad": a custom
     # Function's forward writes under no_grad and mark_dirty() makes autograd see it.
     if (data or meta) and (
-        w.grad_fn is grad_fn_before
+        grad_fn_of(w) is grad_fn_before
         # detach_() / requires_grad_(False): the input left autograd inside the function
         or (original.requires_grad and not w.requires_grad)
         or (
             data
-            and w.grad_fn is None  # detach_() then written under no_grad
+            and grad_fn_of(w) is None  # detach_() then written under no_grad
             and torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem)
         )
     ):
@@ -188,6 +196,13 @@ def collect(
         facts.output_input.append(inp)
         facts.output_base.append(base)
         facts.output_base_output.append(base_out)
+        if isinstance(o, torch.Tensor) and _made_by_custom_function(o):
+            facts.output_custom.add(j)
+            candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
+            if candidates and id(o) not in input_index:
+                k = _containing_input(o, candidates, originals)
+                view = ViewSpec.of(o, originals[k], check_base=False)
+                facts.custom_view_of_input[j] = (k, view)
         if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
             facts.output_view[j] = ViewSpec.of(o, originals[inp], check_base=False)
         elif flags & OUT_VIEW_OF_INTERMEDIATE:
@@ -196,7 +211,7 @@ def collect(
             first = output_index.get(id(o), j)
             if first != j:
                 facts.output_same_as[j] = first
-            if not flags & (OUT_ALIASES_INPUT | OUT_VIEW_OF_INTERMEDIATE) and o._version:
+            if not flags & OUT_ALIASES_INPUT and o._version:
                 facts.output_version[j] = o._version
             if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
                 base = o._base
@@ -220,11 +235,27 @@ def _reinterprets(view: Any, base: Any) -> bool:
     )
 
 
+#: What ``grad_fn_of`` returns for a view autograd refuses to give a node to.
+STALE_VIEW = object()
+
+
+def grad_fn_of(t: Any) -> Any:
+    """``t.grad_fn``; ``STALE_VIEW`` where reading it raises, as eager's does when it is
+    read, for a view made by a custom Function (or in no_grad mode) whose base was
+    written afterwards: the program may still run and return it, as eager's does."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return STALE_VIEW
+
+
 def _made_by_custom_function(o: Any) -> bool:
     """A custom ``autograd.Function``'s output (Python or C++): even when it aliases an
     input or an intermediate, its gradient must pass through the Function's own backward,
     so it is a plain output of the graph (with a tangent), not a view to rebuild."""
-    grad_fn = o.grad_fn
+    grad_fn = grad_fn_of(o)
+    if grad_fn is STALE_VIEW:
+        return True
     return grad_fn is not None and (
         isinstance(grad_fn, torch.autograd.function.BackwardCFunction)
         or type(grad_fn).__name__ == "CppFunction"

@@ -177,3 +177,56 @@ def set_metadata(
         t.as_strided_(size, stride, offset)
     if version >= 0:
         torch._C._autograd._unsafe_set_version_counter((t,), (version,))
+
+
+class _AsIs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g
+
+
+def stale_custom_view(t: torch.Tensor, version: int) -> torch.Tensor:
+    """``t`` as eager returns a view a custom Function made whose base was written after
+    it: a view (of a detached copy of ``t``'s value) whose ``grad_fn``, and so any use of
+    it with grad, raises autograd's "...was created inside a custom Function" error."""
+    leaf = t.detach().requires_grad_(True)
+    with torch.enable_grad():
+        out = _AsIs.apply(leaf)
+    # written after the view was made: its counter moves past the one the view recorded
+    after = version if version > out._version else out._version + 1
+    torch._C._autograd._unsafe_set_version_counter((out,), (after,))
+    return out
+
+
+def custom_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    """The view ``spec`` of ``base`` as a custom Function returns it (its input as-is):
+    writes to ``base`` after it make reading its ``grad_fn`` raise, as in eager."""
+    with torch.enable_grad():
+        return _AsIs.apply(_view(base, spec))
+
+
+class _Routed(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, view: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        return view
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[None, torch.Tensor]:
+        return None, g
+
+
+def routed_view(base: torch.Tensor, spec: ViewSpec, value: torch.Tensor) -> torch.Tensor:
+    """The view ``spec`` of the real ``base``, returned as a custom Function returns a view
+    of its input (eager's view of the input, made in a Function), whose gradient flows
+    into ``value``: the graph's output, which holds the same values and the custom
+    backward's path."""
+    with torch.no_grad():
+        view = _view(base, spec)
+    if not value.requires_grad:
+        return view
+    with torch.enable_grad():
+        return _Routed.apply(view, value)

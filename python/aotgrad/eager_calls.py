@@ -1,0 +1,117 @@
+"""Calls that tracing would give another meaning than eager's, resolved as eager does.
+
+**``out=`` views of the wrong shape.** Eager resizes an ``out=`` tensor whose shape differs from the result (a view keeps its
+storage offset and takes contiguous strides for the new shape), then writes the result
+into it. Functionalization cannot replay the resize of a *view* (``torch.sin(s,
+out=x.diagonal())`` fails with "expected src to have a size equal to the slice of
+self"), so while tracing, an ``out=`` view of the wrong shape is restrided in place
+(``as_strided_``, a metadata change functionalization records) and the result copied
+into it: the same bytes of the same storage end up written, as in eager.
+
+Everything else (shapes that already agree, outputs that are not views, tuples of
+outputs, results eager refuses to cast, arguments that make eager raise under autograd)
+calls the op unchanged.
+
+**In-place calls eager refuses** (memory overlap, leaves that require grad): raised
+before the call, as eager raises them (``inplace_checks``).
+
+**``requires_grad_(False)`` on a leaf input.** The traced stand-in of a leaf input is not
+a leaf (a functional wrapper mirrors its autograd history; a written input runs on a
+clone), so the call would raise where eager's succeeds. On those stand-ins it is
+``detach_()``, which leaves the same tensor, out of autograd, as eager's call does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .inplace_checks import inplace_error
+
+__all__ = ["EagerCalls"]
+
+
+def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
+    # "...out=... arguments don't support automatic differentiation": leave it to the op.
+    if not torch.is_grad_enabled():
+        return False
+    flat, _ = tree_flatten((args, kwargs))
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in flat)
+
+
+_REQUIRES_GRAD_ = torch.Tensor.requires_grad_
+
+
+class EagerCalls(torch.overrides.TorchFunctionMode):
+    """Active while the user's function runs under tracing (see module docstring).
+    ``leaves``: the stand-ins (by ``id``) of inputs that are leaves requiring grad."""
+
+    def __init__(self, leaves: frozenset[int] = frozenset()) -> None:
+        super().__init__()
+        self.leaves = leaves
+        #: The stand-ins ``requires_grad_(False)`` was called on.
+        self.flag_off: set[int] = set()
+
+    @classmethod
+    def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
+        """``args`` stand in for ``originals``: the ones for leaves that require grad."""
+        return cls(
+            frozenset(
+                id(a)
+                for a, o in zip(args, originals)
+                if isinstance(o, torch.Tensor) and o.is_leaf and o.requires_grad
+            )
+        )
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        refusal = inplace_error(func, args, kwargs, self.leaves)
+        if refusal is not None:
+            raise refusal
+        if func is _REQUIRES_GRAD_ and args and id(args[0]) in self.leaves:
+            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            if not flag and args[0].requires_grad:
+                self.flag_off.add(id(args[0]))
+                return args[0].detach_()
+            return func(*args, **kwargs)
+        out = kwargs.get("out")
+        if (
+            not isinstance(out, torch.Tensor)
+            or out._base is None
+            or _eager_raises_for_grad(args, kwargs)
+        ):
+            return func(*args, **kwargs)
+        rest = {k: v for k, v in kwargs.items() if k != "out"}
+        result = func(*args, **rest)
+        if (
+            not isinstance(result, torch.Tensor)
+            or not torch.can_cast(result.dtype, out.dtype)
+            or result.device != out.device
+        ):
+            return func(*args, **kwargs)  # eager's own answer (or its error)
+        if result.shape == out.shape:
+            out.copy_(result)
+            return out
+        offset = out.storage_offset()
+        if (offset + result.numel()) * out.element_size() > out.untyped_storage().nbytes():
+            return func(*args, **kwargs)  # eager grows the storage: not replayed
+        strides = _contiguous_strides(result.shape)
+        # eager's resize of an out= view is no write (only the copy is): the view's new
+        # metadata, then the write through a view of the same bytes taken from the base
+        # (writing through the restrided view itself would scatter into its old view,
+        # which torch supports only for contiguous views under autograd)
+        with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
+            out.as_strided_(result.shape, strides, offset)
+        out._base.as_strided(result.shape, strides, offset).copy_(result)
+        return out

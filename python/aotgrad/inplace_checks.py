@@ -1,0 +1,111 @@
+"""Eager's refusals of in-place calls that tracing would let through.
+
+Functionalization turns ``x.t().add_(x)`` into ``add`` + ``copy``, so eager's memory
+overlap checks (TensorIterator's "some elements of the input tensor and the written-to
+tensor refer to a single memory location", "more than one element of the written-to
+tensor refers to a single memory location") never run; and the traced stand-in of a
+leaf input is not a leaf, so autograd's "a leaf Variable that requires grad is being
+used in an in-place operation" (or a view of one) does not fire. ``inplace_error``
+answers what eager would raise, if anything, for one in-place call:
+
+- overlap: the call is replayed on small CPU tensors with the same sizes, strides and
+  storage offsets, the tensors that share the written tensor's storage sharing one
+  storage there too, so eager's own check decides (only where an overlap is possible:
+  another argument on the written tensor's storage, or a written tensor that is not
+  dense and non-overlapping; never above ``_REPLAY_LIMIT`` elements);
+- leaves: the written tensor is (a view of) the stand-in of a leaf that requires grad,
+  under grad mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._prims_common import is_non_overlapping_and_dense_or_false
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from .errors import EagerRefusal
+
+__all__ = ["inplace_error"]
+
+#: In-place by name, but no write autograd or TensorIterator checks.
+_NOT_WRITES = frozenset({"requires_grad_", "detach_", "share_memory_", "retain_grad_"})
+_REPLAY_LIMIT = 1 << 20
+
+
+def _is_inplace(func: Any) -> bool:
+    name = getattr(func, "__name__", "")
+    return name.endswith("_") and not name.startswith("_") and name not in _NOT_WRITES
+
+
+def _static(t: torch.Tensor) -> bool:
+    return all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset()))
+
+
+def _extent(t: torch.Tensor) -> int:
+    """Elements of storage ``t`` reaches (past its offset)."""
+    if t.numel() == 0:
+        return t.storage_offset()
+    return t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
+
+
+def _overlap_error(func: Any, args: Any, kwargs: dict) -> EagerRefusal | None:
+    written = args[0]
+    flat, spec = tree_flatten((args, kwargs))
+    tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+    if not all(_static(t) for t in tensors):
+        return None
+    ref = StorageWeakRef(written.untyped_storage())
+    shared = [t for t in tensors if StorageWeakRef(t.untyped_storage()) == ref]
+    if all(t is written for t in shared) and is_non_overlapping_and_dense_or_false(written):
+        return None
+    if any(t.dtype != written.dtype for t in shared):
+        return None
+    need = max(_extent(t) for t in shared)
+    if need > _REPLAY_LIMIT or any(t.numel() > _REPLAY_LIMIT for t in tensors):
+        return None
+    with _disable_current_modes(), torch.no_grad():
+        storage = torch.zeros(need, dtype=written.dtype)
+        stand_in: dict[int, torch.Tensor] = {}
+        for t in tensors:
+            if id(t) in stand_in:
+                continue
+            if StorageWeakRef(t.untyped_storage()) == ref:
+                stand_in[id(t)] = storage.as_strided(t.shape, t.stride(), t.storage_offset())
+            else:
+                stand_in[id(t)] = torch.zeros(t.shape, dtype=t.dtype)
+        replay = [stand_in[id(x)] if isinstance(x, torch.Tensor) else x for x in flat]
+        r_args, r_kwargs = tree_unflatten(replay, spec)
+        try:
+            func(*r_args, **r_kwargs)
+        except RuntimeError as e:
+            if "single memory location" in str(e):
+                return EagerRefusal(str(e))
+        except Exception:  # the op itself refuses the stand-ins: no overlap verdict
+            pass
+    return None
+
+
+def inplace_error(
+    func: Any, args: Any, kwargs: dict, leaves: frozenset[int]
+) -> EagerRefusal | None:
+    """What eager raises for ``func(*args, **kwargs)`` before running it, if it is an
+    in-place call that tracing would let through; ``leaves``: ``id``s of the stand-ins of
+    leaf inputs that require grad."""
+    if not args or not isinstance(args[0], torch.Tensor) or not _is_inplace(func):
+        return None
+    written = args[0]
+    if leaves and torch.is_grad_enabled() and written.requires_grad:
+        if id(written) in leaves:
+            return EagerRefusal(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+            )
+        if written._base is not None and id(written._base) in leaves:
+            return EagerRefusal(
+                "a view of a leaf Variable that requires grad is being used in an in-place "
+                "operation."
+            )
+    return _overlap_error(func, args, kwargs)

@@ -1,0 +1,317 @@
+"""Families of programs the fidelity generator found after the issue's own cases, each
+compared with eager (``eager_oracle.assert_like_eager``): ``out=`` views eager resizes,
+leaf inputs taken out of autograd, version counters of views of intermediates, and views
+of an input that gains autograd history through another view of its base.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS, assert_like_eager, leaf_clone, leaves
+
+
+@pytest.fixture(autouse=True)
+def _quiet_resize_warning():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="An output with one or more elements")
+        yield
+
+
+# ---------------------------------------------------------------- out= views eager resizes
+
+
+def _out_diagonal_no_grad(x0, x1):
+    with torch.no_grad():
+        torch.sin(x1.sum(), out=x1.diagonal())  # a [4] view resized to [] (one element)
+    return x1 * x0
+
+
+def _out_transposed_slice(x):
+    t = x * 1
+    v = t[::2]
+    torch.sin(v.sum(), out=v.t())
+    return t, v
+
+
+def _out_view_of_intermediate_then_read(x):
+    t = x.clone()
+    torch.cos(t.sum(0), out=t[1:3].diagonal())  # [2] view, [4] result: restrided in place
+    return t.sum(1), t
+
+
+OUT_VIEWS = {
+    "no_grad_into_input_diagonal": (_out_diagonal_no_grad, leaves(((4, 4), True), ((4, 4), False))),
+    "transposed_slice_of_intermediate": (_out_transposed_slice, leaf_clone(4, 4)),
+    "grows_a_view_of_an_intermediate": (_out_view_of_intermediate_then_read, leaf_clone(4, 4)),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(OUT_VIEWS))
+def test_out_view_resized_as_eager(case: str, compiler: str) -> None:
+    fn, make = OUT_VIEWS[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_out_view_resized_outside_grad_mode(mode: str) -> None:
+    ctx = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}[mode]
+    make = leaves(((4, 4), False), ((4, 4), True))
+    for compiler in COMPILERS.values():
+        assert_like_eager(_out_diagonal_no_grad, make, compiler, ctx=ctx)
+
+
+# ------------------------------------------------------- leaf inputs leaving autograd
+
+
+def _leaf_requires_grad_false(x0):
+    x0.requires_grad_(False)
+    t = x0 * 2
+    with torch.no_grad():
+        x0.sub_(t.sum())
+    return t
+
+
+def _leaf_requires_grad_false_kw(x0, x1):
+    x0.requires_grad_(requires_grad=False)
+    return x0 * x1, x0.view(-1)
+
+
+def _leaf_requires_grad_false_after_use(x0, x1):
+    y = x0 * x1  # recorded with grad before the flag changes
+    x0.requires_grad_(False)
+    return y, x0 + 1
+
+
+LEAF_OFF = {
+    "then_written_under_no_grad": (_leaf_requires_grad_false, leaves(((3,), True))),
+    "keyword_and_a_view_output": (
+        _leaf_requires_grad_false_kw,
+        leaves(((2, 3), True), ((2, 3), True)),
+    ),
+    "after_a_recorded_use": (
+        _leaf_requires_grad_false_after_use,
+        leaves(((3,), True), ((3,), True)),
+    ),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(LEAF_OFF))
+def test_requires_grad_false_on_a_leaf_input(case: str, compiler: str) -> None:
+    fn, make = LEAF_OFF[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------- version counters of views of intermediates
+
+
+def _views_of_written_intermediate(x):
+    t = x * 2
+    v = t[0]
+    t.mul_(2)
+    return v, t.t()
+
+
+def _view_written_through_another_view(x):
+    t = torch.mm(x, x)
+    t.t().add_(1)
+    return t.view(-1), t.unsqueeze(0)
+
+
+VERSIONS = {
+    "two_views_of_an_intermediate_written_after": (
+        _views_of_written_intermediate,
+        leaves(((3, 3), False)),
+    ),
+    "written_through_a_transpose": (_view_written_through_another_view, leaves(((3, 3), False))),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(VERSIONS))
+def test_version_of_views_of_intermediates(case: str, compiler: str) -> None:
+    fn, make = VERSIONS[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ----------------------------------- a view of an input gains grad through its base
+
+
+def _disjoint_views(rg_source: bool) -> Any:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        src = torch.randn(4, 4, dtype=torch.float64, requires_grad=rg_source)
+        base = torch.randn(8, 4, dtype=torch.float64).clone()
+        top, bottom = base[:4], base[4:]
+        return [src.clone() if rg_source else src, top, bottom], [src] if rg_source else []
+
+    return make
+
+
+def _write_one_return_the_other(src, top, bottom):
+    top.copy_(src)  # eager: the base, and so ``bottom``, now has autograd history
+    return top * 1, bottom.unsqueeze(0), bottom.squeeze()
+
+
+# Dynamo itself fails on this program (``backend="eager"`` raises "False != True").
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if not c.startswith("dynamo")])
+@pytest.mark.parametrize("rg_source", [True, False])
+def test_view_of_input_gains_grad_through_its_base(compiler: str, rg_source: bool) -> None:
+    assert_like_eager(
+        _write_one_return_the_other, _disjoint_views(rg_source), COMPILERS[compiler], calls=2
+    )
+
+
+def _detach_in_place(x0, x1):
+    t = x0 * x1
+    x1.detach_()  # under inference mode eager leaves requires_grad as it was
+    return t, x1
+
+
+def _flag_off(x0, x1):
+    t = x0 * x1
+    x1.requires_grad_(False)  # under inference mode eager turns it off all the same
+    return t, x1
+
+
+@pytest.mark.parametrize("fn", [_detach_in_place, _flag_off], ids=["detach_", "requires_grad_"])
+@pytest.mark.parametrize("mode", ["grad", "inference_mode"])
+def test_input_leaves_autograd_under_each_mode(fn: Any, mode: str) -> None:
+    ctx = torch.inference_mode if mode == "inference_mode" else contextlib.nullcontext
+    make = leaves(((3,), True), ((3,), True))
+    for compiler in COMPILERS.values():
+        assert_like_eager(fn, make, compiler, ctx=ctx, calls=2)
+
+
+# ------------------------------- custom Functions whose output views an input's bytes
+
+
+class HalfGrad(torch.autograd.Function):
+    """Returns its input as-is (eager: a view of it made in the Function)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 0.5
+
+
+class DirtyMul(torch.autograd.Function):
+    """Writes its input (``mark_dirty``) and returns it."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 2
+
+
+def _dirty_view_of_input(x0):
+    t = x0.view_as(x0)
+    return x0 * 1, DirtyMul.apply(t)
+
+
+def _as_is_then_base_written_under_no_grad(x0):
+    t = HalfGrad.apply(x0)
+    with torch.no_grad():
+        x0.mul_(2)  # eager: t is now stale; reading its grad_fn raises
+        t.copy_(t)
+    return x0.reshape(2, -1), t
+
+
+def _as_is_of_a_slice(x0):
+    return HalfGrad.apply(x0[1:]), x0 * 2
+
+
+def _columns() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    return [leaf[:, :4]], [leaf]
+
+
+CUSTOM_VIEWS = {
+    "mark_dirty_on_a_view_of_an_input": (_dirty_view_of_input, leaf_clone(2, 3)),
+    "as_is_then_written_under_no_grad": (_as_is_then_base_written_under_no_grad, _columns),
+    "as_is_of_a_slice_of_an_input": (_as_is_of_a_slice, leaf_clone(3, 2)),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(CUSTOM_VIEWS))
+def test_custom_function_view_of_an_input(case: str, compiler: str) -> None:
+    fn, make = CUSTOM_VIEWS[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def test_stale_custom_view_raises_as_eager_on_use() -> None:
+    """Eager returns the stale view; using it with grad raises autograd's error."""
+    for compiler in COMPILERS.values():
+        args, _ = _columns()
+        _, t = compiler(_as_is_then_base_written_under_no_grad)(*args)
+        assert t.requires_grad
+        with pytest.raises(RuntimeError, match="created inside a custom Function"):
+            t.sum()
+
+
+# ------------------------------------------------ in-place calls eager refuses
+
+
+def _partial_overlap(x):
+    x.t().add_(x)  # eager: "...refer to a single memory location"
+    return x
+
+
+def _shifted_overlap(x):
+    x[1:].copy_(x[:-1])
+    return x
+
+
+def _internal_overlap(x):
+    x.expand(2, 3).add_(1)  # eager: "more than one element of the written-to tensor..."
+    return x
+
+
+def _same_tensor_is_fine(x):
+    x.add_(x)  # full overlap: eager runs it
+    x.mul_(x.t().contiguous())
+    return x
+
+
+def _view_of_leaf_metadata_write(x):
+    t = x[1:3]
+    t.unsqueeze_(0)  # eager: "a view of a leaf Variable that requires grad..."
+    return t
+
+
+def _view_of_leaf_under_no_grad(x):
+    with torch.no_grad():
+        x[:, 1:].add_(1)  # eager runs it
+    return x * 2
+
+
+REFUSED = {
+    "partial_overlap": (_partial_overlap, leaves(((3, 3), False))),
+    "shifted_overlap": (_shifted_overlap, leaves(((4, 3), False))),
+    "internal_overlap": (_internal_overlap, leaves(((1, 3), False))),
+    "full_overlap_runs": (_same_tensor_is_fine, leaves(((3, 3), False))),
+    "metadata_write_to_a_view_of_a_leaf": (_view_of_leaf_metadata_write, leaves(((4, 3), True))),
+    "view_of_a_leaf_written_under_no_grad": (_view_of_leaf_under_no_grad, leaves(((4, 3), True))),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_inplace_calls_eager_refuses(case: str, compiler: str) -> None:
+    fn, make = REFUSED[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
