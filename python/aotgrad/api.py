@@ -20,7 +20,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch.nn.utils.stateless import _reparametrize_module
 
-from . import alias, guards, observe, trace
+from . import alias, guards, observe, subclasses, trace
 from .compile import Compiler
 from .errors import GuardError
 from .program import (
@@ -139,6 +139,8 @@ class AotFunction:
     def call_flat(self, flat: list[Any], shape: Any, state: Any) -> Any:
         """Run on flattened arguments: ``shape`` is their pytree spec, or their count when
         they are positional leaves; ``state`` is the extra guarded state (or None)."""
+        if subclasses.any_subclass(flat):
+            return subclasses.call(self, flat, shape, state)
         key = guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
         entry = self.cache.get(key)
         while entry is not None and not entry.accepts(flat):
@@ -415,8 +417,14 @@ def aot_module_simplified(
         guarded = AotFunction(lambda *xs: _as_tuple(run_lifted(*xs)), options, None)
         guarded.state = functools.partial(guards.module_state, mod)
         guarded.prefix = tuple(lifted)
-        if not fakes:
+        if not fakes and not subclasses.any_subclass(graph_inputs):
             guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
+        return guarded
+
+    if subclasses.any_subclass(graph_inputs):
+        # Tensor subclasses are flattened at the call (aotgrad.subclasses), per layout.
+        guarded = AotFunction(lambda *xs: tuple(list_fn(*xs)), options)
+        guarded.prefix = tuple(lifted)
         return guarded
 
     # Under Dynamo: its guards cover the call; compile once with its symbols.
