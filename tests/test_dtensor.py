@@ -1,14 +1,19 @@
-"""DTensor through aotgrad: a 2-process (gloo, CPU) tensor-parallel MLP
-(``ColwiseParallel`` then ``RowwiseParallel``) trained under ``torch.compile`` with
+"""DTensor through aotgrad, 2 processes (gloo, CPU): a tensor-parallel MLP
+(``ColwiseParallel`` then ``RowwiseParallel``), a sequence-parallel block (LayerNorm
+under ``SequenceParallel``, its input a DTensor sharded on the sequence) and an FSDP2
+(``fully_shard``) block, trained under ``torch.compile`` with
 ``backend="aotgrad_eager"`` and ``backend="aotgrad"`` (Inductor, strict), losses and
-gradients (full tensors) equal to eager's, compiled once. The DTensor parameters are
-flattened to their local shards at the boundary of the trace (``aotgrad.subclasses``);
-the collectives are the functional collectives DTensor issues while traced."""
+gradients (full tensors) equal to eager's. TP and SP compile once; their DTensor
+parameters and inputs are flattened to local shards at the boundary of the trace
+(``aotgrad.subclasses``), the collectives being the functional collectives DTensor
+issues while traced. FSDP2's hooks unshard outside the compiled regions (graph breaks,
+as under torch's own backends), which hold plain tensors only."""
 
 from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 
 import pytest
 import torch
@@ -34,7 +39,65 @@ def _mlp(mesh: object) -> torch.nn.Module:
     return parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
 
 
-def _worker(rank: int, world: int, port: int, backend: str, results: dict) -> None:
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(8)
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+def _sequence_parallel_block(mesh: object) -> torch.nn.Module:
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    torch.manual_seed(0)
+    plan = {
+        "norm": SequenceParallel(),
+        "up": ColwiseParallel(input_layouts=Shard(1)),
+        "down": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+    }
+    return parallelize_module(_Block(), mesh, plan)
+
+
+def _fsdp2_block(mesh: object) -> torch.nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    m = _Block()
+    fully_shard(m, mesh=mesh)
+    return m
+
+
+def _case(case: str, mesh: object, step: int) -> Any:
+    """The eager and compiled models (``step < 0``) or the input of ``step``."""
+    make = {"tp_mlp": _mlp, "sp_block": _sequence_parallel_block, "fsdp2": _fsdp2_block}[case]
+    if step >= 0:
+        gen = torch.Generator().manual_seed(step)
+        if case == "tp_mlp":
+            return torch.randn(4, 8, generator=gen)
+        x = torch.randn(2, 4, 8, generator=gen)
+        if case == "sp_block":
+            from torch.distributed.tensor import Shard, distribute_tensor
+
+            return distribute_tensor(x, mesh, [Shard(1)])
+        return x
+    return make(mesh), make(mesh), None
+
+
+def _loss(out: torch.Tensor) -> torch.Tensor:
+    return out.full_tensor().sum() if hasattr(out, "full_tensor") else out.sum()
+
+
+def _worker(rank: int, world: int, port: int, backend: str, case: str, results: dict) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -52,12 +115,13 @@ def _worker(rank: int, world: int, port: int, backend: str, results: dict) -> No
 
         aotgrad.api.compile_flat = counting
         mesh = init_device_mesh("cpu", (world,))
-        eager, model = _mlp(mesh), _mlp(mesh)
-        compiled = torch.compile(model, backend=backend, fullgraph=True, options={"strict": True})
+        eager, model, _ = _case(case, mesh, -1)
+        full = case != "fsdp2"  # FSDP2's hooks break the graph where torch's backends do
+        compiled = torch.compile(model, backend=backend, fullgraph=full, options={"strict": True})
         errors = []
         for step in range(3):
-            x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
-            want, got = eager(x).sum(), compiled(x).sum()
+            x = _case(case, mesh, step)
+            want, got = _loss(eager(x)), _loss(compiled(x))
             want.backward()
             got.backward()
             if not torch.allclose(want, got, atol=1e-5):
@@ -75,12 +139,14 @@ def _worker(rank: int, world: int, port: int, backend: str, results: dict) -> No
 
 
 @pytest.mark.parametrize("backend", ["aotgrad_eager", "aotgrad"])
-def test_tensor_parallel_mlp_two_processes(backend: str) -> None:
+@pytest.mark.parametrize("case", ["tp_mlp", "sp_block", "fsdp2"])
+def test_dtensor_two_processes(case: str, backend: str) -> None:
     if not dist.is_available():
         pytest.skip("torch.distributed is not available")
     results = mp.Manager().dict()
-    mp.spawn(_worker, args=(2, _free_port(), backend, results), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, _free_port(), backend, case, results), nprocs=2, join=True)
     for rank in range(2):
         errors, compilations = results[rank]
         assert not errors, (rank, errors)
-        assert compilations == 1, (rank, compilations)
+        if case != "fsdp2":  # FSDP2's compiled regions hold plain (unsharded) tensors
+            assert compilations == 1, (rank, compilations)
