@@ -441,6 +441,14 @@ def _observe(prog: Program, entry: str, eager: bool) -> Obs:
     return obs
 
 
+def _show(e: BaseException) -> None:
+    """``FIDELITY_TRACEBACK=1``: print where a call or backward raised (replaying one)."""
+    if os.environ.get("FIDELITY_TRACEBACK"):
+        import traceback
+
+        traceback.print_exception(e)
+
+
 def _observe_call(obs, prog, runner, ns, ci, call):
     pre = f"c{ci}"
     args, watch = ns["make_inputs"](call.seed, call.rg)
@@ -450,6 +458,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
         with _mode(call.mode):
             out = target(*cargs)
     except Exception as e:
+        _show(e)
         obs.add(f"{pre}.call.raise", "raise", _exc(e))
         return
     obs.add(f"{pre}.call.raise", "raise", None)
@@ -474,6 +483,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
         torch.autograd.backward(diff, cots, retain_graph=True)
         obs.add(f"{pre}.bw1.raise", "raise", None)
     except Exception as e:
+        _show(e)
         obs.add(f"{pre}.bw1.raise", "raise", _exc(e))
         return
     _record_grads(obs, f"{pre}.bw1", watch, outs, "grad")

@@ -315,3 +315,118 @@ REFUSED = {
 def test_inplace_calls_eager_refuses(case: str, compiler: str) -> None:
     fn, make = REFUSED[case]
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------- found by the soak (seeds 5000-5399)
+
+
+def _out_in_enable_grad(x0):
+    t2 = x0 - x0.relu()
+    with torch.enable_grad():  # inference mode: still records nothing, out= is fine
+        torch.mul(x0.sum(), 2, out=t2[:, 1:3])
+    return t2
+
+
+def test_out_inside_enable_grad_under_inference_mode() -> None:
+    for compiler in COMPILERS.values():
+        assert_like_eager(
+            _out_in_enable_grad, leaves(((4, 4), True)), compiler, ctx=torch.inference_mode
+        )
+
+
+def _views_of_a_detached_output(x0):
+    t = x0.detach().requires_grad_()
+    return t, t.t(), t.unflatten(-1, (2, 2))
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_views_of_a_detached_alias_that_is_an_output(compiler: str) -> None:
+    assert_like_eager(_views_of_a_detached_output, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
+class SavedSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def _overlapping_rows() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+    base = leaf.clone()
+    return [base[0:4], base[2:6]], [leaf]
+
+
+def _save_one_squeeze_the_other(x3, x4):
+    t1 = x4.to(torch.float64)
+    x4.squeeze_(0)  # a metadata write on a synthetic-base member bumps the counter
+    return t1, SavedSquare.apply(x3)  # x3 saved: a view of the base the graph made
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if not c.startswith("dynamo")])
+def test_saved_view_of_a_synthetic_base_whose_member_changes_metadata(compiler: str) -> None:
+    assert_like_eager(_save_one_squeeze_the_other, _overlapping_rows, COMPILERS[compiler], calls=2)
+
+
+def _detach_view_input(x):
+    x.detach_()  # eager: "Can't detach views in-place"
+    return x * 2
+
+
+@pytest.mark.parametrize("mode", ["grad", "no_grad", "inference_mode"])
+def test_detach_in_place_of_a_view_input(mode: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        return [leaf.clone()[1:]], [leaf]
+
+    ctx = {
+        "grad": contextlib.nullcontext,
+        "no_grad": torch.no_grad,
+        "inference_mode": torch.inference_mode,
+    }[mode]
+    for compiler in COMPILERS.values():
+        assert_like_eager(_detach_view_input, make, compiler, ctx=ctx)
+
+
+def _flag_on_after_use(x0, x1, s0):
+    t2 = x1.mT.matmul(x1.mT)  # before the flag: no autograd history, as in eager
+    t3 = x0 + s0
+    x1.requires_grad_()
+    return t2, t3, x0, t3
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if not c.startswith("dynamo")])
+def test_requires_grad_turned_on_after_a_use(compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        return [
+            torch.randn(4, 4, dtype=torch.float64),
+            torch.randn(4, 4, dtype=torch.float64),
+            0.5,
+        ], []
+
+    assert_like_eager(_flag_on_after_use, make, COMPILERS[compiler], calls=2)
+
+
+def _view_of_detached_alias_made_a_leaf(x0):
+    t = x0.detach().requires_grad_()
+    return t.squeeze(), x0 * 2
+
+
+def _views_of_an_intermediate_leaf(x0):
+    t = (x0 * 2).detach().requires_grad_()  # a leaf made inside the function
+    return t[1:3], t[::2]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [_view_of_detached_alias_made_a_leaf, _views_of_an_intermediate_leaf],
+    ids=["input", "intermediate"],
+)
+def test_views_of_a_leaf_made_inside_have_a_grad_fn(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, leaves(((4, 4), False)), COMPILERS[compiler], calls=2)

@@ -66,8 +66,8 @@ def test_known_tiny_graph_columns():
     ]  # fmt: skip
     assert table.nbytes.tolist() == [24, 48, 32, 32, 32, 32, 32, 32, 24, 48, 48, 24]
     view, bw = int(Flag.VIEW), int(Flag.BACKWARD_REGION)  # the backward traced rows 6..
-    assert table.flags.tolist() == [0, 0, 0, 0, 0, view] + [
-        view | bw, bw, view | bw, bw, view | bw, bw,
+    assert table.flags.tolist() == [
+        0, 0, 0, 0, 0, view, view | bw, bw, view | bw, bw, view | bw, bw,
     ]  # fmt: skip
     assert table.region.tolist() == [-1] * 12
     ch = table.const_hash.tolist()  # equal for calls of one op with equal constants

@@ -22,6 +22,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 from . import alias, guards, observe, subclasses, trace
 from .compile import Compiler
+from .eager_calls import for_inference_mode
 from .errors import GuardError
 from .program import (
     AotOptions,
@@ -162,7 +163,7 @@ class AotFunction:
         with grad off, which is what the compiled inference graph assumes."""
         if not torch.is_inference_mode_enabled():
             return self._compile(flat, key)
-        with torch.inference_mode(False), torch.no_grad():
+        with torch.inference_mode(False), torch.no_grad(), for_inference_mode():
             return self._compile(flat, key, inference_mode=True)
 
     def _recompile_reason(self, flat: list[Any], key: tuple) -> str:

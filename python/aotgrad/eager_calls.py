@@ -23,15 +23,18 @@ clone), so the call would raise where eager's succeeds. On those stand-ins it is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
 
+from .errors import EagerRefusal
 from .inplace_checks import inplace_error
 
-__all__ = ["EagerCalls"]
+__all__ = ["EagerCalls", "for_inference_mode"]
 
 
 def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
@@ -42,40 +45,72 @@ def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+_calls = threading.local()
+
+
+@contextlib.contextmanager
+def for_inference_mode() -> Iterator[None]:
+    """Tracing for a call under ``torch.inference_mode()`` (the trace itself runs outside
+    it): autograd records nothing there, even inside the function's ``enable_grad``."""
+    before = getattr(_calls, "inference", False)
+    _calls.inference = True
+    try:
+        yield
+    finally:
+        _calls.inference = before
+
+
 def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
     # "...out=... arguments don't support automatic differentiation": leave it to the op.
-    if not torch.is_grad_enabled():
+    if not torch.is_grad_enabled() or getattr(_calls, "inference", False):
         return False
     flat, _ = tree_flatten((args, kwargs))
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in flat)
 
 
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
+_DETACH_ = torch.Tensor.detach_
+_DETACH_VIEW = (
+    "Can't detach views in-place. Use detach() instead. If you are using "
+    "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
+    "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
+    "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
+    "torch/optim/optimizer.py as the solution."
+)
 
 
 class EagerCalls(torch.overrides.TorchFunctionMode):
     """Active while the user's function runs under tracing (see module docstring).
     ``leaves``: the stand-ins (by ``id``) of inputs that are leaves requiring grad."""
 
-    def __init__(self, leaves: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, leaves: frozenset[int] = frozenset(), views: frozenset[int] = frozenset()
+    ) -> None:
         super().__init__()
         self.leaves = leaves
+        #: The stand-ins of inputs that are views (``detach_()`` on one raises in eager).
+        self.views = views
         #: The stand-ins ``requires_grad_(False)`` was called on.
         self.flag_off: set[int] = set()
 
     @classmethod
     def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
         """``args`` stand in for ``originals``: the ones for leaves that require grad."""
+        pairs = [(a, o) for a, o in zip(args, originals) if isinstance(o, torch.Tensor)]
         return cls(
-            frozenset(
-                id(a)
-                for a, o in zip(args, originals)
-                if isinstance(o, torch.Tensor) and o.is_leaf and o.requires_grad
-            )
+            frozenset(id(a) for a, o in pairs if o.is_leaf and o.requires_grad),
+            frozenset(id(a) for a, o in pairs if o._is_view()),
         )
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if (
+            func is _DETACH_
+            and args
+            and id(args[0]) in self.views
+            and not getattr(_calls, "inference", False)
+        ):
+            raise EagerRefusal(_DETACH_VIEW)
         refusal = inplace_error(func, args, kwargs, self.leaves)
         if refusal is not None:
             raise refusal
@@ -86,6 +121,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 return args[0].detach_()
             return func(*args, **kwargs)
         out = kwargs.get("out")
+        if out is not None and getattr(_calls, "inference", False) and torch.is_grad_enabled():
+            with torch.no_grad():  # inference mode: enable_grad records nothing
+                return self.__torch_function__(func, types, args, kwargs)
         if (
             not isinstance(out, torch.Tensor)
             or out._base is None

@@ -141,6 +141,8 @@ def _layout(
             out.requires_grad,
             facts.output_creation_meta.get(k),
             facts.output_detached.get(k, 0),
+            detached_base=facts.output_detached_base.get(k, -1),
+            base_leaf=k in facts.output_base_leaf,
             grad_through_base=(
                 v == alias.OutputVerdict.ALIAS_OF_INPUT
                 and metadata.grad_mode

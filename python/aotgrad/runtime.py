@@ -53,6 +53,12 @@ class OutputAlias:
     #: 0: a view of its base; 1: a detached alias of it (``x.detach()``, not a view);
     #: 2: a view of a detached alias (``x.detach().t()``).
     detached: int = 0
+    #: With ``detached`` 2: the earlier user output that is the detached alias this is
+    #: a view of (``t = x.detach(); return t, t.t()``), or -1.
+    detached_base: int = -1
+    #: A view of an intermediate that is a leaf requiring grad in eager: the runtime makes
+    #: the graph's base that leaf (one per base) and returns views of it with a grad_fn.
+    base_leaf: bool = False
     #: A view (made with grad mode on) of an input that did not require grad: it requires
     #: grad if the input does after the call's writes (a write through another view of
     #: the input's base gives the base, and so every view of it, autograd history).
@@ -168,6 +174,9 @@ class _Epilogue:
         self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.versioned = list(layout.version_deltas.items())
         self.rebuilt = {a.index for a in layout.output_aliases}
+        self.leaf_bases = sorted(
+            {self.n_user + a.source for a in layout.output_aliases if a.base_leaf}
+        )
         self.rebuilt |= {*layout.stale_views, *layout.custom_views}
         specs = [a.view for a in layout.output_aliases if a.view is not None]
         specs += layout.metadata_mutations.values()
@@ -229,6 +238,10 @@ class _Epilogue:
         for k, v in versions.items():
             if k not in self.rebuilt:
                 _set_version(outs[k], v)
+        if self.leaf_bases:
+            fwd = list(fwd)
+            for k in self.leaf_bases:
+                fwd[k] = fwd[k].detach().requires_grad_(True)
         for a in layout.output_aliases:
             outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         for k in layout.new_leaves:
@@ -287,8 +300,13 @@ class _Epilogue:
             _set_version(base, version, views=not base.requires_grad)
         assert a.view is not None
         meta = a.creation_meta
+        if a.detached_base >= 0:  # a view of that output, at the input's bytes
+            view = spec(a.view)
+            at = base.storage_offset() + view.offset
+            return outs[a.detached_base].as_strided(view.size, view.stride, at)
         if a.detached:
-            return detached_alias(base, spec(a.view), a.detached, a.requires_grad)
+            leaf = a.index in self.layout.new_leaves
+            return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
         requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
         out = regenerate(base, spec(a.view), requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
         if meta is not None and out._is_view():
@@ -306,6 +324,14 @@ def _without_autocast(f: BoxedFn) -> BoxedFn:
             with torch._C._DisableAutocast():
                 return f(args)
         return f(args)
+
+    return run
+
+
+def _under_no_grad(f: BoxedFn) -> BoxedFn:
+    def run(args: list[Any]) -> Any:
+        with torch.no_grad():
+            return f(args)
 
     return run
 
@@ -339,7 +365,8 @@ def _detach_from_mutated_inputs(
 ) -> list[Any]:
     """The backward must see an input's value from before the function mutated it:
     a saved tensor that is (a view of) a mutated input is saved as a copy, since the
-    mutation is applied to the input itself right after the forward."""
+    mutation is applied to the input itself right after the forward (and its version
+    counter moves, which autograd's saved-tensor check would take for a later write)."""
     storages = {t.untyped_storage().data_ptr() for t in mutated_args}
     return [
         s.clone()
@@ -432,7 +459,9 @@ def make_training_function(
     n_fwd = layout.num_fwd_outputs
     n_tensors = layout.num_saved_tensors
     tangent_outputs = layout.tangent_outputs
-    mutated = layout.mutated_inputs
+    # Inputs the epilogue writes (data, metadata) or whose version counter it moves (a
+    # member of a synthetic base whose metadata the function changed)
+    mutated = sorted({*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas})
     nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
     bw_written = layout.backward_mutations
     grad_tangents = layout.grad_tangents
@@ -531,6 +560,10 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
 
     n_user = layout.num_user_outputs
     fresh = layout.fresh_outputs
+    if any(layout.requires_grad_changes.values()):
+        # inputs made to require grad before the graph (``x.requires_grad_()``): what the
+        # graph computes from them has no autograd history (else the training graph runs)
+        fw = _under_no_grad(fw)
     if layout.plain:
 
         def run(*args: Any) -> tuple[Any, ...]:

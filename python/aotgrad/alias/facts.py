@@ -65,6 +65,8 @@ class AliasFacts:
     output_creation_meta: dict[int, Any] = field(default_factory=dict)
     #: Per output that is an earlier output object (``return t, t``), that output.
     output_same_as: dict[int, int] = field(default_factory=dict)
+    #: Views of an intermediate that is a leaf requiring grad (made inside the function).
+    output_base_leaf: set[int] = field(default_factory=set)
     #: Outputs a custom ``autograd.Function`` made.
     output_custom: set[int] = field(default_factory=set)
     #: Per custom Function output that views an input's bytes (the Function returned its
@@ -76,6 +78,8 @@ class AliasFacts:
     #: Per output aliasing an input that eager does not return as a view of that input:
     #: 1 a detached alias (``x.detach()``: no ``._base``), 2 a view of one (``x.detach().t()``).
     output_detached: dict[int, int] = field(default_factory=dict)
+    #: Of the views of detached aliases, those whose detached alias is an earlier output.
+    output_detached_base: dict[int, int] = field(default_factory=dict)
     #: Inputs whose storage has no bytes when the function is called, or that the function
     #: resizes (``inductor.resize_storage_bytes_``, as FSDP2 does): the bytes after the call.
     input_storage_resize: dict[int, int] = field(default_factory=dict)
@@ -207,6 +211,8 @@ def collect(
             facts.output_view[j] = ViewSpec.of(o, originals[inp], check_base=False)
         elif flags & OUT_VIEW_OF_INTERMEDIATE:
             facts.output_view[j] = ViewSpec.of(o, o._base, check_base=True)
+            if o._base.requires_grad and grad_fn_of(o._base) is None:
+                facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
         if isinstance(o, torch.Tensor):
             first = output_index.get(id(o), j)
             if first != j:
@@ -219,6 +225,9 @@ def collect(
                     facts.output_detached[j] = 1
                 elif base is not wrapped[inp] and base is not wrapped[inp]._base:
                     facts.output_detached[j] = 2
+                    k = output_index.get(id(base), -1)
+                    if 0 <= k < j:  # a view of an earlier output (``t = x.detach(); t.t()``)
+                        facts.output_detached_base[j] = k
         if j in facts.output_view and o._is_view():
             meta = torch._C._autograd._get_creation_meta(o)
             if meta != torch._C._autograd.CreationMeta.DEFAULT:

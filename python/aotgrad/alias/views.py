@@ -145,11 +145,19 @@ def regenerate(
 
 
 def detached_alias(
-    base: torch.Tensor, spec: ViewSpec, kind: int, requires_grad: bool
+    base: torch.Tensor, spec: ViewSpec, kind: int, requires_grad: bool, leaf: bool = True
 ) -> torch.Tensor:
     """An alias of ``base`` autograd does not connect to it, shaped as eager's: ``kind``
-    1 ``x.detach()`` (not a view), 2 a view of one (``x.detach().t()``)."""
-    out = _view(base, spec).detach() if kind == 1 else _view(base.detach(), spec)
+    1 ``x.detach()`` (not a view), 2 a view of one (``x.detach().t()``). ``leaf``: an
+    output that requires grad is itself the leaf; otherwise (kind 2) the detached alias
+    is (``t = x.detach().requires_grad_(); t.t()``: a view of a leaf, with a grad_fn)."""
+    if kind == 1:
+        out = _view(base, spec).detach()
+    else:
+        detached = base.detach()
+        if requires_grad and not leaf:
+            detached.requires_grad_(True)
+        out = _view(detached, spec)
     if requires_grad and not out.requires_grad:
         out.requires_grad_(True)  # x.detach().requires_grad_(): a leaf
     return out
