@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -314,3 +316,96 @@ def test_graph_records_name_a_missing_operator():
     broken = data.replace(b"aten::relu", b"aten::rel0")
     with pytest.raises(AttributeError, match="rel0"):
         graph_records.loads(broken)
+
+
+def _values_compiled_by(backend: str):
+    """The program aotgrad compiles for a small GPT's training step under ``backend``, and
+    the fake inputs and mode it was traced with."""
+    from torch._guards import detect_fake_mode
+
+    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.program import PartitionedProgram
+
+    artifacts: list = []
+    undo = observe.on_compiled(artifacts.append)
+    try:
+        torch.manual_seed(0)
+        m = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=16))
+        x = torch.randint(0, 16, (2, 8), generator=torch.Generator().manual_seed(1))
+        torch._dynamo.reset()
+        cache.memory_clear()
+        torch.compile(m, backend=backend, options={"cache": False})(x).square().mean().backward()
+    finally:
+        undo()
+    (a,) = artifacts
+    program = PartitionedProgram(a.training, a.forward, a.backward, a.layout, None, {})
+    fake_args = [n.meta["val"] for n in a.forward.graph.find_nodes(op="placeholder")]
+    return program, fake_args, detect_fake_mode(fake_args)
+
+
+def _read_back(program):
+    from aotgrad import graph_records
+    from aotgrad.program import PartitionedProgram
+
+    body = graph_records.loads(graph_records.dumps([program.forward, program.backward]))
+    return PartitionedProgram(True, body[0], body[1], program.layout, None, {})
+
+
+def test_fake_values_are_rebuilt_as_recorded_without_running_ops():
+    """A static program's node values are rebuilt from their descriptions (no op runs):
+    the same sizes, strides, offsets, dtypes and storage sharing as when they were
+    traced — what compilers and Inductor's FX-graph cache key read — and, but for which
+    storages views share and the output nodes' values (tracing records none), what
+    propagating the inputs gives."""
+    from torch._subclasses.fake_tensor import extract_tensor_metadata
+
+    program, fake_args, mode = _values_compiled_by("aotgrad_eager")
+    values = cache.describe_values(program)
+    assert values is not None
+    fast = _read_back(program)
+    with mock.patch.object(mode, "dispatch", wraps=mode.dispatch) as dispatched:
+        cache.restore_fake_values(fast, fake_args, mode, values)
+    assert cache.describe_values(fast) == values
+
+    propagated = _read_back(program)
+    with mock.patch.object(mode, "dispatch", wraps=mode.dispatch) as propagation:
+        cache.restore_fake_values(propagated, fake_args, mode)
+    # Only the inputs (detached) and views of them go through the mode.
+    assert dispatched.call_count < propagation.call_count / 4
+
+    def meta(v):
+        if isinstance(v, torch.Tensor):
+            return dataclasses.replace(extract_tensor_metadata(v), storage_bytes=None)
+        return [meta(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+    for gm_fast, gm_prop in [
+        (fast.forward, propagated.forward),
+        (fast.backward, propagated.backward),
+    ]:
+        for a, b in zip(gm_fast.graph.nodes, gm_prop.graph.nodes):
+            if a.op != "output":
+                assert meta(a.meta["val"]) == meta(b.meta["val"]), a.name
+
+
+def test_fake_values_of_symbolic_programs_are_propagated():
+    """Symbolic sizes are not described: such an entry propagates its values when loaded."""
+    import aotgrad
+
+    graphs = []
+
+    def keep(gm, _inputs):
+        graphs.append(gm)
+        return gm
+
+    f = aotgrad.aot_function(lambda x: (x * 2).sin(), fw_compiler=keep, dynamic=True)
+    f(torch.randn(5, requires_grad=True)).sum().backward()
+    from aotgrad.program import PartitionedProgram
+
+    program = PartitionedProgram(True, graphs[0], graphs[1], None, None, {})
+    assert any(
+        isinstance(s, torch.SymInt)
+        for n in graphs[0].graph.find_nodes(op="placeholder")
+        if isinstance(n.meta.get("val"), torch.Tensor)
+        for s in n.meta["val"].shape
+    )
+    assert cache.describe_values(program) is None

@@ -14,7 +14,8 @@ written by older code).
   compilation. A hit in a new process skips tracing and partitioning; Inductor's
   own FX-graph cache then skips code generation. An entry is a header (format,
   key, SHA-256 of the payload) and the payload (graphs stored node by node by
-  ``graph_records``, so they come back exactly); an entry that fails any
+  ``graph_records``, so they come back exactly, and a description of every
+  node's fake value, rebuilt without running an op); an entry that fails any
   check — truncated, tampered, another key, another format — is discarded with a
   warning and rebuilt, never trusted.
 """
@@ -40,7 +41,9 @@ import torch.fx as fx
 from . import graph_records, guards
 from .program import AotOptions, CompiledArtifact, PartitionedProgram
 
-FORMAT = 2  # 2: graphs stored node by node (graph_records), no longer re-traced
+#: 2: graphs stored node by node (graph_records), no longer re-traced;
+#: 3: each node's fake value described (``describe_values``), rebuilt without running ops.
+FORMAT = 3
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 
@@ -201,6 +204,7 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
         "forward": program.forward,
         "backward": program.backward,
         "layout": program.layout,
+        "values": describe_values(program),
     }
     try:
         payload = graph_records.dumps(payload_obj)
@@ -273,7 +277,7 @@ def load(
         body["training"], body["forward"], body["backward"], body["layout"], None, {}
     )
     try:
-        restore_fake_values(program, fake_args, fake_mode)
+        restore_fake_values(program, fake_args, fake_mode, body.get("values"))
     except Exception as e:  # an entry whose graphs do not run on these inputs is stale
         warnings.warn(
             f"aotgrad: discarding cache entry {path.name}: its graphs do not run on this "
@@ -285,10 +289,19 @@ def load(
     return program
 
 
-def restore_fake_values(program: PartitionedProgram, fake_args: Sequence[Any], mode: Any) -> None:
-    """Give a deserialised program's nodes their ``meta["val"]`` back (compilers read them):
-    propagate the fake inputs through the forward; the backward's inputs are the forward's
-    saved outputs and tangents shaped like the differentiable outputs."""
+def restore_fake_values(
+    program: PartitionedProgram,
+    fake_args: Sequence[Any],
+    mode: Any,
+    values: list[list[Any]] | None = None,
+) -> None:
+    """Give a deserialised program's nodes their ``meta["val"]`` back (compilers read them).
+    With ``values`` (static shapes) each one is rebuilt from its description, in time linear
+    in the nodes; otherwise (symbolic sizes, or ``values`` that don't fit ``fake_args``) the
+    fake inputs are propagated through the forward and the backward, whose inputs are the
+    forward's saved outputs and tangents shaped like the differentiable outputs."""
+    if values is not None and _rebuild_values(program, fake_args, mode, values):
+        return
     from torch._dispatch.python import enable_python_dispatcher
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
@@ -316,3 +329,173 @@ def _propagate(program: PartitionedProgram, fake_args: Sequence[Any], mode: Any,
             for i in layout.tangent_outputs
         ]
     prop(program.backward, mode=mode).propagate_dont_convert_inputs(*saved, *tangents)
+
+
+# ------------------------------------------------------------------------ fake values
+#
+# Restoring fake values by propagation runs every op of both graphs through the fake
+# mode: most of a warm start. Where every value is static, the entry instead describes
+# each node's value — a tensor by its sizes, strides, storage offset, dtype, device and
+# which storage it shares (the aliasing Inductor's passes read, and its FX-graph cache
+# key's storage bytes) — and the values are rebuilt directly, as torch's AOT Autograd
+# cache rebuilds its compiled graphs' metadata without re-tracing. Symbolic sizes would
+# need their expressions re-bound to this process's shape environment: those programs
+# keep propagation.
+
+
+class _NotDescribed(Exception):
+    """A value ``describe_values`` leaves to propagation (symbolic, a subclass, ...)."""
+
+
+_PLAIN = (bool, int, float, type(None))
+
+
+def describe_values(program: PartitionedProgram) -> list[Any] | None:
+    """``[storage bytes, forward specs, backward specs]``: one spec per node of each graph
+    (None when it has no value), storages numbered across both graphs; None when some
+    value is not static (then the values are propagated when loaded)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    storages: dict[Any, int] = {}
+    nbytes: list[int] = []
+
+    def spec(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            if not isinstance(v, torch._subclasses.FakeTensor) or v.layout != torch.strided:
+                raise _NotDescribed
+            if v.requires_grad or v.is_conj() or v.is_neg() or v.is_quantized:
+                raise _NotDescribed
+            shape, stride, offset = tuple(v.shape), v.stride(), v.storage_offset()
+            storage = v.untyped_storage()
+            size = storage.nbytes()
+            if not all(type(i) is int for i in (*shape, *stride, offset, size)):
+                raise _NotDescribed
+            index = storages.setdefault(StorageWeakRef(storage), len(nbytes))
+            if index == len(nbytes):
+                nbytes.append(size)
+            return ("t", shape, stride, offset, v.dtype, v.device, index)
+        if isinstance(v, (list, tuple)):
+            return ("l" if isinstance(v, list) else "u", [spec(x) for x in v])
+        if type(v) in _PLAIN:
+            return ("v", v)
+        raise _NotDescribed
+
+    def specs(gm: fx.GraphModule | None) -> list[Any] | None:
+        if gm is None:
+            return None
+        return [spec(n.meta["val"]) if "val" in n.meta else None for n in gm.graph.nodes]
+
+    try:
+        forward, backward = specs(program.forward), specs(program.backward)
+    except _NotDescribed:
+        return None
+    return [nbytes, forward, backward]
+
+
+def _rebuild_values(
+    program: PartitionedProgram, fake_args: Sequence[Any], mode: Any, values: list[Any]
+) -> bool:
+    """Set every node's value from ``values`` (``describe_values``); the forward's
+    placeholders take ``fake_args`` (detached, as tracing records an input). False, with
+    nothing set, when the description doesn't fit (another node count, inputs unlike the
+    recorded ones, a storage viewed with another dtype)."""
+    nbytes, forward_specs, backward_specs = values
+    graphs = [(program.forward, forward_specs)]
+    if program.backward is not None:
+        graphs.append((program.backward, backward_specs))
+    if any(specs is None or len(specs) != len(gm.graph.nodes) for gm, specs in graphs):
+        return False
+    placeholders = program.forward.graph.find_nodes(op="placeholder")
+    if len(placeholders) != len(fake_args):
+        return False
+    values_of = _Values(mode, nbytes)
+    inputs = [a.detach() if isinstance(a, torch.Tensor) else a for a in fake_args]
+    if not all(values_of.take_input(a, s) for a, s in zip(inputs, forward_specs)):
+        return False
+    new: list[tuple[fx.Node, Any]] = list(zip(placeholders, inputs))
+    for gm, specs in graphs:
+        for node, s in zip(gm.graph.nodes, specs):
+            if s is None or (gm is program.forward and node.op == "placeholder"):
+                continue
+            value = values_of.build(s)
+            if value is _MISFIT:
+                return False
+            new.append((node, value))
+    for node, value in new:
+        node.meta["val"] = value
+    return True
+
+
+_MISFIT = object()
+
+
+class _Values:
+    """Fake values rebuilt from specs, each storage made once and shared by every value on
+    it. A new storage is a meta tensor wrapped as a FakeTensor directly (what the fake
+    mode's converter does: no op dispatched); a view of an input goes through the mode."""
+
+    def __init__(self, mode: Any, nbytes: list[int]) -> None:
+        self.mode = mode
+        self.nbytes = nbytes
+        #: storage number -> (a tensor on it: a meta tensor, or a fake input; fake device)
+        self.roots: dict[int, tuple[torch.Tensor, torch.device]] = {}
+
+    def take_input(self, arg: Any, s: Any) -> bool:
+        """Whether a call's (detached) fake input is the value recorded for its
+        placeholder — a tensor of the same metadata and storage sharing, or the same plain
+        value; registers its storage."""
+        if s is None or s[0] != "t":
+            return s is not None and not isinstance(arg, torch.Tensor) and s == ("v", arg)
+        _, shape, stride, offset, dtype, device, index = s
+        if not isinstance(arg, torch.Tensor) or (tuple(arg.shape), arg.stride()) != (
+            shape,
+            stride,
+        ):
+            return False
+        if (arg.storage_offset(), arg.dtype, arg.device) != (offset, dtype, device):
+            return False
+        storage = arg.untyped_storage()
+        if storage.nbytes() != self.nbytes[index]:
+            return False
+        root, _ = self.roots.setdefault(index, (arg, device))
+        return root.untyped_storage()._cdata == storage._cdata
+
+    def build(self, s: Any) -> Any:
+        kind = s[0]
+        if kind == "v":
+            return s[1]
+        if kind in ("l", "u"):
+            items = [self.build(x) for x in s[1]]
+            if any(x is _MISFIT for x in items):
+                return _MISFIT
+            return items if kind == "l" else tuple(items)
+        return self._tensor(*s[1:])
+
+    def _tensor(
+        self,
+        shape: tuple[int, ...],
+        stride: tuple[int, ...],
+        offset: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        index: int,
+    ) -> Any:
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        if index not in self.roots:
+            size = self.nbytes[index]
+            meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+            if offset == 0 and meta.untyped_storage().nbytes() == size:
+                self.roots[index] = (meta, device)
+                return FakeTensor(self.mode, meta, device)
+            if size % dtype.itemsize:
+                return _MISFIT
+            flat = torch.empty_strided((size // dtype.itemsize,), (1,), dtype=dtype, device="meta")
+            self.roots[index] = (flat, device)
+        root, root_device = self.roots[index]
+        if root.dtype != dtype or root_device != device:
+            return _MISFIT
+        if isinstance(root, FakeTensor):
+            with self.mode:
+                return root.as_strided(shape, stride, offset)
+        return FakeTensor(self.mode, root.as_strided(shape, stride, offset), device)
