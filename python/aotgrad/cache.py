@@ -337,10 +337,10 @@ def _propagate(program: PartitionedProgram, fake_args: Sequence[Any], mode: Any,
 # mode: most of a warm start. Where every value is static, the entry instead describes
 # each node's value — a tensor by its sizes, strides, storage offset, dtype, device and
 # which storage it shares (the aliasing Inductor's passes read, and its FX-graph cache
-# key's storage bytes) — and the values are rebuilt directly, as torch's AOT Autograd
-# cache rebuilds its compiled graphs' metadata without re-tracing. Symbolic sizes would
-# need their expressions re-bound to this process's shape environment: those programs
-# keep propagation.
+# key's storage bytes) — as traced, and the values are rebuilt directly. (torch's AOT
+# Autograd cache needs no values at all: it keeps Inductor's FX-graph keys and loads the
+# compiled code by key.) Symbolic sizes would need their expressions re-bound to this
+# process's shape environment: those programs keep propagation.
 
 
 class _NotDescribed(Exception):
