@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_flatten
 from .errors import EagerRefusal
 from .inplace_checks import inplace_error
 
-__all__ = ["EagerCalls", "for_inference_mode"]
+__all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
 
 
 def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
@@ -58,6 +58,11 @@ def for_inference_mode() -> Iterator[None]:
         yield
     finally:
         _calls.inference = before
+
+
+def in_inference_mode() -> bool:
+    """Tracing for a call under inference mode (``for_inference_mode``)."""
+    return getattr(_calls, "inference", False)
 
 
 def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
@@ -104,14 +109,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if (
-            func is _DETACH_
-            and args
-            and id(args[0]) in self.views
-            and not getattr(_calls, "inference", False)
-        ):
-            raise EagerRefusal(_DETACH_VIEW)
-        refusal = inplace_error(func, args, kwargs, self.leaves)
+        inference = getattr(_calls, "inference", False)
+        if func is _DETACH_ and args:
+            if inference:  # autograd's kernel does not run: detach_() changes nothing
+                return args[0]
+            if id(args[0]) in self.views:
+                raise EagerRefusal(_DETACH_VIEW)
+        # under inference mode autograd checks nothing (no leaf refusals)
+        refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
         if refusal is not None:
             raise refusal
         if func is _REQUIRES_GRAD_ and args and id(args[0]) in self.leaves:

@@ -339,6 +339,10 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     if program.training:
         _keep_versions_of_saved_outputs(program.forward, layout)
     if not program.training:
+        layout.detach_inputs = any(
+            n.target is torch.ops.aten.as_strided_scatter.default
+            for n in program.forward.graph.nodes
+        )
         compiler = options.inference_compiler or options.fw_compiler
         fw = run_compiler(compiler, program.forward)
         run = make_inference_function(fw, layout)

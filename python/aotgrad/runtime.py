@@ -107,6 +107,10 @@ class ForwardLayout:
     #: may return a view of one of its intermediates there (``reshape`` as ``view`` of a
     #: ``clone``; Inductor's ``reinterpret_tensor``), which the runtime detaches.
     fresh_outputs: list[int] = field(default_factory=list)
+    #: An inference graph that scatters through strided views (``as_strided_scatter``,
+    #: which torch refuses on non-contiguous tensors that require grad, as an input can
+    #: under inference mode): it runs on detached inputs.
+    detach_inputs: bool = False
     #: User outputs a custom Function made as a view of an input's bytes: the input and
     #: the view. The runtime returns that view of the real input, its gradient routed
     #: into the graph's output (``alias.views.routed_view``).
@@ -324,6 +328,15 @@ def _without_autocast(f: BoxedFn) -> BoxedFn:
             with torch._C._DisableAutocast():
                 return f(args)
         return f(args)
+
+    return run
+
+
+def _on_detached_inputs(f: BoxedFn) -> BoxedFn:
+    def run(args: list[Any]) -> Any:
+        return f(
+            [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
+        )
 
     return run
 
@@ -560,6 +573,8 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
 
     n_user = layout.num_user_outputs
     fresh = layout.fresh_outputs
+    if layout.detach_inputs:
+        fw = _on_detached_inputs(fw)
     if any(layout.requires_grad_changes.values()):
         # inputs made to require grad before the graph (``x.requires_grad_()``): what the
         # graph computes from them has no autograd history (else the training graph runs)

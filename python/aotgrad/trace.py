@@ -31,7 +31,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from . import alias
-from .eager_calls import EagerCalls
+from .eager_calls import EagerCalls, in_inference_mode
 from .errors import TraceError, UnsupportedError
 from .hops import (
     checkpoint_regions,
@@ -391,6 +391,9 @@ def collect_metadata(
             grad_mode=grad_mode,
             keep_in_graph=keep_input_mutations,
         )
+        if in_inference_mode():  # autograd records nothing: no write is one it sees
+            seen = alias.facts.IN_REQUIRES_GRAD | alias.facts.IN_NEW_VALUE_REQUIRES_GRAD
+            facts.input_flags = [f & ~seen for f in facts.input_flags]
         facts.input_storage_resize = {
             **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
             **resizes.last,
