@@ -466,3 +466,37 @@ def test_autograd_checks_follow_inference_mode(fn: Any, make: Any, mode: str) ->
         ):
             continue  # Dynamo itself (backend="eager") fails on this detach_() under inference mode
         assert_like_eager(fn, make, compiler, ctx=ctx)
+
+
+# ------------------------------------------- found by the soak (seeds 7000-7399)
+
+
+def _out_resizes_an_input(x0, x2):
+    t1 = x0.sum(0)
+    torch.mul(t1, 2, out=x0)  # eager resizes the input itself to [4]
+    return x0 @ x0, x2 - t1
+
+
+def _saved_then_unsqueezed(x1, x2):
+    t1 = torch.mm(x1, x2)  # saves x2 for the backward
+    with torch.enable_grad():
+        x2.unsqueeze_(0)  # eager: the call runs, the backward raises "modified by an inplace"
+    return t1, x2.squeeze()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_out_resizes_an_input, leaves(((4, 4), False), ((4, 4), False))),
+        (_saved_then_unsqueezed, leaves(((4, 4), True), ((4, 4), True))),
+    ],
+    ids=["out_resizes_an_input", "saved_then_unsqueezed"],
+)
+def test_soak_7000(fn: Any, make: Any, compiler: str) -> None:
+    def make_clones() -> tuple[list[Any], list[torch.Tensor]]:
+        args, leaves_ = make()
+        return [a.clone() if a.requires_grad else a for a in args], leaves_
+
+    ctx = torch.no_grad if fn is _out_resizes_an_input else contextlib.nullcontext
+    assert_like_eager(fn, make_clones, COMPILERS[compiler], ctx=ctx, calls=2)

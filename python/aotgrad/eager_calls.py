@@ -1,16 +1,16 @@
 """Calls that tracing would give another meaning than eager's, resolved as eager does.
 
-**``out=`` views of the wrong shape.** Eager resizes an ``out=`` tensor whose shape differs from the result (a view keeps its
-storage offset and takes contiguous strides for the new shape), then writes the result
-into it. Functionalization cannot replay the resize of a *view* (``torch.sin(s,
-out=x.diagonal())`` fails with "expected src to have a size equal to the slice of
-self"), so while tracing, an ``out=`` view of the wrong shape is restrided in place
-(``as_strided_``, a metadata change functionalization records) and the result copied
-into it: the same bytes of the same storage end up written, as in eager.
-
-Everything else (shapes that already agree, outputs that are not views, tuples of
-outputs, results eager refuses to cast, arguments that make eager raise under autograd)
-calls the op unchanged.
+**``out=`` tensors of the wrong shape.** Eager resizes an ``out=`` tensor whose shape
+differs from the result (keeping its storage offset, with contiguous strides for the
+new shape; the resize is no write), then writes the result into it. Functionalization
+cannot replay that resize (of a view: "expected src to have a size equal to the slice
+of self"; of an input: not at all), so while tracing the result is computed without
+``out=``, the ``out=`` tensor restrided in place (``as_strided_``, a metadata change
+functionalization records) and the result copied in (through a view of the same bytes
+taken from the base, for a view): the same bytes of the same storage are written, as in
+eager. An ``out=`` of the right shape gets the result copied in. Left to the op itself:
+tuples of outputs, results eager refuses to cast, arguments that make eager raise
+under autograd, a resize that needs more storage.
 
 **In-place calls eager refuses** (memory overlap, leaves that require grad): raised
 before the call, as eager raises them (``inplace_checks``).
@@ -110,6 +110,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         inference = getattr(_calls, "inference", False)
+        if inference and torch.is_grad_enabled():
+            # under inference mode autograd records and checks nothing, even inside the
+            # function's enable_grad blocks
+            with torch.no_grad():
+                return self.__torch_function__(func, types, args, kwargs)
         if func is _DETACH_ and args:
             if inference:  # autograd's kernel does not run: detach_() changes nothing
                 return args[0]
@@ -126,14 +131,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 return args[0].detach_()
             return func(*args, **kwargs)
         out = kwargs.get("out")
-        if out is not None and getattr(_calls, "inference", False) and torch.is_grad_enabled():
-            with torch.no_grad():  # inference mode: enable_grad records nothing
-                return self.__torch_function__(func, types, args, kwargs)
-        if (
-            not isinstance(out, torch.Tensor)
-            or out._base is None
-            or _eager_raises_for_grad(args, kwargs)
-        ):
+        if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return func(*args, **kwargs)
         rest = {k: v for k, v in kwargs.items() if k != "out"}
         result = func(*args, **rest)
@@ -156,5 +154,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         # which torch supports only for contiguous views under autograd)
         with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
             out.as_strided_(result.shape, strides, offset)
-        out._base.as_strided(result.shape, strides, offset).copy_(result)
+        (out if out._base is None else out._base.as_strided(result.shape, strides, offset)).copy_(
+            result
+        )
         return out

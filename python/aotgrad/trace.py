@@ -506,12 +506,18 @@ def trace_joint(
         # check when the backward reads it, so the compiled backward raises as eager does
         # (the trace itself goes on: the forward alone must still work).
         def pack(t: Any) -> Any:
-            return t, t._version
+            return t, t._version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
-        def unpack(saved: tuple[Any, int]) -> Any:
-            t, version = saved
-            if t._version != version and not stale:
+        def unpack(saved: tuple[Any, int, Any]) -> Any:
+            t, version, layout = saved
+            if t._version == version:
+                return t
+            if not stale:
                 stale.append(_stale_message(t, version))
+            # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
+            # on the layout it saved (it raises before it runs anyway)
+            if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
+                return t.as_strided(*layout)
             return t
 
         # The function runs under the caller's grad mode (its own enable_grad / no_grad
