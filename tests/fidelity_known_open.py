@@ -7,9 +7,6 @@ Replay one: ``python tests/fidelity_programs.py SEED ENTRY``.
 """
 
 FAMILIES = {
-    "raises 'a view was created in no_grad mode' where eager runs (enable_grad metadata writes, overlapping inputs)": {
-        63
-    },
     "version counter of a view of an intermediate that requires grad, written through another view": {
         42
     },
