@@ -1,0 +1,290 @@
+"""Stage 6 — runtime: compiled forward/backward wrapped in a ``torch.autograd.Function``.
+
+The forward graph returns the user's outputs, then the intermediate bases of
+aliased outputs, then the new values of mutated inputs, then the saved values
+(tensors, then SymInts). The autograd.Function keeps the saved values on
+``ctx`` and feeds them, with the tangents, to the compiled backward. The graph
+itself is functional: after it runs, the epilogue (``epilogue.py``) applies input
+mutations to the real inputs, sets their version counters and rebuilds outputs that
+alias inputs or intermediates as real views; ``layout.py`` says what it replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .epilogue import Epilogue
+from .layout import ForwardLayout, OutputAlias
+
+__all__ = ["ForwardLayout", "OutputAlias", "make_inference_function", "make_training_function"]
+
+BoxedFn = Callable[[list[Any]], Any]
+
+
+def _without_autocast(f: BoxedFn) -> BoxedFn:
+    """``f`` run with autocast off. The compiled graphs hold the casts autocast made
+    while they were traced; run under the caller's autocast, their ops would be cast
+    again (and an ``autocast(enabled=False)`` block inside the function undone)."""
+
+    def run(args: list[Any]) -> Any:
+        if torch._C._is_any_autocast_enabled():
+            with torch._C._DisableAutocast():
+                return f(args)
+        return f(args)
+
+    return run
+
+
+def _on_detached_inputs(f: BoxedFn) -> BoxedFn:
+    def run(args: list[Any]) -> Any:
+        return f(
+            [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
+        )
+
+    return run
+
+
+def _under_no_grad(f: BoxedFn) -> BoxedFn:
+    def run(args: list[Any]) -> Any:
+        with torch.no_grad():
+            return f(args)
+
+    return run
+
+
+def _call(bw: BoxedFn, args: list[Any]) -> Any:
+    return bw(args)
+
+
+def _no_double_backward(bw: BoxedFn, args: list[Any]) -> Any:
+    """Run ``bw``; under ``create_graph=True`` its results carry a grad_fn that
+    refuses a second backward with a clear message instead of returning zeros."""
+
+    class _CompiledBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *a: Any) -> Any:
+            return tuple(bw(list(a[1:])))
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            raise RuntimeError(
+                "aotgrad: double backward through a compiled function is not supported; "
+                "compile the function with the outer backward inside it instead"
+            )
+
+    anchor = torch.empty(0, requires_grad=True)
+    return _CompiledBackward.apply(anchor, *args)
+
+
+def _detach_from_mutated_inputs(
+    saved: Sequence[Any], mutated_args: Sequence[torch.Tensor]
+) -> list[Any]:
+    """The backward must see an input's value from before the function mutated it:
+    a saved tensor that is (a view of) a mutated input is saved as a copy, since the
+    mutation is applied to the input itself right after the forward (and its version
+    counter moves, which autograd's saved-tensor check would take for a later write)."""
+    storages = {t.untyped_storage().data_ptr() for t in mutated_args}
+    return [
+        s.clone()
+        if isinstance(s, torch.Tensor) and s.untyped_storage().data_ptr() in storages
+        else s
+        for s in saved
+    ]
+
+
+def _unview(outs: Sequence[Any], fresh: Sequence[int]) -> tuple[Any, ...]:
+    """``outs`` with the ``fresh`` ones that are views made tensors of their own (same
+    storage, no ``._base``), as eager returns them."""
+    out = tuple(outs)
+    if any(out[k]._base is not None for k in fresh):
+        out = list(out)
+        for k in fresh:
+            if out[k]._base is not None:
+                out[k] = out[k].detach()
+        out = tuple(out)
+    return out
+
+
+def _separate_non_differentiable(
+    fwd: tuple[Any, ...], nondiff: Sequence[int], args: Sequence[Any]
+) -> tuple[Any, ...]:
+    """Outputs marked non-differentiable as objects of their own. A compiled graph returns
+    one tensor for two outputs when they have one value (a written input's new value that
+    is also returned; ``x`` and ``x.detach()``, the detach being the identity inside the
+    graph), and marking that tensor would make the differentiable twin non-differentiable
+    too: the marked output becomes a detached alias instead (eager's ``detach`` is one).
+    So does a marked output that is a view: autograd derives a view's ``requires_grad``
+    from its base, which may be a differentiable output."""
+    nondiff_set = set(nondiff)
+    taken = {id(a) for a in args if isinstance(a, torch.Tensor)}
+    taken.update(id(t) for i, t in enumerate(fwd) if i not in nondiff_set)
+    out = list(fwd)
+    changed = False
+    for i in nondiff:
+        t = out[i]
+        if isinstance(t, torch.Tensor) and (id(t) in taken or t._is_view()):
+            out[i] = t.detach()
+            changed = True
+        elif isinstance(t, torch.Tensor):
+            taken.add(id(t))  # two marked outputs may share an object: that is fine
+    return tuple(out) if changed else fwd
+
+
+def _zeros_like(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """A zero tangent for ``t``, made only if needed (contiguous, as the graph expects)."""
+    shape, dtype, device = t.shape, t.dtype, t.device
+    return lambda: torch.zeros(shape, dtype=dtype, device=device)
+
+
+def _unreached_to_none(
+    grads: Sequence[Any], deps: Sequence[tuple[int, ...]], missing: set[int]
+) -> tuple[Any, ...]:
+    """None for each gradient whose tangents all went unused."""
+    return tuple(
+        None if k < len(deps) and deps[k] and missing.issuperset(deps[k]) else g
+        for k, g in enumerate(grads)
+    )
+
+
+def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: Any) -> None:
+    """Copy the backward's new values into the inputs it wrote; version counters as eager's."""
+    for t, value, delta in zip(inputs, values, deltas):
+        v0 = t._version
+        with torch.no_grad():
+            t.copy_(value)
+        torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
+
+
+def make_training_function(
+    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
+) -> Callable[..., tuple[Any, ...]]:
+    """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd."""
+    fw, bw = _without_autocast(fw), _without_autocast(bw)
+    n_fwd = layout.num_fwd_outputs
+    n_tensors = layout.num_saved_tensors
+    tangent_outputs = layout.tangent_outputs
+    # Inputs the epilogue writes (data, metadata) or whose version counter it moves (a
+    # member of a synthetic base whose metadata the function changed)
+    mutated = sorted({*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas})
+    nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
+    bw_written = layout.backward_mutations
+    grad_tangents = layout.grad_tangents
+    stale = layout.backward_error
+    fresh = layout.fresh_outputs
+    # Unreached outputs matter only when some input's gradient comes from some of the
+    # tangents and not all: otherwise grads stay materialised (no per-call cost).
+    every = set(range(len(tangent_outputs)))
+    track_unreached = any(deps and set(deps) != every for deps in grad_tangents)
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *args: Any) -> Any:
+            outs = fw(list(args))
+            fwd = tuple(outs[:n_fwd])
+            saved = outs[n_fwd:]
+            tensors = saved[:n_tensors]
+            if mutated:
+                tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
+            ctx.save_for_backward(*tensors)
+            ctx.num_inputs = len(args)
+            if track_unreached:
+                ctx.set_materialize_grads(False)
+                ctx.zeros = [_zeros_like(fwd[i]) for i in tangent_outputs]
+            if bw_written:
+                ctx.bw_written = [args[i] for i in bw_written]
+            ctx.symints = tuple(saved[n_tensors:])
+            if fresh:
+                fwd = _unview(fwd, fresh)
+            if nondiff:
+                fwd = _separate_non_differentiable(fwd, nondiff, args)
+                marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
+                ctx.mark_non_differentiable(*marks)
+            return fwd
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            if stale is not None:
+                raise RuntimeError(stale)
+            # Tracking unreached outputs, grads are not materialised: an output the caller's
+            # backward did not reach has None, and inputs reached only through such
+            # outputs get None (eager's).
+            missing = (
+                [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
+                if track_unreached
+                else ()
+            )
+            if missing:
+                tangents = [
+                    ctx.zeros[k]() if grads[i] is None else grads[i].contiguous()
+                    for k, i in enumerate(tangent_outputs)
+                ]
+            else:
+                tangents = [grads[i].contiguous() for i in tangent_outputs]
+            args = [*ctx.saved_tensors, *ctx.symints, *tangents]
+            # Unless the graph is retained, drop ctx's references: a boxed backward
+            # (Inductor's) then frees each saved activation after its last use.
+            ctx.maybe_clear_saved_tensors()
+            run_bw = _no_double_backward if torch.is_grad_enabled() else _call
+            # One gradient per input; a trailing effect token of the backward is dropped.
+            outs = tuple(run_bw(bw, args))
+            n = ctx.num_inputs
+            if bw_written:
+                _write_back(ctx.bw_written, outs[n : n + len(bw_written)], bw_written.values())
+                del ctx.bw_written
+            if missing:
+                return _unreached_to_none(outs[:n], grad_tangents, set(missing))
+            return outs[:n]
+
+    n_user = layout.num_user_outputs
+    apply = CompiledFunction.apply
+    if layout.enable_grad:
+
+        def apply(*args: Any) -> Any:
+            with torch.enable_grad():
+                return CompiledFunction.apply(*args)
+
+    if layout.plain:
+
+        def run(*args: Any) -> tuple[Any, ...]:
+            return apply(*args)[:n_user]
+
+        return run
+    epilogue = Epilogue(layout)
+
+    def run_and_replay(*args: Any) -> tuple[Any, ...]:
+        before = epilogue.prepare(args)
+        return epilogue(args, apply(*args), before)
+
+    return run_and_replay
+
+
+def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:
+    """Return ``run(*flat_tensor_args) -> user outputs`` for a forward-only graph."""
+    fw = _without_autocast(fw)
+
+    n_user = layout.num_user_outputs
+    fresh = layout.fresh_outputs
+    if layout.detach_inputs:
+        fw = _on_detached_inputs(fw)
+    if any(layout.requires_grad_changes.values()):
+        # inputs made to require grad before the graph (``x.requires_grad_()``): what the
+        # graph computes from them has no autograd history (else the training graph runs)
+        fw = _under_no_grad(fw)
+    if layout.plain:
+
+        def run(*args: Any) -> tuple[Any, ...]:
+            outs = tuple(fw(list(args))[:n_user])
+            return _unview(outs, fresh) if fresh else outs
+
+        return run
+    epilogue = Epilogue(layout)
+
+    def run_and_replay(*args: Any) -> tuple[Any, ...]:
+        before = epilogue.prepare(args)
+        outs = fw(list(args))
+        return epilogue(args, _unview(outs, fresh) if fresh else outs, before)
+
+    return run_and_replay

@@ -1,0 +1,195 @@
+"""Stage 6b — the epilogue: what runs after the compiled forward. Input mutations
+(metadata, then data) applied to the real inputs, their version counters set as
+eager's, and outputs that alias inputs or intermediates rebuilt as real views
+(``aotgrad.alias`` decides which)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..alias import OutputVerdict, ViewSpec
+from ..alias.storage import byte_range
+from ..alias.views import (
+    Evaluator,
+    custom_view_of,
+    detached_alias,
+    regenerate,
+    replay_metadata,
+    routed_view,
+    stale_custom_view,
+)
+from .layout import ForwardLayout, OutputAlias
+
+_CM = torch._C._autograd.CreationMeta
+#: Views eager made under no_grad / inference mode: autograd does not track them.
+_NO_GRAD_VIEWS = frozenset({_CM.NO_GRAD_MODE, _CM.INFERENCE_MODE})
+
+
+def _identity(spec: ViewSpec) -> ViewSpec:
+    return spec
+
+
+class Epilogue:
+    """What runs after the compiled forward: input mutations (metadata, then data)
+    applied to the real inputs, their version counters set as eager's, and aliased
+    outputs rebuilt as real views of their inputs or intermediate bases."""
+
+    def __init__(self, layout: ForwardLayout) -> None:
+        self.layout = layout
+        self.n_user = layout.num_user_outputs
+        self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
+        self.versioned = list(layout.version_deltas.items())
+        self.rebuilt = {a.index for a in layout.output_aliases}
+        self.leaf_bases = sorted(
+            {self.n_user + a.source for a in layout.output_aliases if a.base_leaf}
+        )
+        self.rebuilt |= {*layout.stale_views, *layout.custom_views}
+        specs = [a.view for a in layout.output_aliases if a.view is not None]
+        specs += layout.metadata_mutations.values()
+        specs += [v[1] for v in layout.stale_views.values() if v is not None]
+        specs += [v[1] for v in layout.custom_views.values()]
+        self.static = all(s.static for s in specs)
+
+    def prepare(self, args: Sequence[Any]) -> list[int]:
+        """Before the graph runs: inputs the function makes require grad do; inputs
+        resized by the function get the storage it gave them (the graph reads and writes
+        them as if it had); their version counters."""
+        for i, flag in self.layout.requires_grad_changes.items():
+            if flag:  # before the graph runs: autograd then records it, as in eager
+                args[i].requires_grad_(True)
+        for i in self.layout.storage_resizes:
+            t = args[i]
+            if t.untyped_storage().nbytes() == 0 and t.numel():
+                torch.ops.inductor.resize_storage_bytes_(t, byte_range(t)[1])
+        # Inference tensors have no version counter (-1: nothing to set).
+        return [-1 if args[i].is_inference() else args[i]._version for i, _ in self.versioned]
+
+    def __call__(self, args: Sequence[Any], fwd: Sequence[Any], before: list[int]) -> tuple:
+        layout = self.layout
+        spec = _identity if self.static else Evaluator(layout.bindings, args).spec
+        # made before the writes below, which make them stale as eager's are
+        early = {
+            k: custom_view_of(args[src[0]], spec(src[1]))
+            for k, src in layout.stale_views.items()
+            if src is not None
+        }
+        for i, view in layout.metadata_mutations.items():
+            replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
+        start = self.values_start
+        new_values = fwd[start : start + len(layout.mutated_inputs)]
+        for i, value, with_grad in zip(
+            layout.mutated_inputs, new_values, layout.mutation_with_grad
+        ):
+            target = args[i]
+            if target is value:
+                continue
+            if with_grad:
+                target.copy_(value)  # autograd records the write (CopyBackwards)
+            else:
+                with torch.no_grad():
+                    target.copy_(value)
+        for i, after in layout.storage_resizes.items():
+            torch.ops.inductor.resize_storage_bytes_(args[i], after)
+        self._set_versions(args, before)
+        # detach_() / requires_grad_(False) inside the function: views returned of the
+        # input are made of it out of autograd, as eager's are
+        for i, flag in layout.requires_grad_changes.items():
+            if not flag:
+                if i in layout.requires_grad_flag_off:
+                    args[i].requires_grad_(False)
+                else:
+                    args[i].detach_()
+        outs = list(fwd[: self.n_user])
+        versions = layout.output_versions
+        for k, v in versions.items():
+            if k not in self.rebuilt:
+                _set_version(outs[k], v)
+        if self.leaf_bases:
+            fwd = list(fwd)
+            for k in self.leaf_bases:
+                fwd[k] = fwd[k].detach().requires_grad_(True)
+        for a in layout.output_aliases:
+            outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
+        for k in layout.new_leaves:
+            if not outs[k].requires_grad:
+                outs[k].requires_grad_(True)
+        for k in layout.stale_views:
+            stale = early.get(k)
+            outs[k] = stale if stale is not None else stale_custom_view(outs[k], versions.get(k, 0))
+        for k, (i, view) in layout.custom_views.items():
+            outs[k] = routed_view(args[i], spec(view), outs[k])
+        for k, first in layout.same_as.items():
+            outs[k] = outs[first]
+        if layout.merged_outputs:
+            taken = {id(o) for j, o in enumerate(outs) if j not in layout.merged_outputs}
+            for k in layout.merged_outputs:
+                if id(outs[k]) in taken:
+                    outs[k] = outs[k].detach()
+        return tuple(outs)
+
+    def _set_versions(self, args: Sequence[Any], before: list[int]) -> None:
+        """Version counters as eager leaves them: views of one tensor share a counter, which
+        every write through any of them bumps."""
+        if len(self.versioned) == 1:
+            (i, delta), v0 = self.versioned[0], before[0]
+            if v0 >= 0 and args[i]._version != v0 + delta:
+                torch._C._autograd._unsafe_set_version_counter((args[i],), (v0 + delta,))
+            return
+        shared: dict[int, int] = {}
+        for (i, delta), v0 in zip(self.versioned, before):
+            root = args[i] if args[i]._base is None else args[i]._base
+            shared[id(root)] = shared.get(id(root), v0) + delta
+        for (i, _), v0 in zip(self.versioned, before):
+            t = args[i]
+            target = shared[id(t if t._base is None else t._base)]
+            if v0 >= 0 and t._version != target:
+                torch._C._autograd._unsafe_set_version_counter((t,), (target,))
+
+    def _rebuild(
+        self,
+        a: OutputAlias,
+        args: Sequence[Any],
+        fwd: Sequence[Any],
+        outs: list,
+        spec: Any,
+        version: int | None = None,
+    ) -> Any:
+        if a.verdict == OutputVerdict.IS_INPUT:
+            return args[a.source]
+        if a.verdict == OutputVerdict.ALIAS_OF_INPUT:
+            base = args[a.source]
+        elif a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+            base = outs[a.source]
+        else:
+            base = fwd[self.n_user + a.source]
+        if version is not None:  # the base's, before the view records it
+            _set_version(base, version, views=not base.requires_grad)
+        assert a.view is not None
+        meta = a.creation_meta
+        if a.detached_base >= 0:  # a view of that output, at the input's bytes
+            view = spec(a.view)
+            at = base.storage_offset() + view.offset
+            return outs[a.detached_base].as_strided(view.size, view.stride, at)
+        if a.detached:
+            leaf = a.index in self.layout.new_leaves
+            return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
+        requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
+        out = regenerate(base, spec(a.view), requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
+        if meta is not None and out._is_view():
+            torch._C._autograd._set_creation_meta(out, meta)
+        return out
+
+
+def _set_version(t: Any, version: int, views: bool = False) -> None:
+    """A fresh output's version counter (a view's only with ``views``: autograd takes the
+    change of a view requiring grad for a write to its base after the view was made)."""
+    if (
+        isinstance(t, torch.Tensor)
+        and not t.is_inference()
+        and (views or not t._is_view())
+        and t._version != version
+    ):
+        torch._C._autograd._unsafe_set_version_counter((t,), (version,))

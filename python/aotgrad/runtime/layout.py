@@ -1,0 +1,138 @@
+"""What the runtime knows of a compiled forward: how its flat outputs are laid out
+(user outputs, intermediate bases, new values of mutated inputs, tokens, saved values)
+and every fact the epilogue replays (``ForwardLayout``), per aliased output
+(``OutputAlias``). Built by ``program._layout`` from the trace's metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..alias import OutputVerdict, ViewSpec
+from ..alias.views import Binding
+
+
+@dataclass
+class OutputAlias:
+    """A user output the runtime rebuilds as a view instead of returning the graph's."""
+
+    index: int
+    verdict: OutputVerdict
+    #: The input, user output or intermediate-base slot it is a view of (``AliasPlan``).
+    source: int
+    view: ViewSpec | None
+    requires_grad: bool
+    #: Autograd's creation meta of the eager view when it is not the default (a
+    #: multi-output view, a view made under no_grad): eager's in-place checks follow it.
+    creation_meta: Any = None
+    #: 0: a view of its base; 1: a detached alias of it (``x.detach()``, not a view);
+    #: 2: a view of a detached alias (``x.detach().t()``).
+    detached: int = 0
+    #: With ``detached`` 2: the earlier user output that is the detached alias this is
+    #: a view of (``t = x.detach(); return t, t.t()``), or -1.
+    detached_base: int = -1
+    #: A view of an intermediate that is a leaf requiring grad in eager: the runtime makes
+    #: the graph's base that leaf (one per base) and returns views of it with a grad_fn.
+    base_leaf: bool = False
+    #: A view (made with grad mode on) of an input that did not require grad: it requires
+    #: grad if the input does after the call's writes (a write through another view of
+    #: the input's base gives the base, and so every view of it, autograd history).
+    grad_through_base: bool = False
+
+
+@dataclass
+class ForwardLayout:
+    """How the flat outputs of a compiled forward graph are laid out, and what the runtime
+    does with them: user outputs, then intermediate bases, then the new values of mutated
+    inputs, then effect tokens (then, in training, the saved values)."""
+
+    num_user_outputs: int
+    mutated_inputs: list[int]
+    #: Forward outputs (indices among all of the above) that get a tangent in the backward.
+    tangent_outputs: list[int]
+    num_saved_tensors: int = 0
+    num_saved_symints: int = 0
+    #: Effect tokens after the mutated inputs' values (not user-visible).
+    num_tokens: int = 0
+    num_intermediate_bases: int = 0
+    #: Per entry of ``mutated_inputs``: copy the new value in with grad mode on.
+    mutation_with_grad: list[bool] = field(default_factory=list)
+    #: Inputs whose sizes/strides/offset the function changed, and the new ones.
+    metadata_mutations: dict[int, ViewSpec] = field(default_factory=dict)
+    #: Of those, the ones (non-leaves that require grad) whose change autograd records.
+    metadata_with_grad: list[int] = field(default_factory=list)
+    #: Inputs the function wrote, and how many in-place ops it ran on each.
+    version_deltas: dict[int, int] = field(default_factory=dict)
+    output_aliases: list[OutputAlias] = field(default_factory=list)
+    #: Where the size symbols of non-static view specs are read from the inputs.
+    bindings: list[Binding] = field(default_factory=list)
+    #: User outputs that are an earlier user output object (``return t, t``).
+    same_as: dict[int, int] = field(default_factory=dict)
+    #: User outputs the graph returns as an earlier one's value, distinct objects in eager.
+    merged_outputs: list[int] = field(default_factory=list)
+    #: Fresh user outputs and views of intermediates written in place inside the
+    #: function: their version counters (a view shares its base's).
+    output_versions: dict[int, int] = field(default_factory=dict)
+    #: User outputs that are leaves requiring grad (``requires_grad_()`` inside the function).
+    new_leaves: list[int] = field(default_factory=list)
+    #: User outputs eager returns as a stale custom-Function view (``OutputInfo``), and
+    #: the input whose bytes it views (with the view), if any.
+    stale_views: dict[int, tuple[int, ViewSpec] | None] = field(default_factory=dict)
+    #: User outputs eager returns as tensors of their own (not views): a compiled graph
+    #: may return a view of one of its intermediates there (``reshape`` as ``view`` of a
+    #: ``clone``; Inductor's ``reinterpret_tensor``), which the runtime detaches.
+    fresh_outputs: list[int] = field(default_factory=list)
+    #: An inference graph that scatters through strided views (``as_strided_scatter``,
+    #: which torch refuses on non-contiguous tensors that require grad, as an input can
+    #: under inference mode): it runs on detached inputs.
+    detach_inputs: bool = False
+    #: User outputs a custom Function made as a view of an input's bytes: the input and
+    #: the view. The runtime returns that view of the real input, its gradient routed
+    #: into the graph's output (``alias.views.routed_view``).
+    custom_views: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
+    #: Inputs whose ``requires_grad`` the function changed, and the new flag.
+    requires_grad_changes: dict[int, bool] = field(default_factory=dict)
+    #: Of those turned off, the ones by ``requires_grad_(False)`` (the others:
+    #: ``detach_()``, a no-op on autograd under inference mode, as in eager).
+    requires_grad_flag_off: list[int] = field(default_factory=list)
+    #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
+    #: the autograd.Function runs with grad mode on.
+    enable_grad: bool = False
+    #: Inputs the backward writes (in-place ops per input): the compiled backward returns
+    #: their new values after the gradients, and the runtime copies them in.
+    backward_mutations: dict[int, int] = field(default_factory=dict)
+    #: Per input gradient, the tangents it depends on (``program._grad_tangents``).
+    grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
+    #: Eager's error for a backward that reads a saved tensor written after it was saved.
+    backward_error: str | None = None
+    #: Inputs that come with an empty storage or whose storage the function resizes, and
+    #: their bytes after the call. The graphs never resize; the runtime does, around them:
+    #: an empty input gets the bytes it views while the graph reads and writes it.
+    storage_resizes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def num_fwd_outputs(self) -> int:
+        return (
+            self.num_user_outputs
+            + self.num_intermediate_bases
+            + len(self.mutated_inputs)
+            + self.num_tokens
+        )
+
+    @property
+    def plain(self) -> bool:
+        """Nothing to replay: the graph's user outputs are the answer."""
+        return not (
+            self.mutated_inputs
+            or self.metadata_mutations
+            or self.version_deltas
+            or self.output_aliases
+            or self.new_leaves
+            or self.same_as
+            or self.merged_outputs
+            or self.output_versions
+            or self.requires_grad_changes
+            or self.storage_resizes
+            or self.stale_views
+            or self.custom_views
+        )
