@@ -141,7 +141,7 @@ class AotFunction:
         """Run on flattened arguments: ``shape`` is their pytree spec, or their count when
         they are positional leaves; ``state`` is the extra guarded state (or None)."""
         if subclasses.any_subclass(flat):
-            return subclasses.call(self, flat, shape, state)
+            return subclasses.call(self, flat, shape, state, AotFunction)
         key = guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
         entry = self.cache.get(key)
         while entry is not None and not entry.accepts(flat):
@@ -467,7 +467,7 @@ def _compile_cached(
     """compile_flat through the in-process and on-disk caches."""
     from . import cache
 
-    key = cache.key_for(gm, graph_inputs, options, training=training)
+    key = cache.key_for(gm, graph_inputs, options, training=training, lifted=lifted_state(gm))
     artifact = cache.memory_get(key)
     if artifact is not None:
         return artifact

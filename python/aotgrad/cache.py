@@ -30,7 +30,7 @@ import sys
 import tempfile
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -99,15 +99,12 @@ def _describe_options(options: AotOptions) -> str:
     )
 
 
-def _constants_digest(gm: fx.GraphModule) -> str:
+def _constants_digest(gm: fx.GraphModule, lifted: Collection[str] = ()) -> str:
     h = hashlib.sha256()
-    from .api import lifted_state
-
-    # Parameters and buffers are lifted to graph inputs: their metadata is in the key with
-    # the other inputs', their values are not constants.
-    state = lifted_state(gm)
+    # Parameters and buffers are lifted to graph inputs (``lifted``: their names): their
+    # metadata is in the key with the other inputs', their values are not constants.
     for node in gm.graph.find_nodes(op="get_attr"):
-        if node.target in state:
+        if node.target in lifted:
             h.update(f"{node.target}:input".encode())
             continue
         value = gm
@@ -140,9 +137,15 @@ def _describe_context_fn(fn: Any) -> str:
 
 
 def key_for(
-    gm: fx.GraphModule, inputs: Sequence[Any], options: AotOptions, *, training: bool
+    gm: fx.GraphModule,
+    inputs: Sequence[Any],
+    options: AotOptions,
+    *,
+    training: bool,
+    lifted: Collection[str] = (),
 ) -> str:
-    """The cache key of compiling ``gm`` for ``inputs`` with ``options``."""
+    """The cache key of compiling ``gm`` for ``inputs`` with ``options``; ``lifted``: the
+    names of ``gm``'s parameters and buffers that are lifted to graph inputs."""
     h = hashlib.sha256()
     for part in (
         f"format={FORMAT}",
@@ -153,7 +156,7 @@ def key_for(
         f"modes={guards.call_modes()}",
         _describe_options(options),
         gm.code,
-        _constants_digest(gm),
+        _constants_digest(gm, frozenset(lifted)),
         *map(_describe_input, inputs),
     ):
         h.update(part.encode())

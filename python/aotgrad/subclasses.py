@@ -443,20 +443,19 @@ def _child_options(options: Any, flat: Sequence[Any], layouts: Sequence[Layout |
     )
 
 
-def call(parent: Any, flat: list[Any], shape: Any, state: Any) -> Any:
+def call(parent: Any, flat: list[Any], shape: Any, state: Any, make_child: Any) -> Any:
     """Run ``parent`` (an ``api.AotFunction``) on a call holding subclasses: through the
-    child compiled for this layout of its arguments."""
+    child compiled for this layout of its arguments (``make_child(fn, options)``: the
+    api's ``AotFunction``, passed in so that this stage does not import the api)."""
     layouts = tuple(layout_of(x) if is_subclass(x) else None for x in flat)
     key = (tuple(None if lay is None else lay.key for lay in layouts), shape)
     children: dict[Any, _Child] = parent.__dict__.setdefault("subclass_children", {})
     child = children.get(key)
     if child is None:
-        from .api import AotFunction
-
         record = _Outputs()
         fn = _plain_function(parent.fn, shape, layouts, record)
         options = _child_options(parent.options, flat, layouts)
-        child = _Child(AotFunction(fn, options), record)
+        child = _Child(make_child(fn, options), record)
         children[key] = child
     plain = flatten_args(flat, layouts)
     outs = child.compiled.call_flat(plain, len(plain), state)
