@@ -148,7 +148,7 @@ def test_out_of_range_values(table, data):
         else:  # offsets that decrease
             t.arg_ptr[row] = t.arg_ptr[row + 1] + 1
     elif column == "flags":
-        t.flags[row] |= np.uint32(1 << data.draw(st.integers(13, 31)))
+        t.flags[row] |= np.uint32(1 << data.draw(st.integers(14, 31)))  # bits 0-13 are flags
     elif column == "region":
         t.region[row] = data.draw(st.integers(-(2**31), -2))
     elif column == "arg_idx":  # a forward reference or a self-cycle
