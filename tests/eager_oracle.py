@@ -171,3 +171,32 @@ def leaves(
         return ts, [t for t in ts if t.requires_grad]
 
     return make
+
+
+# Custom Functions the fidelity tests share.
+
+
+class Half(torch.autograd.Function):
+    """Returns its input as-is (eager: a view of it made in the Function); backward g/2."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 0.5
+
+
+class DirtyMul(torch.autograd.Function):
+    """Writes its input (``mark_dirty``) and returns it; backward g*2."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 2

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, assert_like_eager, leaf_clone, leaves
+from eager_oracle import COMPILERS, DirtyMul, Half, assert_like_eager, leaf_clone, leaves
 
 
 @pytest.fixture(autouse=True)
@@ -192,39 +192,13 @@ def test_input_leaves_autograd_under_each_mode(fn: Any, mode: str) -> None:
 # ------------------------------- custom Functions whose output views an input's bytes
 
 
-class HalfGrad(torch.autograd.Function):
-    """Returns its input as-is (eager: a view of it made in the Function)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 0.5
-
-
-class DirtyMul(torch.autograd.Function):
-    """Writes its input (``mark_dirty``) and returns it."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        x.mul_(2)
-        ctx.mark_dirty(x)
-        return x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 2
-
-
 def _dirty_view_of_input(x0):
     t = x0.view_as(x0)
     return x0 * 1, DirtyMul.apply(t)
 
 
 def _as_is_then_base_written_under_no_grad(x0):
-    t = HalfGrad.apply(x0)
+    t = Half.apply(x0)
     with torch.no_grad():
         x0.mul_(2)  # eager: t is now stale; reading its grad_fn raises
         t.copy_(t)
@@ -232,7 +206,7 @@ def _as_is_then_base_written_under_no_grad(x0):
 
 
 def _as_is_of_a_slice(x0):
-    return HalfGrad.apply(x0[1:]), x0 * 2
+    return Half.apply(x0[1:]), x0 * 2
 
 
 def _columns() -> tuple[list[Any], list[torch.Tensor]]:

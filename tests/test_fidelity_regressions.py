@@ -15,17 +15,7 @@ import torch
 
 import aotgrad
 from aotgrad.partition import default_partition, min_cut_rematerialization_partition
-from eager_oracle import COMPILERS, assert_like_eager, leaf_clone, leaves
-
-
-class Half(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 0.5
+from eager_oracle import COMPILERS, DirtyMul, Half, assert_like_eager, leaf_clone, leaves
 
 
 class HalfView(torch.autograd.Function):
@@ -126,18 +116,6 @@ def _split(a):
 
 def _grad_mode_branch(x):
     return x * 2 if torch.is_grad_enabled() else x * 3
-
-
-class DirtyMul(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        x.mul_(2)
-        ctx.mark_dirty(x)
-        return x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 2
 
 
 def _view_under_no_grad(x):
