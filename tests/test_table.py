@@ -129,7 +129,7 @@ def test_multi_output_and_non_tensor_values():
 
 
 def _hand_graph() -> fx.GraphModule:
-    """x: primal, t: tangent, n = sym_size(x, 0) (an int), y = mul(x, n), z = add(y, t)."""
+    """x: primal, t: tangent (roles in meta), n = sym_size(x, 0) (an int), y = mul(x, n), z = add(y, t)."""
     g = fx.Graph()
     x, t = g.placeholder("x"), g.placeholder("tangents_1")
     n = g.call_function(aten.sym_size.int, (x, 0))
@@ -138,6 +138,7 @@ def _hand_graph() -> fx.GraphModule:
     none = g.call_function(aten._assert_async.msg, (y, "oops"))
     g.output((y, None, z, z))
     x.meta["val"] = t.meta["val"] = torch.empty(3, 5)
+    x.meta["aotgrad_role"], t.meta["aotgrad_role"] = "primal", "tangent"
     n.meta["val"] = 3
     for node in (y, z):
         node.meta["val"] = torch.empty(3, 5, dtype=torch.float64)

@@ -20,6 +20,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.node import map_arg
 
 from .errors import GraphError
+from .roles import is_tangent
 
 IN_FORWARD = 1
 IN_BACKWARD = 2
@@ -56,12 +57,6 @@ def _placeholder(graph: fx.Graph, node: fx.Node, env: dict[fx.Node, fx.Node], na
     env[node] = new
 
 
-def is_tangent(placeholder: fx.Node) -> bool:
-    """Whether a joint graph's placeholder is a tangent (else a primal)."""
-    role = placeholder.meta.get("aotgrad_role", "primal")
-    return role == "tangent" or placeholder.name.startswith("tangents")
-
-
 def _map_outputs(values: Sequence[Any], env: dict[fx.Node, fx.Node], which: str) -> list[Any]:
     out = []
     for v in values:
@@ -91,58 +86,71 @@ def split_joint(
     when row ``i`` computes the same value as the earlier row ``rep[i]``; its
     readers then read that row's copy (row ``i`` itself is in neither graph).
     """
-    output_node = joint.graph.output_node()
-    outputs = list(output_node.args[0])  # type: ignore[arg-type]
+    outputs = list(joint.graph.output_node().args[0])  # type: ignore[arg-type]
     saved_nodes = [nodes[i] for i in saved]
-    saved_set = set(saved_nodes)
-
-    fw_graph, bw_graph = fx.Graph(), fx.Graph()
-    fw_env: dict[fx.Node, fx.Node] = {}
-    bw_env: dict[fx.Node, fx.Node] = {}
-
-    # Backward placeholders first: saved values in order, then tangents (below).
-    used_names: set[str] = set()
+    fw = _Half("forward")
+    bw = _Half("backward")
+    # Backward placeholders first: saved values in order, then tangents (below). A saved
+    # value is never named like a tangent: torch's tooling tells tangents by name.
     for n in saved_nodes:
         name = n.name if not n.name.startswith("tangents") else f"saved_{n.name}"
-        used_names.add(name)
-        _placeholder(bw_graph, n, bw_env, name)
+        _placeholder(bw.graph, n, bw.env, name)
+    _place_nodes(nodes, placement, set(saved_nodes), _merged_rows(rep), fw, bw)
+    fw.graph.output(tuple(fw.outputs(outputs[:num_fwd_outputs]) + fw.outputs(saved_nodes)))
+    bw.graph.output(tuple(bw.outputs(outputs[num_fwd_outputs:])))
+    return _LazyGraphModule(joint, fw.graph), _LazyGraphModule(joint, bw.graph)
 
-    merged: dict[int, int] = {}
-    if rep is not None:
-        reps = np.asarray(rep)
-        rows = np.flatnonzero(reps != np.arange(len(reps)))
-        merged = dict(zip(rows.tolist(), reps[rows].tolist(), strict=True))
+
+class _Half:
+    """One of the two graphs being built, and the joint node → its node there."""
+
+    def __init__(self, which: str) -> None:
+        self.which = which
+        self.graph = fx.Graph()
+        self.env: dict[fx.Node, fx.Node] = {}
+
+    def outputs(self, values: Sequence[Any]) -> list[Any]:
+        return _map_outputs(values, self.env, self.which)
+
+
+def _merged_rows(rep: Sequence[int] | np.ndarray | None) -> dict[int, int]:
+    """Row → its representative, for the rows CSE merged into an earlier one."""
+    if rep is None:
+        return {}
+    reps = np.asarray(rep)
+    rows = np.flatnonzero(reps != np.arange(len(reps)))
+    return dict(zip(rows.tolist(), reps[rows].tolist(), strict=True))
+
+
+def _place_nodes(
+    nodes: Sequence[fx.Node],
+    placement: Sequence[int],
+    saved: set[fx.Node],
+    merged: dict[int, int],
+    fw: _Half,
+    bw: _Half,
+) -> None:
+    """Copy every row into the graph(s) its placement names, in order: a placeholder by
+    its role, a merged row as its representative, a saved value into the forward only."""
     for i, node in enumerate(nodes):
-        where = placement[i]
         if merged and i in merged:  # stand-in: the representative (an earlier row)
             r = nodes[merged[i]]
-            for env in (fw_env, bw_env):
+            for env in (fw.env, bw.env):
                 if r in env:
                     env[node] = env[r]
             continue
         if node.op == "placeholder":
-            if is_tangent(node):
-                _placeholder(bw_graph, node, bw_env, node.name)
-            else:
-                _placeholder(fw_graph, node, fw_env, node.name)
+            half = bw if is_tangent(node) else fw
+            _placeholder(half.graph, node, half.env, node.name)
             continue
+        where = placement[i]
         if where & IN_FORWARD:
-            _copy_node(fw_graph, node, fw_env)
-        if where & IN_BACKWARD and node not in saved_set:
+            _copy_node(fw.graph, node, fw.env)
+        if where & IN_BACKWARD and node not in saved:
             try:
-                _copy_node(bw_graph, node, bw_env)
+                _copy_node(bw.graph, node, bw.env)
             except KeyError as e:
                 raise GraphError(
                     f"backward node {node.name} reads {e.args[0]}, which is neither saved, "
                     "a tangent, nor recomputed"
                 ) from None
-
-    fw_outs = _map_outputs(outputs[:num_fwd_outputs], fw_env, "forward")
-    fw_outs += _map_outputs(saved_nodes, fw_env, "forward")
-    fw_graph.output(tuple(fw_outs))
-    bw_outs = _map_outputs(outputs[num_fwd_outputs:], bw_env, "backward")
-    bw_graph.output(tuple(bw_outs))
-
-    fw = _LazyGraphModule(joint, fw_graph)
-    bw = _LazyGraphModule(joint, bw_graph)
-    return fw, bw

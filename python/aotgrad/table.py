@@ -18,7 +18,7 @@ import enum
 import hashlib
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +31,11 @@ from torch.fx.passes.shape_prop import TensorMetadata
 from torch.utils.checkpoint import CheckpointPolicy
 
 from .errors import UnsupportedError, table_error
+from .roles import PRIMAL, ROLE_KEY, TANGENT
 
 FORMAT_VERSION = 4
 PLACEHOLDER_OP = "placeholder"
 GET_ATTR_OP = "get_attr"
-ROLE_KEY = "aotgrad_role"
 #: ``meta`` key the tracer sets on primals the function overwrites in place.
 MUTATED_KEY = "aotgrad_mutated"
 STATIC_KEY = "aotgrad_static_input"
@@ -408,12 +408,10 @@ def _value_facts(val: Any) -> tuple[int, int]:
 
 def _placeholder_kind(node: fx.Node, row: int, role: Any) -> int:
     if role is None:
-        role = node.meta.get(ROLE_KEY)
-    if role is None:
-        return _TANGENT if node.name.startswith("tangents") else _PRIMAL
-    if role == "primal":
+        role = node.meta.get(ROLE_KEY, PRIMAL)  # unstamped: an input, as for any fx graph
+    if role == PRIMAL:
         return _PRIMAL
-    if role == "tangent":
+    if role == TANGENT:
         return _TANGENT
     if role is _NO_ROLE:
         raise table_error("kind", row, f"no role given for placeholder {node.name} (too few roles)")
@@ -436,8 +434,8 @@ def to_table(
             forward outputs, then the gradients).
         num_fwd_outputs: how many of the outputs are forward outputs.
         roles: optional role (``"primal"`` / ``"tangent"``) of each placeholder,
-            in order; otherwise ``meta["aotgrad_role"]``, else the name prefix
-            ``tangents``.
+            in order; otherwise ``meta["aotgrad_role"]`` (``aotgrad.roles``); a
+            placeholder with neither is a primal. Names are never read.
         compute_intensive: ops (overloads or packets) to flag COMPUTE_INTENSIVE.
 
     Returns:
@@ -445,64 +443,19 @@ def to_table(
     """
     graph = gm.graph if isinstance(gm, fx.GraphModule) else gm
     b = _Builder(frozenset(compute_intensive))
-    facts = b.facts
+    rows = _Rows()
     role_iter = iter(roles) if roles is not None else None
-    nodes: list[fx.Node] = []
-    kind: list[int] = []
-    op: list[int] = []
-    arg_ptr: list[int] = [0]
-    arg_nodes: list[fx.Node] = []  # the arguments as nodes; mapped to ids at the end
-    nbytes: list[int] = []
-    const_hash: list[int] = []
-    flags: list[int] = []
-    region: list[int] = []
-    last_forward = -1  # the last row the forward traced (PARTITIONER_TAG)
     output_args: Any = ()
-    collect = arg_nodes.append
-    map_arg = _map_arg
-    map_aggregate = _map_aggregate
-    checkpoint_flags = _CHECKPOINT_FLAGS
-    tensor_meta_type = TensorMetadata
-
     for node in graph.nodes:
         kind_of = node.op
         meta = node.meta
         if kind_of == "call_function":
-            target = node.target
-            f = facts.get(id(target))  # OpOverload.__hash__ is Python code: key by id
-            op_id, bits, cache = f if f is not None else b.op_facts(target)
-            # args then kwargs, nested containers flattened, repeats kept (C speed);
-            # ``key`` is the arguments with every node replaced by None, ``types``
-            # the type of every leaf.
-            key = map_arg(node._args, collect)
-            types = map_aggregate(node._args, type)
-            kwargs = node._kwargs
-            if kwargs:
-                key = (key, map_arg(kwargs, collect))
-                types = (types, map_aggregate(kwargs, type))
-            # The constants of one of the target's recent calls? (types first: the
-            # recent keys hold no SymFloat/SymBool, whose == would add guards)
-            types_key = (types, key)
-            for e in cache.recent:
-                if types_key == e[0] and (e[2] is None or e[2] == map_aggregate(key, repr)):
-                    ch = e[1]
-                    break
-            else:
-                ch = b.const_hash(node, len(nodes), op_id, key, types, cache)
-            if "custom" in meta:  # stream / memory pool context: part of the value
-                ch = _with_context(ch, meta["custom"])
-            k = _CALL
+            k, op_id, bits, ch = _call_row(b, node, len(rows.nodes), rows.arg_nodes.append)
         elif kind_of == "placeholder":
-            op_id, bits, ch = 0, 0, 0
             role = next(role_iter, _NO_ROLE) if role_iter is not None else None
-            k = _placeholder_kind(node, len(nodes), role)
-            if k == _PRIMAL:
-                bits = (_MUTATED_INPUT if meta.get(MUTATED_KEY) else 0) | (
-                    _STATIC_INPUT if meta.get(STATIC_KEY) else 0
-                )
+            k, op_id, bits, ch = _placeholder_row(node, len(rows.nodes), role)
         elif kind_of == "get_attr":
-            op_id, bits, ch = 1, 0, 0
-            k = _GET_ATTR
+            k, op_id, bits, ch = _GET_ATTR, 1, 0, 0
             if "val" not in meta and isinstance(gm, fx.GraphModule):
                 meta = {"val": operator.attrgetter(node.target)(gm)}
         elif kind_of == "output":
@@ -513,8 +466,76 @@ def to_table(
                 f"{kind_of} node {node.name} ({node.target}) in a joint graph: "
                 "only placeholder, get_attr and call_function nodes are supported"
             )
+        rows.add(node, meta, k, op_id, bits, ch)
+    if role_iter is not None and next(role_iter, _NO_ROLE) is not _NO_ROLE:
+        raise table_error("kind", None, "more roles were given than the graph has placeholders")
+    return rows.table(b.op_names, output_args, num_fwd_outputs), rows.nodes
+
+
+def _call_row(
+    b: _Builder, node: fx.Node, row: int, collect: Callable[[fx.Node], Any]
+) -> tuple[int, int, int, int]:
+    """(kind, op id, op flags, const_hash) of call ``node`` (row ``row``); its argument
+    nodes go to ``collect`` in order (mapped to row ids at the end)."""
+    target = node.target
+    f = b.facts.get(id(target))  # OpOverload.__hash__ is Python code: key by id
+    op_id, bits, cache = f if f is not None else b.op_facts(target)
+    # args then kwargs, nested containers flattened, repeats kept (C speed); ``key`` is
+    # the arguments with every node replaced by None, ``types`` the type of every leaf.
+    key = _map_arg(node._args, collect)
+    types = _map_aggregate(node._args, type)
+    kwargs = node._kwargs
+    if kwargs:
+        key = (key, _map_arg(kwargs, collect))
+        types = (types, _map_aggregate(kwargs, type))
+    # The constants of one of the target's recent calls? (types first: the recent keys
+    # hold no SymFloat/SymBool, whose == would add guards)
+    types_key = (types, key)
+    for e in cache.recent:
+        if types_key == e[0] and (e[2] is None or e[2] == _map_aggregate(key, repr)):
+            ch = e[1]
+            break
+    else:
+        ch = b.const_hash(node, row, op_id, key, types, cache)
+    if "custom" in node.meta:  # stream / memory pool context: part of the value
+        ch = _with_context(ch, node.meta["custom"])
+    return _CALL, op_id, bits, ch
+
+
+def _placeholder_row(node: fx.Node, row: int, role: Any) -> tuple[int, int, int, int]:
+    """(kind, op id, flags, const_hash) of a placeholder: its role, and for a primal
+    whether the function overwrites it and whether it is a parameter/buffer."""
+    k = _placeholder_kind(node, row, role)
+    bits = 0
+    if k == _PRIMAL:
+        meta = node.meta
+        bits = (_MUTATED_INPUT if meta.get(MUTATED_KEY) else 0) | (
+            _STATIC_INPUT if meta.get(STATIC_KEY) else 0
+        )
+    return k, 0, bits, 0
+
+
+class _Rows:
+    """The columns of the table being built, one row per ``add``."""
+
+    def __init__(self) -> None:
+        self.nodes: list[fx.Node] = []
+        self.kind: list[int] = []
+        self.op: list[int] = []
+        self.arg_ptr: list[int] = [0]
+        self.arg_nodes: list[fx.Node] = []  # the arguments as nodes; mapped to ids at the end
+        self.nbytes: list[int] = []
+        self.const_hash: list[int] = []
+        self.flags: list[int] = []
+        self.region: list[int] = []
+        self.last_forward = -1  # the last row the forward traced (PARTITIONER_TAG)
+
+    def add(self, node: fx.Node, meta: Any, k: int, op_id: int, bits: int, ch: int) -> None:
+        """Append ``node``'s row: the given facts plus those of its value (bytes, SymInt,
+        multi-output), its checkpoint policy, region and forward tag (from ``meta``)."""
+        row = len(self.nodes)
         tm = meta.get("tensor_meta")
-        if type(tm) is tensor_meta_type:
+        if type(tm) is TensorMetadata:
             numel = math.prod(tm.shape)
             if type(numel) is int:
                 nb = numel * tm.dtype.itemsize
@@ -526,53 +547,59 @@ def to_table(
             nb, vbits = _value_facts(val)
             bits |= vbits
             if vbits & _SYMINT and k == _CALL and _unbacked(val):
-                ch = _UNIQUE_TAG ^ len(nodes)
+                ch = _UNIQUE_TAG ^ row
         policy = meta.get("recompute")
         if policy is not None:
-            bits |= checkpoint_flags.get(policy, 0)
+            bits |= _CHECKPOINT_FLAGS.get(policy, 0)
         if meta.get(PARTITIONER_TAG) == TRACED_BY_FORWARD:
-            last_forward = len(nodes)
-        nodes.append(node)
-        kind.append(k)
-        op.append(op_id)
-        arg_ptr.append(len(arg_nodes))
-        nbytes.append(nb)
-        const_hash.append(ch)
-        flags.append(bits)
+            self.last_forward = row
+        self.nodes.append(node)
+        self.kind.append(k)
+        self.op.append(op_id)
+        self.arg_ptr.append(len(self.arg_nodes))
+        self.nbytes.append(nb)
+        self.const_hash.append(ch)
+        self.flags.append(bits)
         # a checkpoint region's id; a selective-checkpoint mode without one writes None
         rid = meta.get("ac_graph_id")
-        region.append(rid if type(rid) is int else -1)
+        self.region.append(rid if type(rid) is int else -1)
 
-    if role_iter is not None and next(role_iter, _NO_ROLE) is not _NO_ROLE:
-        raise table_error("kind", None, "more roles were given than the graph has placeholders")
-    if last_forward >= 0:
-        for i in range(last_forward + 1, len(nodes)):
-            flags[i] |= _BACKWARD_REGION
-    ids = dict(zip(nodes, range(len(nodes)), strict=True))
-    try:
-        arg_idx = np.fromiter(map(ids.__getitem__, arg_nodes), np.uint32, len(arg_nodes))
-    except KeyError as e:
-        j = arg_nodes.index(e.args[0])
-        reader = int(np.searchsorted(np.asarray(arg_ptr), j, side="right")) - 1
-        raise table_error(
-            "arg_idx", reader, f"{nodes[reader].name} reads {e.args[0]}, which is not in the graph"
-        ) from None
-    outputs: list[int] = []
-    _flatten_outputs(output_args, ids, outputs)
-    table = NodeTable(
-        kind=np.array(kind, dtype=np.uint8),
-        op=np.array(op, dtype=np.uint32),
-        arg_ptr=np.array(arg_ptr, dtype=np.uint32),
-        arg_idx=arg_idx,
-        nbytes=np.array(nbytes, dtype=np.uint64),
-        const_hash=np.array(const_hash, dtype=np.uint64),
-        flags=np.array(flags, dtype=np.uint32),
-        region=np.array(region, dtype=np.int32),
-        outputs=np.array(outputs, dtype=np.int32),
-        op_names=b.op_names,
-        num_fwd_outputs=num_fwd_outputs,
-    )
-    return table, nodes
+    def table(self, op_names: list[str], output_args: Any, num_fwd_outputs: int) -> NodeTable:
+        """The columns as a ``NodeTable``: rows after the forward's last flagged
+        BACKWARD_REGION, arguments and outputs mapped to row ids."""
+        nodes, flags = self.nodes, self.flags
+        if self.last_forward >= 0:
+            for i in range(self.last_forward + 1, len(nodes)):
+                flags[i] |= _BACKWARD_REGION
+        ids = dict(zip(nodes, range(len(nodes)), strict=True))
+        outputs: list[int] = []
+        _flatten_outputs(output_args, ids, outputs)
+        return NodeTable(
+            kind=np.array(self.kind, dtype=np.uint8),
+            op=np.array(self.op, dtype=np.uint32),
+            arg_ptr=np.array(self.arg_ptr, dtype=np.uint32),
+            arg_idx=self._arg_idx(ids),
+            nbytes=np.array(self.nbytes, dtype=np.uint64),
+            const_hash=np.array(self.const_hash, dtype=np.uint64),
+            flags=np.array(flags, dtype=np.uint32),
+            region=np.array(self.region, dtype=np.int32),
+            outputs=np.array(outputs, dtype=np.int32),
+            op_names=op_names,
+            num_fwd_outputs=num_fwd_outputs,
+        )
+
+    def _arg_idx(self, ids: dict[fx.Node, int]) -> np.ndarray:
+        arg_nodes = self.arg_nodes
+        try:
+            return np.fromiter(map(ids.__getitem__, arg_nodes), np.uint32, len(arg_nodes))
+        except KeyError as e:
+            j = arg_nodes.index(e.args[0])
+            reader = int(np.searchsorted(np.asarray(self.arg_ptr), j, side="right")) - 1
+            raise table_error(
+                "arg_idx",
+                reader,
+                f"{self.nodes[reader].name} reads {e.args[0]}, which is not in the graph",
+            ) from None
 
 
 def _flatten_outputs(value: Any, ids: dict[fx.Node, int], out: list[int]) -> None:

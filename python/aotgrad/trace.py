@@ -38,10 +38,8 @@ from .hops import (
     refuse_deferred_autograd_errors,
     unsupported_hop_errors,
 )
-
-ROLE = "aotgrad_role"
-PRIMAL = "primal"
-TANGENT = "tangent"
+from .roles import PRIMAL, TANGENT
+from .roles import ROLE_KEY as ROLE
 
 
 @dataclass(frozen=True)
@@ -469,6 +467,120 @@ def _tag_traced_by_forward() -> None:
             node.meta.setdefault("partitioner_tag", "is_forward")
 
 
+class _JointTrace:
+    """What one joint trace learns as it runs: the forward decides which inputs run on a
+    clone and how many effect tokens it leaves; the backward, which inputs it writes and
+    whether it reads a saved tensor that was written after it was saved."""
+
+    def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
+        self.fn = fn
+        self.fake_args = fake_args
+        self.metadata = meta
+        plan = meta.plan
+        # Inputs that require grad and are written: the function runs on a clone, so that
+        # autograd.grad differentiates with respect to the value from before the write.
+        self.requires_grad = [getattr(a, "requires_grad", False) for a in fake_args]
+        self.cloned = {
+            i
+            for i, v in enumerate(plan.inputs)
+            if self.requires_grad[i] and v != alias.InputVerdict.UNMUTATED
+        }
+        self.num_tokens = 0
+        self.written_in_backward: list[int] = []
+        self.backward_version_deltas: list[int] = []
+        self.stale: list[str] = []
+
+    def run(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The traced function: the forward, then the backward of its differentiable
+        outputs (``JointGraph`` says what it returns)."""
+        plan = self.metadata.plan
+        fp = [_to_functional(p) for p in primals]
+        ft = [_to_functional(t) for t in tangents]
+        chain = _EffectChain()
+        with torch.enable_grad():
+            call = [p.clone() if i in self.cloned else p for i, p in enumerate(fp)]
+        outs = self._forward(call)
+        fwd_tokens = chain.finish()
+        _tag_traced_by_forward()
+        self.num_tokens = len(fwd_tokens)
+        chain = _EffectChain()  # the backward orders its own effects
+        fwd_values = [
+            *outs,
+            *(outs[k]._base for k in plan.intermediate_bases),
+            *(call[i] for i in self.metadata.mutated_inputs),
+        ]
+        per_primal = self._backward(fp, ft, call, fwd_values)
+        fwd = [_from_functional(v) for v in fwd_values]
+        bwd = [_from_functional(g) for g in per_primal]
+        # Inputs the backward writes (a custom Function's backward updating a saved input):
+        # their new values follow the gradients; the runtime copies them in.
+        bwd += [_from_functional(call[i]) for i in self.written_in_backward]
+        return fwd + fwd_tokens, bwd + chain.finish()
+
+    def _forward(self, call: list[Any]) -> list[Any]:
+        """The function, under the caller's grad mode (its own enable_grad / no_grad
+        blocks decide what has autograd history, as in eager), saved tensors checked."""
+        with (
+            torch.set_grad_enabled(self.metadata.grad_mode),
+            torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
+        ):
+            return _flat_call(self.fn, call, self.fake_args)
+
+    # Saved tensors keep their version: one written after it was saved fails eager's
+    # check when the backward reads it, so the compiled backward raises as eager does
+    # (the trace itself goes on: the forward alone must still work).
+    @staticmethod
+    def _pack(t: Any) -> Any:
+        return t, t._version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+    def _unpack(self, saved: tuple[Any, int, Any]) -> Any:
+        t, version, layout = saved
+        if t._version == version:
+            return t
+        if not self.stale:
+            self.stale.append(_stale_message(t, version))
+        # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
+        # on the layout it saved (it raises before it runs anyway)
+        if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
+            return t.as_strided(*layout)
+        return t
+
+    def _backward(
+        self, fp: list[Any], ft: list[Any], call: list[Any], fwd_values: list[Any]
+    ) -> list[Any]:
+        """One gradient per primal (None where it needs none), recording which inputs
+        the backward writes and how many times."""
+        needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
+        diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
+        refuse_deferred_autograd_errors(diff_outs)
+        versions = alias.facts.versions(call)
+        grads: Sequence[Any] = ()
+        if needs and diff_outs:
+            grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
+        after = alias.facts.versions(call)
+        for i, (a, b) in enumerate(zip(versions, after)):
+            if a != b:
+                self.written_in_backward.append(i)
+                self.backward_version_deltas.append(b - a)
+        it = iter(grads)
+        return [
+            (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
+            for p in fp
+        ]
+
+    def refuse_backward_mutations(self) -> None:
+        """Inputs the backward writes that the forward writes too, or that require grad:
+        not supported (the rule table refuses)."""
+        plan = self.metadata.plan
+        refused = [
+            i
+            for i in self.written_in_backward
+            if plan.inputs[i] != alias.InputVerdict.UNMUTATED or self.requires_grad[i]
+        ]
+        if refused:
+            alias.refuse_backward_mutations(plan, refused)
+
+
 def trace_joint(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -478,106 +590,25 @@ def trace_joint(
     static_inputs: Sequence[int] = (),
 ) -> JointGraph:
     """Trace forward and backward of ``fn`` into one graph (see ``JointGraph``)."""
-    plan = metadata.plan
-    mutated = metadata.mutated_inputs
-    tangent_outputs = metadata.tangent_outputs
-    num_user_outputs = len(metadata.outputs)
-    num_tokens = [0]
-    # Inputs that require grad and are written: the function runs on a clone, so that
-    # autograd.grad differentiates with respect to the value from before the write.
-    requires_grad = [getattr(a, "requires_grad", False) for a in fake_args]
-    cloned = {
-        i
-        for i, v in enumerate(plan.inputs)
-        if requires_grad[i] and v != alias.InputVerdict.UNMUTATED
-    }
-    written_in_backward: list[int] = []
-    backward_version_deltas: list[int] = []
-    stale: list[str] = []
+    state = _JointTrace(fn, fake_args, metadata)
 
     def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
-        fp = [_to_functional(p) for p in primals]
-        ft = [_to_functional(t) for t in tangents]
-        chain = _EffectChain()
-        with torch.enable_grad():
-            call = [p.clone() if i in cloned else p for i, p in enumerate(fp)]
-
-        # Saved tensors keep their version: one written after it was saved fails eager's
-        # check when the backward reads it, so the compiled backward raises as eager does
-        # (the trace itself goes on: the forward alone must still work).
-        def pack(t: Any) -> Any:
-            return t, t._version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
-
-        def unpack(saved: tuple[Any, int, Any]) -> Any:
-            t, version, layout = saved
-            if t._version == version:
-                return t
-            if not stale:
-                stale.append(_stale_message(t, version))
-            # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
-            # on the layout it saved (it raises before it runs anyway)
-            if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
-                return t.as_strided(*layout)
-            return t
-
-        # The function runs under the caller's grad mode (its own enable_grad / no_grad
-        # blocks decide what has autograd history, as in eager).
-        with (
-            torch.set_grad_enabled(metadata.grad_mode),
-            torch.autograd.graph.saved_tensors_hooks(pack, unpack),
-        ):
-            outs = _flat_call(fn, call, fake_args)
-        fwd_tokens = chain.finish()
-        _tag_traced_by_forward()
-        num_tokens[0] = len(fwd_tokens)
-        chain = _EffectChain()  # the backward orders its own effects
-        fwd_values = [
-            *outs,
-            *(outs[k]._base for k in plan.intermediate_bases),
-            *(call[i] for i in mutated),
-        ]
-        needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
-        diff_outs = [fwd_values[i] for i in tangent_outputs]
-        refuse_deferred_autograd_errors(diff_outs)
-        versions = alias.facts.versions(call)
-        grads: Sequence[Any] = ()
-        if needs and diff_outs:
-            grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
-        after = alias.facts.versions(call)
-        for i, (a, b) in enumerate(zip(versions, after)):
-            if a != b:
-                written_in_backward.append(i)
-                backward_version_deltas.append(b - a)
-        it = iter(grads)
-        per_primal = [
-            (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
-            for p in fp
-        ]
-        fwd = [_from_functional(v) for v in fwd_values]
-        bwd = [_from_functional(g) for g in per_primal]
-        # Inputs the backward writes (a custom Function's backward updating a saved input):
-        # their new values follow the gradients; the runtime copies them in.
-        bwd += [_from_functional(call[i]) for i in written_in_backward]
-        return fwd + fwd_tokens, bwd + chain.finish()
+        return state.run(primals, tangents)  # make_fx names placeholders after these
 
     with fake_mode:
-        fake_tangents = [_tangent_like(metadata.fake_fwd_outputs[i]) for i in tangent_outputs]
+        fake_tangents = [
+            _tangent_like(metadata.fake_fwd_outputs[i]) for i in metadata.tangent_outputs
+        ]
     with _tracing_modes(fake_mode), _trace_errors(fn):
         gm = make_fx(joint, decomposition_table=decompositions or {})(
             list(fake_args), fake_tangents
         )
-    # Written in the forward too, or requiring grad: not supported (the rule table refuses).
-    refused = [
-        i
-        for i in written_in_backward
-        if plan.inputs[i] != alias.InputVerdict.UNMUTATED or requires_grad[i]
-    ]
-    if refused:
-        alias.refuse_backward_mutations(plan, refused)
+    state.refuse_backward_mutations()
     _flatten_codegen(gm)
     _clean(gm)
-    _mark_roles(gm, len(fake_args), mutated, static_inputs)
-    num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(mutated)
+    _mark_roles(gm, len(fake_args), metadata.mutated_inputs, static_inputs)
+    num_user_outputs = len(metadata.outputs)
+    num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(metadata.mutated_inputs)
     return JointGraph(
         gm=gm,
         metadata=metadata,
@@ -585,10 +616,10 @@ def trace_joint(
         fake_primals=list(fake_args),
         fake_tangents=fake_tangents,
         num_user_outputs=num_user_outputs,
-        num_fwd_outputs=num_fwd + num_tokens[0],
-        num_tokens=num_tokens[0],
-        backward_mutations=dict(zip(written_in_backward, backward_version_deltas)),
-        backward_error=stale[0] if stale else None,
+        num_fwd_outputs=num_fwd + state.num_tokens,
+        num_tokens=state.num_tokens,
+        backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
+        backward_error=state.stale[0] if state.stale else None,
     )
 
 

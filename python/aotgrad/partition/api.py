@@ -13,9 +13,10 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from .. import _rust
+from .. import _rust, roles
 from ..errors import PartitionError
-from ..split import IN_BACKWARD, IN_FORWARD, is_tangent, split_joint
+from ..roles import is_tangent
+from ..split import IN_BACKWARD, IN_FORWARD, split_joint
 from ..table import STATIC_KEY, Flag, to_table
 from .reorder import has_checkpoint_tags, mimic_autograd_order
 from .symbols import missing_bindings
@@ -113,7 +114,7 @@ def partition_joint(
     joint_module: fx.GraphModule, *, num_fwd_outputs: int, kind: str = "min_cut", **options: Any
 ) -> PartitionResult:
     """Run a Rust partitioner on ``joint_module`` and return its decision (no graphs built)."""
-    table, nodes = to_table(joint_module, num_fwd_outputs=num_fwd_outputs)
+    table, nodes = joint_table(joint_module, num_fwd_outputs)
     store = _rust.GraphStore.from_table(table)
     if kind == "min_cut":
         raw = _rust.partition_min_cut(store, options or None)
@@ -127,6 +128,13 @@ def partition_joint(
     if np.any(table.flags & np.uint32(Flag.SYMINT | Flag.SYMBOLIC_SIZE)):
         result = result.with_symbol_bindings(joint_module)
     return result
+
+
+def joint_table(joint_module: fx.GraphModule, num_fwd_outputs: int) -> tuple[Any, list[fx.Node]]:
+    """The node table of a joint graph at a partitioner's door: a graph torch traced gets
+    its placeholders' roles stamped first (``roles.adopt``)."""
+    roles.adopt(joint_module)
+    return to_table(joint_module, num_fwd_outputs=num_fwd_outputs)
 
 
 def _partition(

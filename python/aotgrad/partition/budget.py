@@ -29,8 +29,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 
 from .. import _rust
 from ..errors import PartitionError
-from ..table import to_table
-from .api import PartitionResult, _torch_options
+from .api import PartitionResult, _torch_options, joint_table
 from .calibrate import cost_options
 
 #: Budgets :func:`frontier` sweeps when none are given.
@@ -92,7 +91,7 @@ def _unmet_message(p: BudgetPoint) -> str:
 
 
 def _store(joint_module: fx.GraphModule, num_fwd_outputs: int) -> tuple[Any, list[fx.Node]]:
-    table, nodes = to_table(joint_module, num_fwd_outputs=num_fwd_outputs)
+    table, nodes = joint_table(joint_module, num_fwd_outputs)
     return _rust.GraphStore.from_table(table), nodes
 
 

@@ -29,6 +29,8 @@ from collections.abc import Iterable
 import torch
 import torch.fx as fx
 
+from ..roles import is_tangent
+
 #: ``meta`` key of a checkpoint tag (``torch.utils.checkpoint.CheckpointPolicy``).
 RECOMPUTE_KEY = "recompute"
 
@@ -36,11 +38,6 @@ RECOMPUTE_KEY = "recompute"
 def has_checkpoint_tags(nodes: Iterable[fx.Node]) -> bool:
     """Whether any of ``nodes`` carries a checkpoint tag (it was traced in a checkpoint region)."""
     return any(RECOMPUTE_KEY in n.meta for n in nodes)
-
-
-def _is_tangent(node: fx.Node) -> bool:
-    role = node.meta.get("aotgrad_role")
-    return role == "tangent" if role is not None else node.name.startswith("tangents")
 
 
 def _is_impure(node: fx.Node) -> bool:
@@ -63,7 +60,7 @@ def mimic_autograd_order(gm: fx.GraphModule) -> bool:
         if n.op == "placeholder":
             placed.add(n)
             last_placeholder = n
-            if _is_tangent(n):
+            if is_tangent(n):
                 derived.add(n)
             continue
         if any(a in derived for a in n.all_input_nodes):

@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 
 from ..partition import PartitionResult, partition_joint
+from ..roles import is_tangent
 from .grouping import group_nodes
 from .model import (
     AOTGRAD_MIN_CUT,
@@ -75,9 +76,7 @@ def _op_name(node: fx.Node) -> str:
 
 def _kind(node: fx.Node) -> str:
     if node.op == "placeholder":
-        role = node.meta.get("aotgrad_role")
-        tangent = role == "tangent" or (role is None and node.name.startswith("tangents"))
-        return KINDS[1] if tangent else KINDS[0]
+        return KINDS[1] if is_tangent(node) else KINDS[0]
     return KINDS[3] if node.op == "get_attr" else KINDS[2]
 
 
