@@ -244,14 +244,14 @@ def test_compiled_optimizer_step_updates_parameters_like_eager(backend, optimize
 
 
 def test_fallback_warns_once_and_strict_raises(monkeypatch):
-    import aotgrad.api
+    import aotgrad.program
     from aotgrad.errors import AotgradError, TraceError
 
     def failing_compile(*args, **kwargs):
         raise TraceError("cannot trace f: op aten.fake.default has no fake (meta) kernel")
 
-    monkeypatch.setattr(aotgrad.api, "compile_flat", failing_compile)
-    monkeypatch.setattr(aotgrad.api, "build_program", failing_compile)
+    # every entry point builds its program through the one orchestrator
+    monkeypatch.setattr(aotgrad.program, "build_program", failing_compile)
 
     def f(x):
         return (x * 2).sin()

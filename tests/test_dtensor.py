@@ -104,16 +104,16 @@ def _worker(rank: int, world: int, port: int, backend: str, case: str, results: 
     try:
         from torch.distributed.device_mesh import init_device_mesh
 
-        import aotgrad.api
+        import aotgrad.program
 
         compilations = []
-        compile_flat = aotgrad.api.compile_flat
+        compile_flat = aotgrad.program.compile_flat
 
         def counting(*args, **kwargs):
             compilations.append(1)
             return compile_flat(*args, **kwargs)
 
-        aotgrad.api.compile_flat = counting
+        aotgrad.program.compile_flat = counting
         mesh = init_device_mesh("cpu", (world,))
         eager, model, _ = _case(case, mesh, -1)
         full = case != "fsdp2"  # FSDP2's hooks break the graph where torch's backends do

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from . import errors, partition
 from ._rust import __version__  # one version, the Rust workspace's (Cargo.toml)
-from .api import AotFunction, AotModule, aot_function, aot_module, aot_module_simplified
+from .api import AotFunction, AotModule, aot_function, aot_module
 from .compile import make_boxed_func, nop
+from .dynamo import aot_module_simplified
 
 # AOTGRAD_REPORT=path.html: write a partition report after every compilation.
 from .report import enable_from_env as _enable_report

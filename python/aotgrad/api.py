@@ -1,10 +1,12 @@
-"""The public entry points: ``aot_function``, ``aot_module``, ``aot_module_simplified``.
+"""The public entry points ``aot_function`` and ``aot_module``, and their per-call cache.
 
 Signatures and semantics follow ``functorch.compile`` so that code written for
 torch's AOT Autograd ports by changing the import. Unlike torch's, every
 compiled artefact is guarded (``aotgrad.guards``): a call that breaks an
 assumption of the first compilation gets its own compiled graph instead of a
-stale answer.
+stale answer. This module flattens calls, keys them and keeps their entries;
+``aotgrad.program`` compiles; ``aot_module_simplified`` (Dynamo's door) is in
+``aotgrad.dynamo``.
 """
 
 from __future__ import annotations
@@ -16,37 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.fx as fx
 import torch.utils._pytree as pytree
-from torch.nn.utils.stateless import _reparametrize_module
 
-from . import alias, guards, observe, subclasses, trace
+from . import alias, guards, subclasses
 from .compile import Compiler
 from .eager_calls import for_inference_mode
 from .errors import GuardError
 from .program import (
     AotOptions,
     CompiledArtifact,
-    build_program,
-    compile_flat,
-    compile_program,
+    compile_for,
     default_partition_fn,
+    needs_autograd,
 )
-
-
-def _needs_autograd(graph_inputs: Sequence[Any], inference_mode: bool = False) -> bool | None:
-    """Whether a call needs the joint graph: True when grad mode is on and an input
-    requires grad; False under inference mode (nothing records autograd there, whatever
-    the function does); None otherwise: the function may make values that require grad
-    itself (``enable_grad`` blocks, ``requires_grad_``), which the metadata pass tells."""
-    if inference_mode or torch.is_inference_mode_enabled():
-        return False
-    if torch.is_grad_enabled() and any(
-        isinstance(a, torch.Tensor) and a.requires_grad for a in graph_inputs
-    ):
-        return True
-    return None
-
 
 _LEAF_TYPES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device})
 
@@ -99,6 +83,43 @@ def _unflattener(spec: Any) -> Callable[[Sequence[Any]], Any]:
 
 def _tree_unflatten(outs: Sequence[Any], spec: Any) -> Any:
     return pytree.tree_unflatten(list(outs), spec)
+
+
+class _FlatCall:
+    """The user's function as the orchestrator sees it: flat tensor inputs → flat outputs.
+    Non-tensor arguments are the call's own (they are in the guard key); the same view
+    passed twice is one graph input (``guards.alias_groups``). After a trace,
+    ``out_spec`` rebuilds the output pytree."""
+
+    def __init__(self, fn: Callable[..., Any], flat: list[Any], in_spec: Any, views: Any) -> None:
+        self.fn = fn
+        self.flat = flat
+        self.in_spec = in_spec
+        all_positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+        unique = [k for k, p in enumerate(all_positions) if not views or views[k][1] == k]
+        #: Positions of the graph's inputs among the flat arguments.
+        self.positions = [all_positions[k] for k in unique]
+        #: Flat position of every tensor argument → the graph input it is.
+        self.source = {
+            p: unique.index(views[k][1] if views else k) for k, p in enumerate(all_positions)
+        }
+        self.out_spec: Any = None
+        self.__qualname__ = getattr(fn, "__qualname__", type(fn).__qualname__)
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any], flat: list[Any], key: tuple) -> _FlatCall:
+        in_spec = key[-1]
+        if isinstance(in_spec, int):  # the positional fast path
+            in_spec = pytree.tree_structure((tuple(flat), {}))
+        return cls(fn, flat, in_spec, key[2])
+
+    def __call__(self, *tensors: Any) -> list[Any]:
+        full = list(self.flat)
+        for p, u in self.source.items():
+            full[p] = tensors[u]
+        a, kw = pytree.tree_unflatten(full, self.in_spec)
+        out_flat, self.out_spec = pytree.tree_flatten(self.fn(*a, **kw))
+        return out_flat
 
 
 class AotFunction:
@@ -184,46 +205,18 @@ class AotFunction:
                 f"{self.compilations} times (recompile_limit={self.options.recompile_limit}); "
                 f"the assumption that keeps changing: {self._recompile_reason(flat, key)}"
             )
-        in_spec = key[-1]
-        if isinstance(in_spec, int):  # the positional fast path
-            in_spec = pytree.tree_structure((tuple(flat), {}))
-        all_positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
-        views = key[2]  # guards.alias_groups: the same view passed twice is one graph input
-        unique = [k for k, p in enumerate(all_positions) if not views or views[k][1] == k]
-        positions = [all_positions[k] for k in unique]
-        source = {p: unique.index(views[k][1] if views else k) for k, p in enumerate(all_positions)}
-        out_spec_box: list[Any] = [None]
-        fn = self.fn
-
-        def flat_fn(*tensors: Any) -> list[Any]:
-            full = list(flat)
-            for p, u in source.items():
-                full[p] = tensors[u]
-            a, kw = pytree.tree_unflatten(full, in_spec)
-            out_flat, out_spec_box[0] = pytree.tree_flatten(fn(*a, **kw))
-            return out_flat
-
-        flat_fn.__qualname__ = getattr(fn, "__qualname__", type(fn).__qualname__)
-        tensors = [flat[i] for i in positions]
-        fake_mode = trace.make_fake_mode(self.options.dynamic)
-        fake_args = trace.fakify(fake_mode, tensors, dynamic=self.options.dynamic)
-        training = _needs_autograd(tensors, inference_mode)
-        base: alias.SyntheticBase | None = None
-        try:
-            artifact = compile_flat(flat_fn, fake_args, fake_mode, self.options, training=training)
-        except alias.NeedsSyntheticBase as need:
-            base = alias.SyntheticBase.of(tensors, need.inputs)
-            # The members' layout is baked into the graph (``accepts`` checks it per call).
-            fake_mode = trace.make_fake_mode(False)
-            fake_args = trace.fakify(fake_mode, base.prepare(tensors), dynamic=False)
-            artifact = compile_flat(
-                base.wrap(flat_fn), fake_args, fake_mode, self.options, training=training
-            )
-        all_tensors = len(positions) == len(flat)
-        entry = _Entry(artifact, _unflattener(out_spec_box[0]), None if all_tensors else positions)
+        call = _FlatCall.of(self.fn, flat, key)
+        tensors = [flat[i] for i in call.positions]
+        training = needs_autograd(tensors, inference_mode)
+        made = compile_for(call, tensors, self.options, training=training)
+        base = made.synthetic_base  # its layout is baked in (``accepts`` checks it per call)
+        all_tensors = len(call.positions) == len(flat)
+        entry = _Entry(
+            made.artifact, _unflattener(call.out_spec), None if all_tensors else call.positions
+        )
         entry.synthetic_base = base
         if self.options.dynamic and base is None:
-            entry.shape_guard = guards.ShapeGuard.of(fake_mode, fake_args)
+            entry.shape_guard = guards.ShapeGuard.of(made.fake_mode, made.fake_args)
         if self.options.dynamic or base is not None:
             entry.fallback = self.cache.get(key)
         self.cache[key] = entry
@@ -267,15 +260,15 @@ def aot_function(
     ``_disable_torch_fn_metadata_mode`` are accepted and have no effect: aotgrad logs
     through ``AOTGRAD_LOGS`` and always traces functionalized graphs (same results)."""
     options = AotOptions(
-        fw_compiler,
-        bw_compiler,
-        partition_fn,
-        decompositions,
-        num_params_buffers,
-        keep_inference_input_mutations,
-        inference_compiler,
-        dynamic,
-        recompile_limit,
+        fw_compiler=fw_compiler,
+        bw_compiler=bw_compiler,
+        partition_fn=partition_fn,
+        decompositions=decompositions,
+        num_params_buffers=num_params_buffers,
+        keep_inference_input_mutations=keep_inference_input_mutations,
+        inference_compiler=inference_compiler,
+        dynamic=dynamic,
+        recompile_limit=recompile_limit,
     )
     return AotFunction(fn, options)
 
@@ -339,207 +332,3 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
 
     kwargs.setdefault("num_params_buffers", len(module_snapshot(mod)[1]))
     return AotModule(mod, aot_function(functional_call, *args, **kwargs))
-
-
-def aot_module_simplified(
-    mod: torch.nn.Module | fx.GraphModule,
-    args: Sequence[Any],
-    fw_compiler: Compiler,
-    bw_compiler: Compiler | None = None,
-    partition_fn: Callable[..., Any] = default_partition_fn,
-    decompositions: dict[Any, Any] | None = None,
-    keep_inference_input_mutations: bool = False,
-    inference_compiler: Compiler | None = None,
-    compiler_config_extra: Any = None,
-    ignore_shape_env: bool = False,
-    disable_functionalization: bool = False,
-    pre_grad_passes: Callable[..., Any] | None = None,
-    compile_region_name: str | None = None,
-    *,
-    cache: bool = False,
-    dynamic: bool = False,
-) -> Callable[..., Any]:
-    """The low-overhead entry point for frontends such as Dynamo: ``mod`` takes flat
-    positional inputs (parameters already lifted to inputs) and returns a flat tuple.
-    Compiles eagerly for ``args``; returns a callable taking the same flat inputs.
-    With ``cache=True`` (what the backends pass) compiled graphs are reused from the
-    in-process and on-disk caches (``aotgrad.cache``).
-
-    torch's keywords: ``pre_grad_passes(mod, args)`` runs on ``mod`` first and its result
-    is traced; ``compiler_config_extra``, ``ignore_shape_env``, ``disable_functionalization``
-    and ``compile_region_name`` are accepted and have no effect (aotgrad always traces with
-    the shape environment of its inputs, functionalized)."""
-    from torch._guards import TracingContext, detect_fake_mode
-
-    if pre_grad_passes is not None:
-        mod = pre_grad_passes(mod, args)
-
-    tc = TracingContext.try_get()
-    under_dynamo = tc is not None and tc.fake_mode is not None
-    # Parameters and buffers (Dynamo leaves an optimizer step's as attributes of its graph;
-    # a module used directly holds them in submodules) become leading inputs, as in
-    # torch's aot_module_simplified.
-    state = lifted_state(mod)
-    names, lifted = list(state), list(state.values())
-    n_lifted = len(lifted)
-    options = AotOptions(
-        fw_compiler,
-        bw_compiler,
-        partition_fn,
-        decompositions,
-        0,
-        keep_inference_input_mutations,
-        inference_compiler,
-        dynamic=dynamic,
-        static_input_indices=[
-            *range(n_lifted),
-            *(i + n_lifted for i in _dynamo_static_inputs(mod)),
-        ],
-    )
-
-    def run_lifted(*inputs: Any) -> Any:
-        if not n_lifted:
-            return _run_module(mod, inputs)
-        with _reparametrize_module(mod, dict(zip(names, inputs[:n_lifted], strict=True))):
-            return _run_module(mod, inputs[n_lifted:])
-
-    def list_fn(*inputs: Any) -> list[Any]:
-        out = run_lifted(*inputs)
-        return list(out) if isinstance(out, (tuple, list)) else [out]
-
-    graph_inputs = [*lifted, *args]
-    if not under_dynamo:
-        # Used directly, not under Dynamo: nothing else guards the call, so aotgrad does.
-        # Fake example inputs (symbolic sizes: compiled for dynamic sizes) are not real
-        # values to compile for: the first call compiles.
-        fakes = [a for a in args if isinstance(a, torch._subclasses.FakeTensor)]
-        if any(_symbolic(a) for a in fakes):
-            options.dynamic = True
-        guarded = AotFunction(lambda *xs: _as_tuple(run_lifted(*xs)), options, None)
-        guarded.state = functools.partial(guards.module_state, mod)
-        guarded.prefix = tuple(lifted)
-        if not fakes and not subclasses.any_subclass(graph_inputs):
-            guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
-        return guarded
-
-    if subclasses.any_subclass(graph_inputs):
-        # Tensor subclasses are flattened at the call (aotgrad.subclasses), per layout.
-        guarded = AotFunction(lambda *xs: tuple(list_fn(*xs)), options)
-        guarded.prefix = tuple(lifted)
-        return guarded
-
-    # Under Dynamo: its guards cover the call; compile once with its symbols.
-    fake_mode = detect_fake_mode(graph_inputs) or tc.fake_mode
-    fake_args = _fakify_with_context(fake_mode, graph_inputs, tc, options.dynamic)
-
-    training = _needs_autograd(graph_inputs)
-    try:
-        if cache and isinstance(mod, fx.GraphModule):
-            artifact = _compile_cached(
-                mod, graph_inputs, list_fn, fake_args, fake_mode, options, training
-            )
-        else:
-            artifact = compile_flat(list_fn, fake_args, fake_mode, options, training=training)
-    except alias.NeedsSyntheticBase:
-        # Inputs that overlap in memory are written: Dynamo's guards do not cover their
-        # layout, so aotgrad guards the call itself and passes them as synthetic bases.
-        guarded = AotFunction(lambda *xs: tuple(list_fn(*xs)), options)
-        guarded.prefix = tuple(lifted)
-        return guarded
-    run = artifact.run
-
-    def forward(*runtime_args: Any) -> tuple[Any, ...]:
-        return run(*lifted, *runtime_args)
-
-    forward.artifact = artifact  # type: ignore[attr-defined]
-    return forward
-
-
-def _compile_cached(
-    gm: fx.GraphModule,
-    graph_inputs: list[Any],
-    list_fn: Callable[..., list[Any]],
-    fake_args: list[Any],
-    fake_mode: Any,
-    options: AotOptions,
-    training: bool,
-) -> CompiledArtifact:
-    """compile_flat through the in-process and on-disk caches."""
-    from . import cache
-
-    key = cache.key_for(gm, graph_inputs, options, training=training, lifted=lifted_state(gm))
-    artifact = cache.memory_get(key)
-    if artifact is not None:
-        return artifact
-    program = cache.load(key, fake_args, fake_mode) if cache.disk_enabled() else None
-    if program is None:
-        program = build_program(list_fn, fake_args, fake_mode, options, training=training)
-        if cache.disk_enabled():
-            cache.store(key, program)
-    else:
-        program.timings["cache"] = 1.0
-        observe.loaded(program)
-    artifact = compile_program(program, options)
-    cache.memory_put(key, artifact)
-    return artifact
-
-
-def _as_tuple(out: Any) -> Any:
-    return tuple(out) if isinstance(out, list) else out
-
-
-def _symbolic(t: torch.Tensor) -> bool:
-    return any(isinstance(v, torch.SymInt) for v in (*t.shape, *t.stride()))
-
-
-def lifted_state(mod: Any) -> dict[str, torch.Tensor]:
-    """The parameters and buffers of a module by name (duplicates kept):
-    aot_module_simplified lifts them to leading graph inputs."""
-    if not isinstance(mod, torch.nn.Module):
-        return {}
-    return {
-        **dict(mod.named_parameters(remove_duplicate=False)),
-        **dict(mod.named_buffers(remove_duplicate=False)),
-    }
-
-
-def _dynamo_static_inputs(mod: Any) -> list[int]:
-    """The inputs of a Dynamo graph that are parameters or buffers (Dynamo marks their
-    placeholders ``tensor_dict["_dynamo_static_input_type"]``)."""
-    if not isinstance(mod, fx.GraphModule):
-        return []
-    return [
-        i
-        for i, node in enumerate(mod.graph.find_nodes(op="placeholder"))
-        if node.meta.get("tensor_dict", {}).get("_dynamo_static_input_type") is not None
-    ]
-
-
-def _run_module(mod: Any, inputs: Sequence[Any]) -> Any:
-    """Run ``mod``; a GraphModule runs node by node with its node metadata in scope, so the
-    traced graphs keep each node's ``nn_module_stack`` and ``stack_trace`` (the report
-    groups by layer with them)."""
-    if isinstance(mod, fx.GraphModule):
-        with fx.traceback.preserve_node_meta():
-            return fx.Interpreter(mod).run(*inputs)
-    return mod(*inputs)
-
-
-def _fakify_with_context(fake_mode: Any, inputs: Sequence[Any], tc: Any, dynamic: bool) -> list:
-    """Fakify Dynamo's real inputs with Dynamo's own symbols when a tracing context has them."""
-    out = []
-    contexts = getattr(tc, "tensor_to_context", None) if tc is not None else None
-    for x in inputs:
-        if isinstance(x, torch.Tensor) and not isinstance(x, torch._subclasses.FakeTensor):
-            ctx = contexts.get(x) if contexts is not None else None
-            if ctx is not None:
-                out.append(
-                    fake_mode.from_tensor(
-                        x, symbolic_context=ctx, source=ctx.tensor_source, trace=False
-                    )
-                )
-            else:
-                out.append(fake_mode.from_tensor(x, static_shapes=not dynamic))
-        else:
-            out.append(x)
-    return out

@@ -31,6 +31,7 @@ import tempfile
 import warnings
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -182,6 +183,28 @@ def memory_put(key: str, artifact: CompiledArtifact) -> None:
 
 def memory_clear() -> None:
     _memory.clear()
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Both caches under one key: what ``program.compile_flat`` consults (the
+    ``program.ProgramCache`` protocol), so that the orchestrator drives the sequence
+    and this module only stores."""
+
+    key: str
+
+    def artifact(self) -> CompiledArtifact | None:
+        return memory_get(self.key)
+
+    def put(self, artifact: CompiledArtifact) -> None:
+        memory_put(self.key, artifact)
+
+    def load(self, fake_args: Sequence[Any], fake_mode: Any) -> PartitionedProgram | None:
+        return load(self.key, fake_args, fake_mode) if disk_enabled() else None
+
+    def store(self, program: PartitionedProgram) -> None:
+        if disk_enabled():
+            store(self.key, program)
 
 
 # ---------------------------------------------------------------------------- on disk

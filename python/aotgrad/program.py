@@ -1,16 +1,24 @@
-"""Stages 1 to 6 chained: a flat function + fake inputs → a partitioned program → a compiled artefact.
+"""The one orchestrator: a flat function + its inputs → a compiled artefact.
 
-``build_program`` traces and partitions (what the on-disk cache stores);
-``compile_program`` hands the graphs to the compilers and wraps them in the
-runtime. ``compile_flat`` is both in one call.
+Every entry point (``aot_function``, ``aot_module``, ``aot_module_simplified``
+and the ``torch.compile`` backends through it) comes here, and only here is the
+sequence of stages driven:
+
+1. ``compile_for``: fake copies of the call's real inputs (retried as one
+   synthetic base when inputs that overlap in memory are written);
+2. ``compile_flat``: the caches (``cache.Slot``), else
+3. ``build_program``: trace (``aotgrad.trace``) → node table, partition and
+   split (``options.partition_fn``: ``aotgrad.partition``) → the runtime's
+   layout; what the on-disk cache stores;
+4. ``compile_program``: the compilers, wrapped in the runtime.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Protocol
 
 import torch
 import torch.fx as fx
@@ -24,6 +32,7 @@ from .compile import (
 )
 from .errors import UnsupportedError
 from .frame_stack import with_frame_room
+from .roles import is_tangent
 from .runtime import (
     ForwardLayout,
     OutputAlias,
@@ -39,11 +48,27 @@ def default_partition_fn(*args: Any, **kwargs: Any) -> Any:
     return min_cut_rematerialization_partition(*args, **kwargs)
 
 
+def needs_autograd(graph_inputs: Sequence[Any], inference_mode: bool = False) -> bool | None:
+    """Whether a call needs the joint graph: True when grad mode is on and an input
+    requires grad; False under inference mode (nothing records autograd there, whatever
+    the function does); None otherwise: the function may make values that require grad
+    itself (``enable_grad`` blocks, ``requires_grad_``), which the metadata pass tells."""
+    if inference_mode or torch.is_inference_mode_enabled():
+        return False
+    if torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in graph_inputs
+    ):
+        return True
+    return None
+
+
 @dataclass
 class AotOptions:
-    """Everything that shapes one compilation; passed down explicitly, never read from globals."""
+    """Everything that shapes one compilation; passed down explicitly, never read from
+    globals. Built by keyword (all but the forward compiler are keyword-only)."""
 
     fw_compiler: Compiler
+    _: KW_ONLY
     bw_compiler: Compiler | None = None
     partition_fn: Callable[..., tuple[fx.GraphModule, fx.GraphModule]] = default_partition_fn
     decompositions: dict[Any, Any] | None = None
@@ -132,43 +157,14 @@ def _layout(
     """The runtime's instructions, from the alias plan of the traced function."""
     plan = metadata.plan
     facts = plan.facts
-    aliases = [
-        OutputAlias(
-            k,
-            v,
-            plan.output_source[k],
-            facts.output_view.get(k),
-            out.requires_grad,
-            facts.output_creation_meta.get(k),
-            facts.output_detached.get(k, 0),
-            detached_base=facts.output_detached_base.get(k, -1),
-            base_leaf=k in facts.output_base_leaf,
-            grad_through_base=(
-                v == alias.OutputVerdict.ALIAS_OF_INPUT
-                and metadata.grad_mode
-                and not out.requires_grad
-                and not getattr(fake_args[plan.output_source[k]], "requires_grad", True)
-                and k not in facts.output_creation_meta
-                and k not in facts.output_detached
-            ),
-        )
-        for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
-        if v != alias.OutputVerdict.NON_ALIAS
-    ]
+    aliases = _output_aliases(metadata, fake_args)
     metadata_mutations = {
         i: facts.input_view[i] for i, v in enumerate(plan.inputs) if v in alias.METADATA_WRITE
     }
     visible = alias.facts.IN_REQUIRES_GRAD
     hidden = alias.facts.IN_MUTATIONS_HIDDEN
     specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
-    bindings = [] if all(s.static for s in specs) else alias.views.bindings_of(fake_args)
-    unbound = alias.views.unbound_symbols(specs, bindings)
-    if unbound:
-        raise UnsupportedError(
-            "an output that views an input or intermediate, or an input's new metadata, "
-            f"has data-dependent sizes or offset ({', '.join(sorted(map(str, unbound)))}): "
-            "not supported; return a copy (.clone()) instead"
-        )
+    bindings = _view_bindings(specs, fake_args)
     return ForwardLayout(
         num_user_outputs=len(metadata.outputs),
         mutated_inputs=plan.mutated_inputs,
@@ -197,17 +193,7 @@ def _layout(
             for k, out in enumerate(metadata.outputs)
             if out.stale_custom_view
         },
-        fresh_outputs=[
-            k
-            for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
-            if out.is_tensor
-            and v == alias.OutputVerdict.NON_ALIAS
-            and k not in facts.output_custom
-            and k not in facts.output_same_as
-            # a reinterpreting view (another dtype, a conj bit) is returned as computed
-            and not facts.output_flags[k]
-            & (alias.facts.OUT_ALIASES_INPUT | alias.facts.OUT_VIEW_OF_INTERMEDIATE)
-        ],
+        fresh_outputs=_fresh_outputs(metadata),
         custom_views={
             k: src
             for k, src in facts.custom_view_of_input.items()
@@ -220,6 +206,67 @@ def _layout(
         enable_grad=not metadata.grad_mode,
         storage_resizes=facts.input_storage_resize,
     )
+
+
+def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> list[OutputAlias]:
+    """How the runtime rebuilds each output that aliases an input or an intermediate."""
+    plan = metadata.plan
+    facts = plan.facts
+    return [
+        OutputAlias(
+            k,
+            v,
+            plan.output_source[k],
+            facts.output_view.get(k),
+            out.requires_grad,
+            facts.output_creation_meta.get(k),
+            facts.output_detached.get(k, 0),
+            detached_base=facts.output_detached_base.get(k, -1),
+            base_leaf=k in facts.output_base_leaf,
+            grad_through_base=(
+                v == alias.OutputVerdict.ALIAS_OF_INPUT
+                and metadata.grad_mode
+                and not out.requires_grad
+                and not getattr(fake_args[plan.output_source[k]], "requires_grad", True)
+                and k not in facts.output_creation_meta
+                and k not in facts.output_detached
+            ),
+        )
+        for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
+        if v != alias.OutputVerdict.NON_ALIAS
+    ]
+
+
+def _view_bindings(specs: list[Any], fake_args: Sequence[Any]) -> list[Any]:
+    """The input sizes that the symbolic sizes of rebuilt views and of inputs' new
+    metadata are read from; refused when one of them depends on data."""
+    bindings = [] if all(s.static for s in specs) else alias.views.bindings_of(fake_args)
+    unbound = alias.views.unbound_symbols(specs, bindings)
+    if unbound:
+        raise UnsupportedError(
+            "an output that views an input or intermediate, or an input's new metadata, "
+            f"has data-dependent sizes or offset ({', '.join(sorted(map(str, unbound)))}): "
+            "not supported; return a copy (.clone()) instead"
+        )
+    return bindings
+
+
+def _fresh_outputs(metadata: trace.TraceMetadata) -> list[int]:
+    """User outputs the graph computes afresh (no alias, no custom view, not the same
+    object as another output, not a reinterpreting view)."""
+    plan = metadata.plan
+    facts = plan.facts
+    return [
+        k
+        for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
+        if out.is_tensor
+        and v == alias.OutputVerdict.NON_ALIAS
+        and k not in facts.output_custom
+        and k not in facts.output_same_as
+        # a reinterpreting view (another dtype, a conj bit) is returned as computed
+        and not facts.output_flags[k]
+        & (alias.facts.OUT_ALIASES_INPUT | alias.facts.OUT_VIEW_OF_INTERMEDIATE)
+    ]
 
 
 def _keep_versions_of_saved_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> None:
@@ -261,8 +308,6 @@ def _grad_tangents(bw: fx.GraphModule, num_inputs: int) -> list[tuple[int, ...]]
     """Per input gradient of the backward graph, the tangents (by position) it is
     computed from. An input whose tangents all went unused by the caller's backward gets
     no gradient (None, as eager leaves it), not zeros."""
-    from .split import is_tangent
-
     placeholders = bw.graph.find_nodes(op="placeholder")
     tangent_of = {p: k for k, p in enumerate(q for q in placeholders if is_tangent(q))}
     deps: dict[fx.Node, frozenset[int]] = {}
@@ -361,6 +406,19 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     return artifact
 
 
+class ProgramCache(Protocol):
+    """Where ``compile_flat`` looks before building (``cache.Slot``: one key in the
+    in-process and on-disk caches)."""
+
+    def artifact(self) -> CompiledArtifact | None: ...
+
+    def put(self, artifact: CompiledArtifact) -> None: ...
+
+    def load(self, fake_args: Sequence[Any], fake_mode: Any) -> PartitionedProgram | None: ...
+
+    def store(self, program: PartitionedProgram) -> None: ...
+
+
 def compile_flat(
     flat_fn: Callable[..., list[Any]],
     fake_args: Sequence[Any],
@@ -368,7 +426,58 @@ def compile_flat(
     options: AotOptions,
     *,
     training: bool | None,
+    cache: ProgramCache | None = None,
 ) -> CompiledArtifact:
-    """Trace, partition and compile ``flat_fn`` (flat graph inputs → flat outputs)."""
-    program = build_program(flat_fn, fake_args, fake_mode, options, training=training)
-    return compile_program(program, options)
+    """Trace, partition and compile ``flat_fn`` (flat graph inputs → flat outputs), or
+    take the artefact or the program from ``cache``."""
+    artifact = cache.artifact() if cache is not None else None
+    if artifact is not None:
+        return artifact
+    program = cache.load(fake_args, fake_mode) if cache is not None else None
+    if program is None:
+        program = build_program(flat_fn, fake_args, fake_mode, options, training=training)
+        if cache is not None:
+            cache.store(program)
+    else:
+        program.timings["cache"] = 1.0
+        observe.loaded(program)
+    artifact = compile_program(program, options)
+    if cache is not None:
+        cache.put(artifact)
+    return artifact
+
+
+@dataclass
+class Specialization:
+    """What ``compile_for`` made for one call's inputs: the artefact, the fake inputs it
+    was traced on (symbolic-shape guards read them), and the synthetic base that inputs
+    overlapping in memory are passed as (None: none)."""
+
+    artifact: CompiledArtifact
+    fake_mode: Any
+    fake_args: list[Any]
+    synthetic_base: alias.SyntheticBase | None = None
+
+
+def compile_for(
+    flat_fn: Callable[..., list[Any]],
+    tensors: Sequence[Any],
+    options: AotOptions,
+    *,
+    training: bool | None,
+) -> Specialization:
+    """Compile ``flat_fn`` for the real ``tensors`` of a call: fake copies of them
+    (symbolic sizes under ``options.dynamic``), then ``compile_flat``. When the function
+    writes inputs that overlap in memory (``alias.NeedsSyntheticBase``) it is compiled
+    again over one synthetic base, the members' layout baked into the graph."""
+    fake_mode = trace.make_fake_mode(options.dynamic)
+    fake_args = trace.fakify(fake_mode, tensors, dynamic=options.dynamic)
+    try:
+        artifact = compile_flat(flat_fn, fake_args, fake_mode, options, training=training)
+        return Specialization(artifact, fake_mode, fake_args)
+    except alias.NeedsSyntheticBase as need:
+        base = alias.SyntheticBase.of(tensors, need.inputs)
+    fake_mode = trace.make_fake_mode(False)
+    fake_args = trace.fakify(fake_mode, base.prepare(tensors), dynamic=False)
+    artifact = compile_flat(base.wrap(flat_fn), fake_args, fake_mode, options, training=training)
+    return Specialization(artifact, fake_mode, fake_args, base)

@@ -1,0 +1,229 @@
+"""Dynamo's door: ``aot_module_simplified``, the entry point frontends such as Dynamo call.
+
+Dynamo hands over a GraphModule whose parameters and buffers may still be
+attributes, real example inputs, and a tracing context with its fake mode and
+symbols. This module lifts the parameters to leading inputs, fakifies the
+inputs with Dynamo's symbols, keys the caches, and hands the rest to the one
+orchestrator (``aotgrad.program``). Outside Dynamo, or for inputs Dynamo's
+guards do not cover (tensor subclasses, overlapping inputs that are written),
+the call is guarded by an ``AotFunction`` instead.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.nn.utils.stateless import _reparametrize_module
+
+from . import alias, guards, subclasses
+from .api import AotFunction
+from .compile import Compiler
+from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
+
+
+def aot_module_simplified(
+    mod: torch.nn.Module | fx.GraphModule,
+    args: Sequence[Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    partition_fn: Callable[..., Any] = default_partition_fn,
+    decompositions: dict[Any, Any] | None = None,
+    keep_inference_input_mutations: bool = False,
+    inference_compiler: Compiler | None = None,
+    compiler_config_extra: Any = None,
+    ignore_shape_env: bool = False,
+    disable_functionalization: bool = False,
+    pre_grad_passes: Callable[..., Any] | None = None,
+    compile_region_name: str | None = None,
+    *,
+    cache: bool = False,
+    dynamic: bool = False,
+) -> Callable[..., Any]:
+    """The low-overhead entry point for frontends such as Dynamo: ``mod`` takes flat
+    positional inputs (parameters already lifted to inputs) and returns a flat tuple.
+    Compiles eagerly for ``args``; returns a callable taking the same flat inputs.
+    With ``cache=True`` (what the backends pass) compiled graphs are reused from the
+    in-process and on-disk caches (``aotgrad.cache``).
+
+    torch's keywords: ``pre_grad_passes(mod, args)`` runs on ``mod`` first and its result
+    is traced; ``compiler_config_extra``, ``ignore_shape_env``, ``disable_functionalization``
+    and ``compile_region_name`` are accepted and have no effect (aotgrad always traces with
+    the shape environment of its inputs, functionalized)."""
+    from torch._guards import TracingContext
+
+    if pre_grad_passes is not None:
+        mod = pre_grad_passes(mod, args)
+    lifted = _Lifted(mod)
+    options = AotOptions(
+        fw_compiler=fw_compiler,
+        bw_compiler=bw_compiler,
+        partition_fn=partition_fn,
+        decompositions=decompositions,
+        keep_inference_input_mutations=keep_inference_input_mutations,
+        inference_compiler=inference_compiler,
+        dynamic=dynamic,
+        static_input_indices=[
+            *range(len(lifted.tensors)),
+            *(i + len(lifted.tensors) for i in _dynamo_static_inputs(mod)),
+        ],
+    )
+    graph_inputs = [*lifted.tensors, *args]
+    tc = TracingContext.try_get()
+    if tc is None or tc.fake_mode is None:
+        return _guarded_outside_dynamo(lifted, args, graph_inputs, options)
+    if subclasses.any_subclass(graph_inputs):
+        # Tensor subclasses are flattened at the call (aotgrad.subclasses), per layout.
+        return _guarded(lifted, options)
+    return _compiled_under_dynamo(lifted, graph_inputs, tc, options, cache=cache)
+
+
+class _Lifted:
+    """``mod`` run with its parameters and buffers (Dynamo leaves an optimizer step's as
+    attributes of its graph; a module used directly holds them in submodules) as leading
+    inputs, as in torch's aot_module_simplified."""
+
+    def __init__(self, mod: Any) -> None:
+        self.mod = mod
+        state = lifted_state(mod)
+        self.names = list(state)
+        self.tensors = list(state.values())
+
+    def __call__(self, *inputs: Any) -> Any:
+        n = len(self.tensors)
+        if not n:
+            return _run_module(self.mod, inputs)
+        with _reparametrize_module(self.mod, dict(zip(self.names, inputs[:n], strict=True))):
+            return _run_module(self.mod, inputs[n:])
+
+    def as_list(self, *inputs: Any) -> list[Any]:
+        out = self(*inputs)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _guarded(lifted: _Lifted, options: AotOptions) -> AotFunction:
+    """An ``AotFunction`` over the lifted module: aotgrad guards every call itself."""
+    guarded = AotFunction(lambda *xs: tuple(lifted.as_list(*xs)), options)
+    guarded.prefix = tuple(lifted.tensors)
+    return guarded
+
+
+def _guarded_outside_dynamo(
+    lifted: _Lifted, args: Sequence[Any], graph_inputs: list[Any], options: AotOptions
+) -> AotFunction:
+    """Used directly, not under Dynamo: nothing else guards the call, so aotgrad does
+    (with the module's training flags). Fake example inputs (symbolic sizes: compiled
+    for dynamic sizes) are not real values to compile for: the first call compiles."""
+    fakes = [a for a in args if isinstance(a, torch._subclasses.FakeTensor)]
+    if any(_symbolic(a) for a in fakes):
+        options.dynamic = True
+    guarded = AotFunction(lambda *xs: _as_tuple(lifted(*xs)), options, None)
+    guarded.state = functools.partial(guards.module_state, lifted.mod)
+    guarded.prefix = tuple(lifted.tensors)
+    if not fakes and not subclasses.any_subclass(graph_inputs):
+        guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
+    return guarded
+
+
+def _compiled_under_dynamo(
+    lifted: _Lifted, graph_inputs: list[Any], tc: Any, options: AotOptions, *, cache: bool
+) -> Callable[..., Any]:
+    """Under Dynamo: its guards cover the call; compile once, with its symbols."""
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode(graph_inputs) or tc.fake_mode
+    fake_args = _fakify_with_context(fake_mode, graph_inputs, tc, options.dynamic)
+    training = needs_autograd(graph_inputs)
+    slot = None
+    if cache and isinstance(lifted.mod, fx.GraphModule):
+        slot = _cache_slot(lifted, graph_inputs, options, training)
+    try:
+        artifact = compile_flat(
+            lifted.as_list, fake_args, fake_mode, options, training=training, cache=slot
+        )
+    except alias.NeedsSyntheticBase:
+        # Inputs that overlap in memory are written: Dynamo's guards do not cover their
+        # layout, so aotgrad guards the call itself and passes them as synthetic bases.
+        return _guarded(lifted, options)
+    run, prefix = artifact.run, lifted.tensors
+
+    def forward(*runtime_args: Any) -> tuple[Any, ...]:
+        return run(*prefix, *runtime_args)
+
+    forward.artifact = artifact  # type: ignore[attr-defined]
+    return forward
+
+
+def _cache_slot(
+    lifted: _Lifted, graph_inputs: list[Any], options: AotOptions, training: bool | None
+) -> Any:
+    """The caches' slot for compiling Dynamo's graph for these inputs."""
+    from . import cache
+
+    gm = lifted.mod
+    key = cache.key_for(gm, graph_inputs, options, training=training, lifted=lifted.names)
+    return cache.Slot(key)
+
+
+def _as_tuple(out: Any) -> Any:
+    return tuple(out) if isinstance(out, list) else out
+
+
+def _symbolic(t: torch.Tensor) -> bool:
+    return any(isinstance(v, torch.SymInt) for v in (*t.shape, *t.stride()))
+
+
+def lifted_state(mod: Any) -> dict[str, torch.Tensor]:
+    """The parameters and buffers of a module by name (duplicates kept):
+    aot_module_simplified lifts them to leading graph inputs."""
+    if not isinstance(mod, torch.nn.Module):
+        return {}
+    return {
+        **dict(mod.named_parameters(remove_duplicate=False)),
+        **dict(mod.named_buffers(remove_duplicate=False)),
+    }
+
+
+def _dynamo_static_inputs(mod: Any) -> list[int]:
+    """The inputs of a Dynamo graph that are parameters or buffers (Dynamo marks their
+    placeholders ``tensor_dict["_dynamo_static_input_type"]``)."""
+    if not isinstance(mod, fx.GraphModule):
+        return []
+    return [
+        i
+        for i, node in enumerate(mod.graph.find_nodes(op="placeholder"))
+        if node.meta.get("tensor_dict", {}).get("_dynamo_static_input_type") is not None
+    ]
+
+
+def _run_module(mod: Any, inputs: Sequence[Any]) -> Any:
+    """Run ``mod``; a GraphModule runs node by node with its node metadata in scope, so the
+    traced graphs keep each node's ``nn_module_stack`` and ``stack_trace`` (the report
+    groups by layer with them)."""
+    if isinstance(mod, fx.GraphModule):
+        with fx.traceback.preserve_node_meta():
+            return fx.Interpreter(mod).run(*inputs)
+    return mod(*inputs)
+
+
+def _fakify_with_context(fake_mode: Any, inputs: Sequence[Any], tc: Any, dynamic: bool) -> list:
+    """Fakify Dynamo's real inputs with Dynamo's own symbols when a tracing context has them."""
+    out = []
+    contexts = getattr(tc, "tensor_to_context", None) if tc is not None else None
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and not isinstance(x, torch._subclasses.FakeTensor):
+            ctx = contexts.get(x) if contexts is not None else None
+            if ctx is not None:
+                out.append(
+                    fake_mode.from_tensor(
+                        x, symbolic_context=ctx, source=ctx.tensor_source, trace=False
+                    )
+                )
+            else:
+                out.append(fake_mode.from_tensor(x, static_shapes=not dynamic))
+        else:
+            out.append(x)
+    return out

@@ -1,0 +1,215 @@
+"""Inductor glue for the ``"aotgrad"`` backend: aotgrad's graphs as Inductor wants them.
+
+aotgrad traces, partitions and wraps the graphs; Inductor (``compile_fx_inner``, with
+Inductor's decomposition table and joint-graph passes) compiles the forward, backward
+and inference graphs: C++ kernels on CPU, Triton kernels on GPU. The functions here
+are what ``aotgrad.backends`` passes to ``aot_module_simplified``: compilers with
+functorch's ``(gm, example_inputs)`` signature, a partitioner wrapper and the
+decomposition table.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .compile import fake_mode_of
+from .roles import is_tangent
+
+
+def _device_of(inputs: Sequence[Any]) -> torch.device | None:
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device
+    return None
+
+
+def _run_joint_graph_passes(gm: fx.GraphModule, inputs: Sequence[Any]) -> fx.GraphModule:
+    """Inductor's joint-graph passes (pattern rewrites, random-op replacement): required
+    before ``compile_fx_inner`` sees a graph containing ``aten.rand``."""
+    from torch._inductor.fx_passes.joint_graph import joint_graph_passes
+    from torch._inductor.virtualized import V
+
+    with V.set_fake_mode(fake_mode_of(gm)):
+        return joint_graph_passes(gm, _device_of(inputs)) or gm
+
+
+def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    """``compile_fx_inner``, letting real tensor constants through its fake propagation:
+    a traced graph may read one (make_fx's ``_tensor_constant`` attributes, kept as real
+    tensors, also by ``graph_records``); Inductor embeds it like any constant."""
+    import contextlib
+    from unittest import mock
+
+    from torch._guards import detect_fake_mode
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    _refuse_subclass_inputs(example_inputs)
+    real_constants = any(
+        isinstance(getattr(gm, str(n.target), None), torch.Tensor)
+        and not isinstance(getattr(gm, str(n.target)), torch._subclasses.FakeTensor)
+        for n in gm.graph.find_nodes(op="get_attr")
+    )
+    mode = detect_fake_mode(example_inputs) if real_constants else None
+    _canonical_attribute_order(gm)
+    allow = (
+        mock.patch.object(mode, "allow_non_fake_inputs", True)
+        if mode is not None
+        else contextlib.nullcontext()
+    )
+    with allow:
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+
+
+def _refuse_subclass_inputs(example_inputs: Sequence[Any]) -> None:
+    """Inductor's generated code reads its inputs' data pointers: a tensor subclass that
+    wraps other tensors (``TwoTensor``, ``DTensor``, a jagged ``NestedTensor``) has none,
+    and the process would crash. aotgrad does not flatten subclasses yet: refused, so the
+    backend runs the graph eagerly (``strict=True``: the error)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    from .errors import UnsupportedError
+
+    for i, x in enumerate(example_inputs):
+        if is_traceable_wrapper_subclass(x):
+            raise UnsupportedError(
+                f"graph input {i} is a tensor subclass ({type(x).__qualname__}): Inductor "
+                "compiles plain tensors only (use backend='aotgrad_eager')"
+            )
+
+
+def _canonical_attribute_order(gm: fx.GraphModule) -> None:
+    """Generate ``gm``'s code now and sort its attributes by name. Inductor's FX-graph
+    cache key pickles the GraphModule's ``__dict__``, whose order depends on the history
+    of the object (a lazily recompiled graph sets ``_code`` last); a graph built afresh
+    and the same graph read back from aotgrad's disk cache must hash alike."""
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    if isinstance(gm, _LazyGraphModule):
+        gm.real_recompile()
+    ordered = sorted(gm.__dict__.items())
+    gm.__dict__.clear()
+    gm.__dict__.update(ordered)
+
+
+def _sink_effect_tokens(gm: fx.GraphModule) -> None:
+    """Effect tokens (``with_effects``'s ordering chain) as Inductor wants them, as torch's
+    ``unlift_tokens`` leaves them: a chain starts at a ``prims._make_token`` in the graph
+    (a token the graph takes as input is replaced by one), and the tokens it returns are
+    consumed by ``prims._sink_tokens`` and returned as None (the runtime ignores them)."""
+    from torch._higher_order_ops.effects import with_effects
+
+    effects = gm.graph.find_nodes(op="call_function", target=with_effects)
+    if not effects:
+        return
+    make, sink = torch.ops.prims._make_token.default, torch.ops.prims._sink_tokens.default
+    graph = gm.graph
+    for node in effects:
+        token = node.args[0]
+        if isinstance(token, fx.Node) and token.op == "placeholder":
+            with graph.inserting_after(graph.find_nodes(op="placeholder")[-1]):
+                fresh = graph.call_function(make, ())
+            fresh.meta["val"] = token.meta.get("val")
+            token.replace_all_uses_with(fresh)
+    output = graph.output_node()
+    outs = list(output.args[0])  # type: ignore[arg-type]
+
+    def is_token(n: Any) -> bool:
+        if not isinstance(n, fx.Node) or n.op != "call_function":
+            return False
+        if n.target is make:
+            return True
+        return n.target is operator.getitem and n.args[0] in effects and n.args[1] == 0
+
+    tokens = [n for n in outs if is_token(n)]
+    if tokens:
+        with graph.inserting_before(output):
+            graph.call_function(sink, (tokens,))
+        output.args = (tuple(None if is_token(n) else n for n in outs),)
+        visible = output.meta.get("user_visible_output_idxs")
+        if visible is not None:
+            output.meta["user_visible_output_idxs"] = [i for i in visible if not is_token(outs[i])]
+    gm.recompile()
+
+
+def _mark_user_visible(gm: fx.GraphModule, count: int | None) -> None:
+    out = gm.graph.output_node()
+    args = list(out.args[0])  # type: ignore[arg-type]
+    n = len(args) if count is None else count
+    out.meta["user_visible_output_idxs"] = [i for i in range(n) if isinstance(args[i], fx.Node)]
+
+
+#: Higher-order ops Inductor (torch 2.15, CPU) compiles to wrong gradients: the joint
+#: graph aotgrad hands it is right (backend="aotgrad_eager" matches eager) but
+#: backend="inductor" gives the same wrong answer. Refused, so the graph runs eagerly.
+_INDUCTOR_MISCOMPILED_HOPS = frozenset({"scan"})
+
+
+def _refuse_miscompiled_hops(joint: fx.GraphModule) -> None:
+    from torch._ops import HigherOrderOperator
+
+    from .errors import UnsupportedError
+
+    for node in joint.graph.nodes:
+        target = node.target
+        if isinstance(target, HigherOrderOperator) and target.name() in _INDUCTOR_MISCOMPILED_HOPS:
+            raise UnsupportedError(
+                f"higher-order op {target.name()} is not supported with Inductor: torch "
+                f"{torch.__version__}'s Inductor computes wrong gradients for it "
+                "(use backend='aotgrad_eager')"
+            )
+
+
+def inductor_partition(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run Inductor's joint-graph passes, then ``partition_fn``."""
+
+    @functools.wraps(partition_fn)
+    def partition(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any):
+        _refuse_miscompiled_hops(joint)
+        flat_inputs = [x for group in joint_inputs for x in group]
+        joint = _run_joint_graph_passes(joint, flat_inputs)
+        fw, bw = partition_fn(joint, joint_inputs, **kwargs)
+        _mark_user_visible(fw, kwargs.get("num_fwd_outputs"))
+        return fw, bw
+
+    return partition
+
+
+def inductor_forward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    if "user_visible_output_idxs" not in gm.graph.output_node().meta:
+        _mark_user_visible(gm, None)
+    _sink_effect_tokens(gm)
+    return _compile_inner(gm, example_inputs)
+
+
+def inductor_inference(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    gm = _run_joint_graph_passes(gm, example_inputs)
+    _mark_user_visible(gm, None)
+    _sink_effect_tokens(gm)
+    return _compile_inner(gm, example_inputs, is_inference=True)
+
+
+def inductor_backward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    num_saved = sum(1 for p in placeholders if not is_tangent(p))
+    gm.graph.output_node().meta["user_visible_output_idxs"] = []
+    _sink_effect_tokens(gm)
+    return _compile_inner(
+        gm, example_inputs, is_backward=True, static_input_idxs=list(range(num_saved))
+    )
+
+
+@functools.cache
+def inductor_decompositions() -> dict[Any, Any]:
+    # Some of Inductor's decompositions (max_pool2d's) call into torch._inductor.lowering,
+    # which torch's own backend has imported by then (through compile_fx): import it too,
+    # else the first such graph of a process fails to trace.
+    import torch._inductor.lowering  # noqa: F401
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
