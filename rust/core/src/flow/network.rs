@@ -52,6 +52,138 @@ fn node_id<I: Copy + Into<i64>>(id: I, num_nodes: usize, what: &dyn Fn() -> Stri
     Ok(v as u32)
 }
 
+/// The edge columns read and validated once (the columns may be a caller's shared
+/// buffers), with the arc count of every tail (forward + reverse) in `degree[v + 1]`.
+struct Edges {
+    tails: Vec<u32>,
+    heads: Vec<u32>,
+    caps: Vec<f64>,
+    degree: Vec<u32>,
+    has_infinite: bool,
+}
+
+/// The arcs in CSR order: edge `j`'s forward arc at its tail, its reverse at its head.
+struct Arcs {
+    first: Vec<u32>,
+    head: Vec<u32>,
+    rev: Vec<u32>,
+    cap: Vec<f64>,
+    edge_arc: Vec<u32>,
+}
+
+/// Rejects columns of different lengths and more nodes or edges than `u32` arc ids hold.
+fn check_sizes(num_nodes: usize, e: usize, num_dst: usize, num_cap: usize) -> Result<()> {
+    if num_dst != e || num_cap != e {
+        return Err(flow_err(format!(
+            "edge columns differ in length: src has {e}, dst has {num_dst}, capacity has {num_cap}"
+        )));
+    }
+    if num_nodes >= u32::MAX as usize {
+        return Err(flow_err(format!(
+            "{num_nodes} nodes exceed the limit of {}",
+            u32::MAX - 1
+        )));
+    }
+    if e > (u32::MAX / 2) as usize {
+        return Err(flow_err(format!(
+            "{e} edges exceed the limit of {}",
+            u32::MAX / 2
+        )));
+    }
+    Ok(())
+}
+
+/// The checked terminals, which must be two different nodes.
+fn terminals<I: Copy + Into<i64>>(source: I, sink: I, num_nodes: usize) -> Result<(u32, u32)> {
+    let s = node_id(source, num_nodes, &|| "source".to_string())?;
+    let t = node_id(sink, num_nodes, &|| "sink".to_string())?;
+    if s == t {
+        return Err(flow_err(format!("source and sink are the same node {s}")));
+    }
+    Ok((s, t))
+}
+
+/// Reads every edge once: node ids in range, capacities `>= 0` and not NaN, and a sum
+/// of the finite capacities that `f64` represents.
+fn read_edges<I: Copy + Into<i64>>(
+    num_nodes: usize,
+    src: &[I],
+    dst: &[I],
+    capacity: &[f64],
+) -> Result<Edges> {
+    let e = src.len();
+    let mut edges = Edges {
+        tails: Vec::with_capacity(e),
+        heads: Vec::with_capacity(e),
+        caps: Vec::with_capacity(e),
+        degree: vec![0u32; num_nodes + 1],
+        has_infinite: false,
+    };
+    let mut finite_sum = 0.0f64;
+    for j in 0..e {
+        let u = node_id(src[j], num_nodes, &|| format!("edge {j}: src"))?;
+        let v = node_id(dst[j], num_nodes, &|| format!("edge {j}: dst"))?;
+        let c = capacity[j];
+        if c.is_nan() || c < 0.0 {
+            return Err(flow_err(format!(
+                "edge {j} ({u} -> {v}): capacity {c} is not a number >= 0"
+            )));
+        }
+        if c.is_finite() {
+            finite_sum += c;
+        } else {
+            edges.has_infinite = true;
+        }
+        edges.degree[u as usize + 1] += 1;
+        edges.degree[v as usize + 1] += 1;
+        edges.tails.push(u);
+        edges.heads.push(v);
+        edges.caps.push(c);
+    }
+    if !finite_sum.is_finite() {
+        return Err(flow_err(
+            "the sum of the finite capacities overflows f64".to_string(),
+        ));
+    }
+    Ok(edges)
+}
+
+/// A counting sort of the arcs by tail: the arcs of a node keep the input edge order.
+fn place_arcs(num_nodes: usize, edges: Edges) -> Arcs {
+    let mut first = edges.degree;
+    for v in 0..num_nodes {
+        first[v + 1] += first[v];
+    }
+    let e = edges.tails.len();
+    let arcs = 2 * e;
+    let mut cursor: Vec<u32> = first[..num_nodes].to_vec();
+    let mut head = vec![0u32; arcs];
+    let mut rev = vec![0u32; arcs];
+    let mut cap = vec![0.0f64; arcs];
+    let mut edge_arc = Vec::with_capacity(e);
+    let ends = edges.tails.iter().zip(&edges.heads);
+    for ((&u, &v), &c) in ends.zip(&edges.caps) {
+        let (u, v) = (u as usize, v as usize);
+        let a = cursor[u];
+        cursor[u] += 1;
+        let b = cursor[v];
+        cursor[v] += 1;
+        head[a as usize] = v as u32;
+        head[b as usize] = u as u32;
+        rev[a as usize] = b;
+        rev[b as usize] = a;
+        cap[a as usize] = c;
+        edge_arc.push(a);
+    }
+    Arcs {
+        first,
+        head,
+        rev,
+        cap,
+        edge_arc,
+    }
+}
+
 impl FlowNetwork {
     /// Builds and validates a network (see the module docs).
     ///
@@ -67,98 +199,20 @@ impl FlowNetwork {
         source: I,
         sink: I,
     ) -> Result<Self> {
-        let e = src.len();
-        if dst.len() != e || capacity.len() != e {
-            return Err(flow_err(format!(
-                "edge columns differ in length: src has {e}, dst has {}, capacity has {}",
-                dst.len(),
-                capacity.len()
-            )));
-        }
-        if num_nodes >= u32::MAX as usize {
-            return Err(flow_err(format!(
-                "{num_nodes} nodes exceed the limit of {}",
-                u32::MAX - 1
-            )));
-        }
-        if e > (u32::MAX / 2) as usize {
-            return Err(flow_err(format!(
-                "{e} edges exceed the limit of {}",
-                u32::MAX / 2
-            )));
-        }
-        let s = node_id(source, num_nodes, &|| "source".to_string())?;
-        let t = node_id(sink, num_nodes, &|| "sink".to_string())?;
-        if s == t {
-            return Err(flow_err(format!("source and sink are the same node {s}")));
-        }
-
-        // Read and validate every edge once (the columns may be a caller's
-        // shared buffers), and count arcs per tail (forward + reverse).
-        let mut tails = Vec::with_capacity(e);
-        let mut heads = Vec::with_capacity(e);
-        let mut caps = Vec::with_capacity(e);
-        let mut first = vec![0u32; num_nodes + 1];
-        let mut finite_sum = 0.0f64;
-        let mut has_infinite = false;
-        for j in 0..e {
-            let u = node_id(src[j], num_nodes, &|| format!("edge {j}: src"))?;
-            let v = node_id(dst[j], num_nodes, &|| format!("edge {j}: dst"))?;
-            let c = capacity[j];
-            if c.is_nan() || c < 0.0 {
-                return Err(flow_err(format!(
-                    "edge {j} ({u} -> {v}): capacity {c} is not a number >= 0"
-                )));
-            }
-            if c.is_finite() {
-                finite_sum += c;
-            } else {
-                has_infinite = true;
-            }
-            first[u as usize + 1] += 1;
-            first[v as usize + 1] += 1;
-            tails.push(u);
-            heads.push(v);
-            caps.push(c);
-        }
-        if !finite_sum.is_finite() {
-            return Err(flow_err(
-                "the sum of the finite capacities overflows f64".to_string(),
-            ));
-        }
-        for v in 0..num_nodes {
-            first[v + 1] += first[v];
-        }
-
-        // Place arcs: edge j's forward arc at its tail, its reverse at its head.
-        let arcs = 2 * e;
-        let mut cursor: Vec<u32> = first[..num_nodes].to_vec();
-        let mut head = vec![0u32; arcs];
-        let mut rev = vec![0u32; arcs];
-        let mut cap = vec![0.0f64; arcs];
-        let mut edge_arc = vec![0u32; e];
-        for j in 0..e {
-            let (u, v) = (tails[j] as usize, heads[j] as usize);
-            let a = cursor[u];
-            cursor[u] += 1;
-            let b = cursor[v];
-            cursor[v] += 1;
-            head[a as usize] = v as u32;
-            head[b as usize] = u as u32;
-            rev[a as usize] = b;
-            rev[b as usize] = a;
-            cap[a as usize] = caps[j];
-            edge_arc[j] = a;
-        }
+        check_sizes(num_nodes, src.len(), dst.len(), capacity.len())?;
+        let (s, t) = terminals(source, sink, num_nodes)?;
+        let edges = read_edges(num_nodes, src, dst, capacity)?;
+        let has_infinite = edges.has_infinite;
+        let arcs = place_arcs(num_nodes, edges);
         Ok(Self {
             num_nodes,
             source: s,
             sink: t,
-            first,
-            head,
-            rev,
-            cap,
-            edge_arc,
+            first: arcs.first,
+            head: arcs.head,
+            rev: arcs.rev,
+            cap: arcs.cap,
+            edge_arc: arcs.edge_arc,
             has_infinite,
         })
     }

@@ -38,18 +38,31 @@ fn kind_name(kind: NodeKind) -> &'static str {
 
 /// Lengths, version and the attributes; returns `N`.
 fn check_shape(t: &TableView<'_>) -> Result<usize> {
-    if t.version != FORMAT_VERSION {
-        return Err(err(
-            "version",
-            None,
-            format!(
-                "format version {} is not supported (expected {FORMAT_VERSION})",
-                t.version
-            ),
-        ));
+    check_version(t)?;
+    let n = row_count(t)?;
+    check_limits(t, n)?;
+    check_offsets(t, n)?;
+    Ok(n)
+}
+
+fn check_version(t: &TableView<'_>) -> Result<()> {
+    if t.version == FORMAT_VERSION {
+        return Ok(());
     }
-    // N is the length most per-node columns agree on, so that a single
-    // column of the wrong length is the one blamed (even if it is `kind`).
+    Err(err(
+        "version",
+        None,
+        format!(
+            "format version {} is not supported (expected {FORMAT_VERSION})",
+            t.version
+        ),
+    ))
+}
+
+/// `N`, the length most per-node columns agree on, so that a single column of the
+/// wrong length is the one blamed (even if it is `kind`); any column of another
+/// length is an error.
+fn row_count(t: &TableView<'_>) -> Result<usize> {
     let lens = [
         ("kind", t.kind.len()),
         ("op", t.op.len()),
@@ -82,6 +95,11 @@ fn check_shape(t: &TableView<'_>) -> Result<usize> {
             ));
         }
     }
+    Ok(n)
+}
+
+/// Rows, op names and forward outputs within what the ids can count.
+fn check_limits(t: &TableView<'_>, n: usize) -> Result<()> {
     if n > i32::MAX as usize {
         return Err(err(
             "kind",
@@ -103,6 +121,11 @@ fn check_shape(t: &TableView<'_>) -> Result<usize> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// `arg_ptr` starts at 0, never decreases, and ends at `len(arg_idx)`.
+fn check_offsets(t: &TableView<'_>, n: usize) -> Result<()> {
     if t.arg_ptr.first() != Some(&0) {
         return Err(err(
             "arg_ptr",
@@ -130,7 +153,7 @@ fn check_shape(t: &TableView<'_>) -> Result<usize> {
             format!("has length {e}, but arg_ptr[N] = {}", t.arg_ptr[n]),
         ));
     }
-    Ok(n)
+    Ok(())
 }
 
 fn reserved_of(op_names: &[String]) -> Vec<Reserved> {
@@ -152,7 +175,9 @@ struct Row {
     region: i32,
 }
 
-/// Checks row `i` (all but its arguments), whose arguments span `lo..hi`.
+/// Checks row `i` (all but its arguments), whose arguments span `lo..hi`. The
+/// columns are checked in a fixed order, so that a corrupt value is blamed on its own
+/// column: `arg_ptr`, `kind`, `op`, `flags`, `region`, then the argument count.
 fn check_row(
     tbl: &TableView<'_>,
     reserved: &[Reserved],
@@ -160,7 +185,28 @@ fn check_row(
     lo: u32,
     hi: u32,
 ) -> Result<Row> {
-    // arg_ptr first, so that a corrupt offset is never blamed on another column.
+    check_arg_span(tbl, i, lo, hi)?;
+    let kind = check_kind(tbl, i)?;
+    let op = check_op(tbl, reserved, i, kind)?;
+    let bits = check_flags(tbl, i)?;
+    let region = check_region(tbl, i)?;
+    if kind != NodeKind::Call && hi > lo {
+        return Err(err(
+            "arg_idx",
+            Some(i),
+            format!("a {} node cannot have arguments", kind_name(kind)),
+        ));
+    }
+    Ok(Row {
+        kind,
+        op,
+        bits: bits & !flags::TANGENT_DERIVED,
+        region,
+    })
+}
+
+/// Row `i`'s arguments `lo..hi`: increasing offsets, within `arg_idx`.
+fn check_arg_span(tbl: &TableView<'_>, i: usize, lo: u32, hi: u32) -> Result<()> {
     if hi < lo {
         return Err(err(
             "arg_ptr",
@@ -182,14 +228,22 @@ fn check_row(
             ),
         ));
     }
+    Ok(())
+}
+
+fn check_kind(tbl: &TableView<'_>, i: usize) -> Result<NodeKind> {
     let raw_kind = tbl.kind[i];
-    let Some(kind) = NodeKind::from_u8(raw_kind) else {
-        return Err(err(
+    NodeKind::from_u8(raw_kind).ok_or_else(|| {
+        err(
             "kind",
             Some(i),
             format!("unknown kind {raw_kind} (known: 0 PRIMAL, 1 TANGENT, 2 CALL, 3 GET_ATTR)"),
-        ));
-    };
+        )
+    })
+}
+
+/// Row `i`'s op id: in range, and reserved for its kind (placeholder, `get_attr`) or not.
+fn check_op(tbl: &TableView<'_>, reserved: &[Reserved], i: usize, kind: NodeKind) -> Result<u32> {
     let op = tbl.op[i];
     let Some(&res) = reserved.get(op as usize) else {
         return Err(err(
@@ -217,6 +271,10 @@ fn check_row(
             ),
         ));
     }
+    Ok(op)
+}
+
+fn check_flags(tbl: &TableView<'_>, i: usize) -> Result<u32> {
     let bits = tbl.flags[i];
     if bits & !flags::KNOWN_INPUT != 0 {
         return Err(err(
@@ -225,6 +283,10 @@ fn check_row(
             format!("unknown flag bits {:#x} set", bits & !flags::KNOWN_INPUT),
         ));
     }
+    Ok(bits)
+}
+
+fn check_region(tbl: &TableView<'_>, i: usize) -> Result<i32> {
     let region = tbl.region[i];
     if region < -1 {
         return Err(err(
@@ -233,19 +295,7 @@ fn check_row(
             format!("region {region} is not -1 or a region id >= 0"),
         ));
     }
-    if kind != NodeKind::Call && hi > lo {
-        return Err(err(
-            "arg_idx",
-            Some(i),
-            format!("a {} node cannot have arguments", kind_name(kind)),
-        ));
-    }
-    Ok(Row {
-        kind,
-        op,
-        bits: bits & !flags::TANGENT_DERIVED,
-        region,
-    })
+    Ok(region)
 }
 
 fn check_outputs(outputs: &[i32], num_nodes: usize) -> Result<Vec<Option<NodeId>>> {
