@@ -11,7 +11,7 @@ RUST_SRC := $(shell find rust -name '*.rs' -o -name 'Cargo.toml') Cargo.toml Car
 EXT_STAMP := $(VENV)/.ext-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv build browser test test-rust test-python demo bench opinfo models lint fmt wheel wheel-check trainer-check clean
+.PHONY: all venv build browser test test-rust test-python golden demo bench opinfo models lint fmt wheel wheel-check trainer-check clean
 
 all: test
 
@@ -55,6 +55,11 @@ test-python: build browser
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test: test-rust test-python
+
+# Rewrite the golden partitions (tests/golden/partition_*.txt) from the current code;
+# review the diff before committing it: it is every change in what is saved.
+golden: build
+	AOTGRAD_REGEN_GOLDEN=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_golden_partition.py
 
 demo: build
 	$(PY) -m aotgrad demo
