@@ -150,6 +150,7 @@ def torch_budget(
 
 def bench_size(aotgrad: Any, blocks: int, args: argparse.Namespace) -> dict:
     from aotgrad.partition import frontier, memory_budget_joint, recompute_costs
+    from aotgrad.roles import is_tangent
     from aotgrad.table import to_table
 
     joint = bench.trace_with_aotgrad(
@@ -165,7 +166,7 @@ def bench_size(aotgrad: Any, blocks: int, args: argparse.Namespace) -> dict:
     td: set[fx.Node] = set()
     for i, n in enumerate(nodes):
         if n.op == "placeholder":
-            if n.meta.get("aotgrad_role") == "tangent" or n.name.startswith("tangents"):
+            if is_tangent(n):
                 td.add(n)
         elif any(a in td for a in n.all_input_nodes):
             td.add(n)
