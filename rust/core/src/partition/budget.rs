@@ -152,35 +152,32 @@ pub(crate) fn frontier_with(
         .iter()
         .map(|(p, _)| p.bytes)
         .fold(sweep.min_bytes()?, u64::min);
-    Ok(budgets
+    let answer = |(&budget, &target_bytes): (&f64, &u64)| {
+        let (point, exact) = best_in(&pool, target_bytes);
+        let mut partition = point.partition.clone();
+        partition.rep.clone_from(&rep);
+        BudgetSolution {
+            budget,
+            met: point.bytes <= target_bytes,
+            activation_bytes: point.bytes,
+            partition,
+            recompute_cost: point.cost,
+            min_cut_bytes,
+            min_bytes,
+            target_bytes,
+            exact,
+        }
+    };
+    Ok(budgets.iter().zip(&targets).map(answer).collect())
+}
+
+/// The best point of `pool` for `target` bytes, and whether it was solved exactly.
+fn best_in(pool: &[(Point, bool)], target: u64) -> (&Point, bool) {
+    let (point, exact) = pool
         .iter()
-        .zip(&targets)
-        .map(|(&budget, &target_bytes)| {
-            let (point, exact) = pool
-                .iter()
-                .reduce(|a, b| {
-                    if better(&b.0, &a.0, target_bytes) {
-                        b
-                    } else {
-                        a
-                    }
-                })
-                .expect("one point per budget");
-            let mut partition = point.partition.clone();
-            partition.rep.clone_from(&rep);
-            BudgetSolution {
-                budget,
-                met: point.bytes <= target_bytes,
-                activation_bytes: point.bytes,
-                partition,
-                recompute_cost: point.cost,
-                min_cut_bytes,
-                min_bytes,
-                target_bytes,
-                exact: *exact,
-            }
-        })
-        .collect())
+        .reduce(|a, b| if better(&b.0, &a.0, target) { b } else { a })
+        .expect("one point per budget");
+    (point, *exact)
 }
 
 /// The solver and what it has evaluated so far.
@@ -239,32 +236,7 @@ impl<'a> Sweep<'a> {
             return Ok((self.eval(0.0)?.clone(), false));
         }
         if self.eval(LAMBDA_MAX)?.bytes > target {
-            // Bisect between the largest feasible and the smallest infeasible λ seen.
-            let feasible = |p: &Point| p.bytes <= target;
-            let mut lo = self
-                .memo
-                .iter()
-                .filter(|(_, p)| feasible(p))
-                .map(|(l, _)| *l)
-                .fold(0.0, f64::max)
-                .max(LAMBDA_MIN);
-            let mut hi = self
-                .memo
-                .iter()
-                .filter(|(l, p)| *l > lo && !feasible(p))
-                .map(|(l, _)| *l)
-                .fold(LAMBDA_MAX, f64::min);
-            for _ in 0..LAMBDA_STEPS {
-                if hi / lo < 1.0 + 1e-9 {
-                    break;
-                }
-                let mid = (lo * hi).sqrt();
-                if feasible(self.eval(mid)?) {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
+            self.bisect(target)?;
         }
         let best = self
             .memo
@@ -273,26 +245,62 @@ impl<'a> Sweep<'a> {
             .reduce(|a, b| if better(b, a, target) { b } else { a })
             .expect("λ = 0 was evaluated")
             .clone();
-        let mut best = self.solver.repair(best, target, REPAIR_TRIES);
+        let best = self.solver.repair(best, target, REPAIR_TRIES);
         if self.solver.candidates.len() <= DESCEND_MAX {
-            // The cheapest points over budget (the hull vertices above it).
-            let mut over: Vec<&Point> = self
-                .memo
-                .iter()
-                .map(|(_, p)| p)
-                .filter(|p| p.bytes > target)
-                .collect();
-            over.sort_by(|a, b| a.cost.total_cmp(&b.cost));
-            over.dedup_by(|a, b| a.partition.recomputed == b.partition.recomputed);
-            for p in over.into_iter().take(DESCEND_STARTS) {
-                if let Some(p) = self.solver.descend(p, target) {
-                    let p = self.solver.repair(p, target, REPAIR_TRIES);
-                    if better(&p, &best, target) {
-                        best = p;
-                    }
+            return Ok((self.descend_from_above(best, target), false));
+        }
+        Ok((best, false))
+    }
+
+    /// Bisect `λ` between the largest feasible and the smallest infeasible one seen.
+    fn bisect(&mut self, target: u64) -> Result<()> {
+        let feasible = |p: &Point| p.bytes <= target;
+        let mut lo = self
+            .memo
+            .iter()
+            .filter(|(_, p)| feasible(p))
+            .map(|(l, _)| *l)
+            .fold(0.0, f64::max)
+            .max(LAMBDA_MIN);
+        let mut hi = self
+            .memo
+            .iter()
+            .filter(|(l, p)| *l > lo && !feasible(p))
+            .map(|(l, _)| *l)
+            .fold(LAMBDA_MAX, f64::min);
+        for _ in 0..LAMBDA_STEPS {
+            if hi / lo < 1.0 + 1e-9 {
+                break;
+            }
+            let mid = (lo * hi).sqrt();
+            if feasible(self.eval(mid)?) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(())
+    }
+
+    /// `best`, or a better point found by descending from the cheapest points over
+    /// budget (the hull vertices above it).
+    fn descend_from_above(&self, mut best: Point, target: u64) -> Point {
+        let mut over: Vec<&Point> = self
+            .memo
+            .iter()
+            .map(|(_, p)| p)
+            .filter(|p| p.bytes > target)
+            .collect();
+        over.sort_by(|a, b| a.cost.total_cmp(&b.cost));
+        over.dedup_by(|a, b| a.partition.recomputed == b.partition.recomputed);
+        for p in over.into_iter().take(DESCEND_STARTS) {
+            if let Some(p) = self.solver.descend(p, target) {
+                let p = self.solver.repair(p, target, REPAIR_TRIES);
+                if better(&p, &best, target) {
+                    best = p;
                 }
             }
         }
-        Ok((best, false))
+        best
     }
 }

@@ -56,8 +56,7 @@ pub fn check(store: &GraphStore, p: &Partition) -> Result<()> {
 }
 
 fn check_graph(store: &GraphStore, p: &Partition) -> Result<()> {
-    let n = store.len();
-    let mut saved = vec![false; n];
+    let mut saved = vec![false; store.len()];
     for &v in &p.saved {
         saved[v.index()] = true;
     }
@@ -65,46 +64,9 @@ fn check_graph(store: &GraphStore, p: &Partition) -> Result<()> {
     let policy = Recompute::of(p);
     let mut recomputed = p.recomputed.iter().copied().peekable();
     for v in store.node_ids() {
-        let i = v.index();
-        let (fw, bw) = (p.in_forward(v), p.in_backward(v));
-        let td = store.has_flag(v, flags::TANGENT_DERIVED);
-        let kind = store.kind[i];
-        if fw && (td || kind == NodeKind::Tangent) {
-            return Err(fail(store, v, "tangent-derived node placed in the forward"));
-        }
-        if fw {
-            if let Some(a) = store.args(v).iter().find(|a| !p.in_forward(**a)) {
-                return Err(fail(
-                    store,
-                    v,
-                    &format!("forward node reads {a}, which is not in the forward"),
-                ));
-            }
-        }
-        if saved[i] && !(fw && bw) {
-            return Err(fail(
-                store,
-                v,
-                "saved value missing from the forward or the backward",
-            ));
-        }
-        if saved[i] && (td || kind == NodeKind::Tangent) {
-            return Err(fail(store, v, "a tangent or tangent-derived node is saved"));
-        }
-        let computed_in_bw = bw && !saved[i] && kind != NodeKind::Tangent;
-        if computed_in_bw {
-            if kind == NodeKind::Primal {
-                return Err(fail(store, v, "primal read by the backward but not saved"));
-            }
-            if let Some(a) = store.args(v).iter().find(|a| !p.in_backward(**a)) {
-                return Err(fail(
-                    store,
-                    v,
-                    &format!("backward node reads {a}, which is neither saved, a tangent, nor in the backward"),
-                ));
-            }
-        }
-        let is_recomputed = computed_in_bw && fw && kind == NodeKind::Call;
+        let computed_in_bw = check_placement(store, p, v, saved[v.index()])?;
+        let is_recomputed =
+            computed_in_bw && p.in_forward(v) && store.kind[v.index()] == NodeKind::Call;
         if is_recomputed {
             if recomputed.next_if_eq(&v).is_none() {
                 return Err(fail(
@@ -124,6 +86,56 @@ fn check_graph(store: &GraphStore, p: &Partition) -> Result<()> {
             ));
         }
     }
+    check_graph_outputs(store, p)
+}
+
+/// Node `v`'s placement: tangents and what derives from them stay out of the forward,
+/// a forward node reads forward nodes, a saved value is in both graphs, and a node the
+/// backward computes (returned: whether it does) reads what the backward has.
+fn check_placement(store: &GraphStore, p: &Partition, v: NodeId, saved: bool) -> Result<bool> {
+    let (fw, bw) = (p.in_forward(v), p.in_backward(v));
+    let kind = store.kind[v.index()];
+    let tangent_like = store.has_flag(v, flags::TANGENT_DERIVED) || kind == NodeKind::Tangent;
+    if fw && tangent_like {
+        return Err(fail(store, v, "tangent-derived node placed in the forward"));
+    }
+    if fw {
+        if let Some(a) = store.args(v).iter().find(|a| !p.in_forward(**a)) {
+            return Err(fail(
+                store,
+                v,
+                &format!("forward node reads {a}, which is not in the forward"),
+            ));
+        }
+    }
+    if saved && !(fw && bw) {
+        return Err(fail(
+            store,
+            v,
+            "saved value missing from the forward or the backward",
+        ));
+    }
+    if saved && tangent_like {
+        return Err(fail(store, v, "a tangent or tangent-derived node is saved"));
+    }
+    let computed_in_bw = bw && !saved && kind != NodeKind::Tangent;
+    if computed_in_bw {
+        if kind == NodeKind::Primal {
+            return Err(fail(store, v, "primal read by the backward but not saved"));
+        }
+        if let Some(a) = store.args(v).iter().find(|a| !p.in_backward(**a)) {
+            return Err(fail(
+                store,
+                v,
+                &format!("backward node reads {a}, which is neither saved, a tangent, nor in the backward"),
+            ));
+        }
+    }
+    Ok(computed_in_bw)
+}
+
+/// Forward outputs are computed in the forward, gradients are available in the backward.
+fn check_graph_outputs(store: &GraphStore, p: &Partition) -> Result<()> {
     for (j, o) in store.outputs.iter().enumerate() {
         let Some(o) = *o else { continue };
         let (ok, which) = if j < store.num_fwd_outputs {
@@ -145,6 +157,28 @@ fn check_graph(store: &GraphStore, p: &Partition) -> Result<()> {
 }
 
 fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
+    check_lengths(store, p)?;
+    let tensors = check_saved_groups(store, p)?;
+    if p.recomputed.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Error::Partition(
+            "recomputed nodes are not in ascending node order".to_string(),
+        ));
+    }
+    let bytes = tensors
+        .iter()
+        .fold(0u64, |s, v| s.saturating_add(store.nbytes[v.index()]));
+    if bytes != p.saved_bytes {
+        return Err(Error::Partition(format!(
+            "saved_bytes is {} but the saved tensors hold {bytes}",
+            p.saved_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// One placement and one representative per node, known placement bits, one reason per
+/// saved value, node ids in range.
+fn check_lengths(store: &GraphStore, p: &Partition) -> Result<()> {
     let n = store.len();
     let bad = |what: String| Err(Error::Partition(what));
     if p.placement.len() != n {
@@ -173,16 +207,23 @@ fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
     if let Some(v) = p.saved.iter().chain(&p.recomputed).find(|v| v.index() >= n) {
         return bad(format!("node id {v} out of range (N = {n})"));
     }
-    let split = p.saved.len().checked_sub(p.num_saved_symints);
-    let Some(split) = split else {
-        return bad("num_saved_symints exceeds len(saved)".to_string());
+    Ok(())
+}
+
+/// The saved values: tensors, then `num_saved_symints` `SymInt`s, each group in ascending
+/// node order. Returns the tensors.
+fn check_saved_groups<'p>(store: &GraphStore, p: &'p Partition) -> Result<&'p [NodeId]> {
+    let Some(split) = p.saved.len().checked_sub(p.num_saved_symints) else {
+        return Err(Error::Partition(
+            "num_saved_symints exceeds len(saved)".to_string(),
+        ));
     };
     let (tensors, symints) = p.saved.split_at(split);
     for (group, want_symint) in [(tensors, false), (symints, true)] {
         if group.windows(2).any(|w| w[0] >= w[1]) {
-            return bad(
+            return Err(Error::Partition(
                 "saved values are not in ascending node order within their group".to_string(),
-            );
+            ));
         }
         if let Some(v) = group
             .iter()
@@ -195,17 +236,5 @@ fn check_shapes(store: &GraphStore, p: &Partition) -> Result<()> {
             ));
         }
     }
-    if p.recomputed.windows(2).any(|w| w[0] >= w[1]) {
-        return bad("recomputed nodes are not in ascending node order".to_string());
-    }
-    let bytes = tensors
-        .iter()
-        .fold(0u64, |s, v| s.saturating_add(store.nbytes[v.index()]));
-    if bytes != p.saved_bytes {
-        return bad(format!(
-            "saved_bytes is {} but the saved tensors hold {bytes}",
-            p.saved_bytes
-        ));
-    }
-    Ok(())
+    Ok(tensors)
 }

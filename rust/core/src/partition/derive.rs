@@ -93,6 +93,26 @@ pub(crate) fn derive_with(
     recompute: impl Fn(NodeId) -> bool,
     reason: impl Fn(NodeId) -> SavedReason,
 ) -> Partition {
+    let (in_bw, saved) = backward_closure(store, rules, info, policy, traced, recompute);
+    let in_fw = forward_closure(store, &saved);
+    let mut p = assemble(store, &in_fw, &in_bw, &saved);
+    p.recomputes_compute_intensive = policy == Recompute::ComputeIntensive;
+    p.saved_reason = p.saved.iter().map(|&v| reason(v)).collect();
+    p
+}
+
+/// What the backward needs, walking up from the gradients: a node it computes (a
+/// tangent-derived one, one only the backward traced when kept there, or one the policy
+/// lets it recompute and `recompute` chooses) brings its arguments; any other is saved.
+/// Returns (in the backward, saved), by node index.
+fn backward_closure(
+    store: &GraphStore,
+    rules: &OpRules,
+    info: &NodeInfo,
+    policy: Recompute,
+    traced: Traced,
+    recompute: impl Fn(NodeId) -> bool,
+) -> (Vec<bool>, Vec<bool>) {
     let n = store.len();
     let mut in_bw = vec![false; n];
     let mut saved = vec![false; n];
@@ -118,7 +138,12 @@ pub(crate) fn derive_with(
             saved[i] = true;
         }
     }
+    (in_bw, saved)
+}
 
+/// What the forward computes: its outputs, the saved values, and their ancestors.
+fn forward_closure(store: &GraphStore, saved: &[bool]) -> Vec<bool> {
+    let n = store.len();
     let mut in_fw = vec![false; n];
     let mut stack: Vec<NodeId> = store.fwd_outputs().iter().flatten().copied().collect();
     stack.extend((0..n as u32).map(NodeId).filter(|v| saved[v.index()]));
@@ -128,10 +153,15 @@ pub(crate) fn derive_with(
             stack.extend_from_slice(store.args(v));
         }
     }
+    in_fw
+}
 
+/// The partition of the two closures: placements (primals in the forward, tangents in
+/// the backward), saved values (tensors, then `SymInt`s, each in node order) and their
+/// bytes, and the calls both graphs compute (recomputed). No reasons yet.
+fn assemble(store: &GraphStore, in_fw: &[bool], in_bw: &[bool], saved: &[bool]) -> Partition {
     let mut p = Partition {
-        placement: vec![0; n],
-        recomputes_compute_intensive: policy == Recompute::ComputeIntensive,
+        placement: vec![0; store.len()],
         ..Partition::default()
     };
     let mut symints = Vec::new();
@@ -154,7 +184,6 @@ pub(crate) fn derive_with(
     }
     p.num_saved_symints = symints.len();
     p.saved.extend(symints);
-    p.saved_reason = p.saved.iter().map(|&v| reason(v)).collect();
     p
 }
 
