@@ -2,6 +2,9 @@
 //! max-flow min-cut solver, the passes (CSE) and the partitioners. No Python
 //! here; the pyo3 binding crate (`rust/binding`) is a thin layer over this crate.
 
+// First: the macros that declare the boundary's codes (used by the modules below).
+pub mod vocab;
+
 pub mod alias;
 pub mod error;
 pub mod ids;

@@ -5,55 +5,48 @@
 
 use crate::ids::{NodeId, OpId};
 
-/// Node kinds, as encoded in the table's `kind` column.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum NodeKind {
-    /// A forward input (`primals_*`, parameters, buffers, user inputs).
-    Primal = 0,
-    /// A backward input (`tangents_*`).
-    Tangent = 1,
-    /// A `call_function` node.
-    Call = 2,
-    /// A `get_attr` node (a constant held by the graph module).
-    GetAttr = 3,
-}
-
-impl NodeKind {
-    pub fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            0 => Some(Self::Primal),
-            1 => Some(Self::Tangent),
-            2 => Some(Self::Call),
-            3 => Some(Self::GetAttr),
-            _ => None,
-        }
+crate::vocab::coded_enum! {
+    /// Node kinds, as encoded in the table's `kind` column.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum NodeKind {
+        /// A forward input (`primals_*`, parameters, buffers, user inputs).
+        Primal = 0,
+        /// A backward input (`tangents_*`).
+        Tangent = 1,
+        /// A `call_function` node.
+        Call = 2,
+        /// A `get_attr` node (a constant held by the graph module).
+        GetAttr = 3,
     }
 }
 
 /// Per-node flag bits (`docs/node_table.md`).
 pub mod flags {
-    pub const SYMBOLIC_SIZE: u32 = 1 << 0;
-    pub const RANDOM: u32 = 1 << 1;
-    pub const VIEW: u32 = 1 << 2;
-    pub const IMPURE: u32 = 1 << 3;
-    pub const COMPUTE_INTENSIVE: u32 = 1 << 4;
-    pub const TANGENT_DERIVED: u32 = 1 << 5;
-    pub const SYMINT: u32 = 1 << 6;
-    pub const MUST_SAVE: u32 = 1 << 7;
-    pub const MUST_RECOMPUTE: u32 = 1 << 8;
-    pub const NON_TENSOR: u32 = 1 << 9;
-    pub const MULTI_OUTPUT: u32 = 1 << 10;
-    /// A primal the function overwrites in place (meaningful on `PRIMAL` rows
-    /// only): the runtime must copy it to save it, so min-cut avoids saving it.
-    pub const MUTATED_INPUT: u32 = 1 << 11;
-    /// A primal that lives for the whole training step anyway (a parameter or
-    /// buffer; meaningful on `PRIMAL` rows only): saving it costs no memory.
-    pub const STATIC_INPUT: u32 = 1 << 12;
-    /// A node the backward traced: after the joint's last node traced by the
-    /// forward (torch's `partitioner_tag`). The default partition computes such
-    /// a node in the backward, where it was traced, unless the forward needs it.
-    pub const BACKWARD_REGION: u32 = 1 << 13;
+    crate::vocab::codes! { u32;
+        SYMBOLIC_SIZE = 1 << 0;
+        RANDOM = 1 << 1;
+        VIEW = 1 << 2;
+        IMPURE = 1 << 3;
+        COMPUTE_INTENSIVE = 1 << 4;
+        /// A tangent or a node reading a tangent-derived one: computed by Rust,
+        /// ignored on input.
+        TANGENT_DERIVED = 1 << 5;
+        SYMINT = 1 << 6;
+        MUST_SAVE = 1 << 7;
+        MUST_RECOMPUTE = 1 << 8;
+        NON_TENSOR = 1 << 9;
+        MULTI_OUTPUT = 1 << 10;
+        /// A primal the function overwrites in place (meaningful on `PRIMAL` rows
+        /// only): the runtime must copy it to save it, so min-cut avoids saving it.
+        MUTATED_INPUT = 1 << 11;
+        /// A primal that lives for the whole training step anyway (a parameter or
+        /// buffer; meaningful on `PRIMAL` rows only): saving it costs no memory.
+        STATIC_INPUT = 1 << 12;
+        /// A node the backward traced: after the joint's last node traced by the
+        /// forward (torch's `partitioner_tag`). The default partition computes such
+        /// a node in the backward, where it was traced, unless the forward needs it.
+        BACKWARD_REGION = 1 << 13;
+    }
     /// Bits a table may carry on input (`TANGENT_DERIVED` is computed, not read).
     pub const KNOWN_INPUT: u32 = (1 << 14) - 1;
 }

@@ -7,25 +7,27 @@ use crate::error::{Error, Result};
 
 /// Bits of `input_flags`: what the function did to one flat tensor input.
 pub mod input_bits {
-    /// The input's data was written in place (`x.add_(1)`, `x[0] = 1`).
-    pub const MUTATES_DATA: u32 = 1 << 0;
-    /// The input's sizes, strides or storage offset changed (`x.t_()`).
-    pub const MUTATES_METADATA: u32 = 1 << 1;
-    /// Every data mutation ran under `torch.no_grad()` or inference mode.
-    pub const MUTATIONS_HIDDEN: u32 = 1 << 2;
-    /// The input requires grad.
-    pub const REQUIRES_GRAD: u32 = 1 << 3;
-    /// The input is an autograd leaf.
-    pub const IS_LEAF: u32 = 1 << 4;
-    /// The input's new value requires grad (it has autograd history).
-    pub const NEW_VALUE_REQUIRES_GRAD: u32 = 1 << 5;
-    /// The backward (not the forward) wrote into the input.
-    pub const MUTATED_IN_BACKWARD: u32 = 1 << 6;
-    /// The caller asked for data mutations to stay inside the graph
-    /// (`keep_inference_input_mutations` on a forward-only graph).
-    pub const KEEP_IN_GRAPH: u32 = 1 << 7;
-    /// Grad mode was on during the call.
-    pub const GRAD_MODE: u32 = 1 << 8;
+    crate::vocab::codes! { u32;
+        /// The input's data was written in place (`x.add_(1)`, `x[0] = 1`).
+        MUTATES_DATA = 1 << 0;
+        /// The input's sizes, strides or storage offset changed (`x.t_()`).
+        MUTATES_METADATA = 1 << 1;
+        /// Every data mutation ran under `torch.no_grad()` or inference mode.
+        MUTATIONS_HIDDEN = 1 << 2;
+        /// The input requires grad.
+        REQUIRES_GRAD = 1 << 3;
+        /// The input is an autograd leaf.
+        IS_LEAF = 1 << 4;
+        /// The input's new value requires grad (it has autograd history).
+        NEW_VALUE_REQUIRES_GRAD = 1 << 5;
+        /// The backward (not the forward) wrote into the input.
+        MUTATED_IN_BACKWARD = 1 << 6;
+        /// The caller asked for data mutations to stay inside the graph
+        /// (`keep_inference_input_mutations` on a forward-only graph).
+        KEEP_IN_GRAPH = 1 << 7;
+        /// Grad mode was on during the call.
+        GRAD_MODE = 1 << 8;
+    }
     /// Every bit the tracer may set.
     pub const ALL: u32 = (1 << 9) - 1;
     /// Derived, never in a table: another input shares this input's storage.
@@ -34,28 +36,30 @@ pub mod input_bits {
 
 /// Bits of `output_flags`: what one flat output is.
 pub mod output_bits {
-    /// A tensor (other outputs are Python scalars, `SymInt`s, `None`).
-    pub const IS_TENSOR: u32 = 1 << 0;
-    /// The output requires grad.
-    pub const REQUIRES_GRAD: u32 = 1 << 1;
-    /// The output is the very input `output_input` (the same tensor object).
-    pub const IS_INPUT: u32 = 1 << 2;
-    /// The output shares the storage of input `output_input` (a view of it).
-    pub const ALIASES_INPUT: u32 = 1 << 3;
-    /// The storage of the output was swapped (`set_`): storage identity
-    /// says nothing about aliasing.
-    pub const STORAGE_CHANGED: u32 = 1 << 4;
-    /// The output is a view of a tensor created inside the function (its
-    /// `_base`, identified by the group id in `output_base`).
-    pub const VIEW_OF_INTERMEDIATE: u32 = 1 << 5;
-    /// That intermediate base requires grad.
-    pub const BASE_REQUIRES_GRAD: u32 = 1 << 6;
-    /// That intermediate base is itself user output `output_base_output`.
-    pub const BASE_IS_OUTPUT: u32 = 1 << 7;
-    /// The output reinterprets its input or intermediate: another dtype
-    /// (`view_as_complex`, `x.view(torch.int32)`) or conj/neg bit (`conj()`);
-    /// `as_strided` cannot rebuild it.
-    pub const REINTERPRETED: u32 = 1 << 8;
+    crate::vocab::codes! { u32;
+        /// A tensor (other outputs are Python scalars, `SymInt`s, `None`).
+        IS_TENSOR = 1 << 0;
+        /// The output requires grad.
+        REQUIRES_GRAD = 1 << 1;
+        /// The output is the very input `output_input` (the same tensor object).
+        IS_INPUT = 1 << 2;
+        /// The output shares the storage of input `output_input` (a view of it).
+        ALIASES_INPUT = 1 << 3;
+        /// The storage of the output was swapped (`set_`): storage identity
+        /// says nothing about aliasing.
+        STORAGE_CHANGED = 1 << 4;
+        /// The output is a view of a tensor created inside the function (its
+        /// `_base`, identified by the group id in `output_base`).
+        VIEW_OF_INTERMEDIATE = 1 << 5;
+        /// That intermediate base requires grad.
+        BASE_REQUIRES_GRAD = 1 << 6;
+        /// That intermediate base is itself user output `output_base_output`.
+        BASE_IS_OUTPUT = 1 << 7;
+        /// The output reinterprets its input or intermediate: another dtype
+        /// (`view_as_complex`, `x.view(torch.int32)`) or conj/neg bit (`conj()`);
+        /// `as_strided` cannot rebuild it.
+        REINTERPRETED = 1 << 8;
+    }
     /// Every bit the tracer may set.
     pub const ALL: u32 = (1 << 9) - 1;
     /// Derived, never in a table: the first output viewing its base.

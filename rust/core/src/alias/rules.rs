@@ -5,59 +5,61 @@
 
 use super::facts::{input_bits as I, output_bits as O};
 
-/// What the runtime does about one flat tensor input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum InputVerdict {
-    /// Not written: nothing to do.
-    Unmutated = 0,
-    /// Data written: the graph returns the new value, the runtime copies it
-    /// into the input under `no_grad`.
-    Data = 1,
-    /// Data written with a value that has autograd history: the new value is
-    /// a differentiable graph output (it gets a tangent) and the runtime
-    /// copies it into the input with grad mode on, so autograd records it.
-    DataDifferentiable = 2,
-    /// Data written, and the write stays in the (forward-only) graph.
-    DataInGraph = 3,
-    /// Sizes/strides/offset changed: the runtime replays them (`as_strided_`).
-    Metadata = 4,
-    /// Both: metadata replayed first, then the data copied.
-    DataAndMetadata = 5,
-    /// Both, the new value with autograd history: as `DataDifferentiable`
-    /// after the metadata replay.
-    DataAndMetadataDifferentiable = 6,
-    /// Refused: eager itself raises (an autograd leaf that requires grad,
-    /// written in place, or its metadata changed, visibly to autograd).
-    ErrorLeafMutated = 16,
-    /// Refused: the input shares storage with another input and is written;
-    /// the caller must pass a synthetic base instead.
-    ErrorAliasedMutation = 17,
-    /// Refused: the backward writes into the input.
-    ErrorMutatedInBackward = 18,
+crate::vocab::coded_enum! {
+    /// What the runtime does about one flat tensor input.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum InputVerdict {
+        /// Not written: nothing to do.
+        Unmutated = 0,
+        /// Data written: the graph returns the new value, the runtime copies it
+        /// into the input under `no_grad`.
+        Data = 1,
+        /// Data written with a value that has autograd history: the new value is
+        /// a differentiable graph output (it gets a tangent) and the runtime
+        /// copies it into the input with grad mode on, so autograd records it.
+        DataDifferentiable = 2,
+        /// Data written, and the write stays in the (forward-only) graph.
+        DataInGraph = 3,
+        /// Sizes/strides/offset changed: the runtime replays them (`as_strided_`).
+        Metadata = 4,
+        /// Both: metadata replayed first, then the data copied.
+        DataAndMetadata = 5,
+        /// Both, the new value with autograd history: as `DataDifferentiable`
+        /// after the metadata replay.
+        DataAndMetadataDifferentiable = 6,
+        /// Refused: eager itself raises (an autograd leaf that requires grad,
+        /// written in place, or its metadata changed, visibly to autograd).
+        ErrorLeafMutated = 16,
+        /// Refused: the input shares storage with another input and is written;
+        /// the caller must pass a synthetic base instead.
+        ErrorAliasedMutation = 17,
+        /// Refused: the backward writes into the input.
+        ErrorMutatedInBackward = 18,
+    }
 }
 
-/// What one flat output is, for the runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum OutputVerdict {
-    /// A fresh tensor (or a non-tensor): returned as the graph computed it.
-    NonAlias = 0,
-    /// The input itself: the runtime returns the real input object.
-    IsInput = 1,
-    /// A view of an input: regenerated from the real input, so writes
-    /// through it reach the input and `._base` is the input's.
-    AliasOfInput = 2,
-    /// A view of an intermediate that another output already brought out of
-    /// the graph: regenerated from that base.
-    AliasOfIntermediate = 3,
-    /// The first view of an intermediate that no user output is: the graph
-    /// also returns the intermediate (an extra output with a tangent), and the
-    /// view is regenerated from it.
-    AliasOfIntermediateSaveAsOutput = 4,
-    /// A view of an intermediate that is itself a user output: regenerated
-    /// from that output.
-    AliasOfIntermediateBaseIsUserOutput = 5,
+crate::vocab::coded_enum! {
+    /// What one flat output is, for the runtime.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum OutputVerdict {
+        /// A fresh tensor (or a non-tensor): returned as the graph computed it.
+        NonAlias = 0,
+        /// The input itself: the runtime returns the real input object.
+        IsInput = 1,
+        /// A view of an input: regenerated from the real input, so writes
+        /// through it reach the input and `._base` is the input's.
+        AliasOfInput = 2,
+        /// A view of an intermediate that another output already brought out of
+        /// the graph: regenerated from that base.
+        AliasOfIntermediate = 3,
+        /// The first view of an intermediate that no user output is: the graph
+        /// also returns the intermediate (an extra output with a tangent), and the
+        /// view is regenerated from it.
+        AliasOfIntermediateSaveAsOutput = 4,
+        /// A view of an intermediate that is itself a user output: regenerated
+        /// from that output.
+        AliasOfIntermediateBaseIsUserOutput = 5,
+    }
 }
 
 impl InputVerdict {

@@ -4,30 +4,33 @@ use crate::ids::NodeId;
 
 /// Bits of [`Partition::placement`].
 pub mod placement {
-    /// The node is computed in (or is an input of) the forward graph.
-    pub const FORWARD: u8 = 1;
-    /// The node is present in the backward graph: a placeholder if saved or a
-    /// tangent, computed (or recomputed) there otherwise.
-    pub const BACKWARD: u8 = 2;
+    crate::vocab::codes! { u8;
+        /// The node is computed in (or is an input of) the forward graph.
+        FORWARD = 1;
+        /// The node is present in the backward graph: a placeholder if saved or a
+        /// tangent, computed (or recomputed) there otherwise.
+        BACKWARD = 2;
+    }
 }
 
-/// Why a value is saved for the backward (the `saved_reason` column).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum SavedReason {
-    /// The backward reads it (default partition).
-    ReadByBackward = 0,
-    /// It lies on the min-cut boundary.
-    MinCutBoundary = 1,
-    /// Checkpoint tag `MUST_SAVE` / `PREFER_SAVE` (or a region boundary).
-    MustSave = 2,
-    /// An op that is never recomputed (compute-intensive, random, impure,
-    /// outside the recomputable allowlist).
-    NeverRecompute = 3,
-    /// A primal input.
-    Primal = 4,
-    /// A `SymInt` (saved as an int).
-    SymbolicSize = 5,
+crate::vocab::coded_enum! {
+    /// Why a value is saved for the backward (the `saved_reason` column).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum SavedReason {
+        /// The backward reads it (default partition).
+        ReadByBackward = 0,
+        /// It lies on the min-cut boundary.
+        MinCutBoundary = 1,
+        /// Checkpoint tag `MUST_SAVE` / `PREFER_SAVE` (or a region boundary).
+        MustSave = 2,
+        /// An op that is never recomputed (compute-intensive, random, impure,
+        /// outside the recomputable allowlist).
+        NeverRecompute = 3,
+        /// A primal input.
+        Primal = 4,
+        /// A `SymInt` (saved as an int).
+        SymbolicSize = 5,
+    }
 }
 
 /// A forward/backward split of a joint graph.
@@ -60,6 +63,20 @@ pub struct Partition {
     /// (the memory-budget partitioner, which prices them by their FLOPs); the
     /// others never recompute them. [`super::check`] applies the same rule.
     pub recomputes_compute_intensive: bool,
+}
+
+impl SavedReason {
+    /// How reports and logs name the reason (`aotgrad._rust.SAVED_REASON_LABELS`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::ReadByBackward => "read by backward",
+            Self::MinCutBoundary => "min-cut boundary",
+            Self::MustSave => "must-save tag",
+            Self::NeverRecompute => "never-recompute op",
+            Self::Primal => "primal input",
+            Self::SymbolicSize => "symbolic size",
+        }
+    }
 }
 
 impl Partition {
