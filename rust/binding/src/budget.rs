@@ -3,13 +3,14 @@
 //! (`aotgrad_core::partition::budget`).
 
 use aotgrad_core::partition::{self, BudgetSolution, OpRules};
-use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyBytes;
 
-use crate::buffer::{Column, Problem};
+use crate::buffer::Column;
 use crate::enter::enter;
-use crate::partition::{options_from, PyPartition};
+use crate::errors::partition_error;
+use crate::options::{core_options, PyPartitionOptions};
+use crate::partition::PyPartition;
 use crate::store::PyGraphStore;
 
 /// The memory-budget partition for one budget.
@@ -81,13 +82,9 @@ fn flops_from(flops: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
     if obj.is_none() {
         return Ok(None);
     }
-    match Column::<f64>::get(obj) {
-        Ok(column) => Ok(Some(column.as_slice().to_vec())),
-        Err(Problem::NotABuffer(e)) => Err(e),
-        Err(_) => Err(PyBufferError::new_err(
-            "flops must be a 1-D, C-contiguous float64 buffer",
-        )),
-    }
+    Column::<f64>::read(obj, "float64")
+        .map(|column| Some(column.as_slice().to_vec()))
+        .map_err(|detail| partition_error(obj.py(), format!("flops {detail}")))
 }
 
 /// The memory-budget partition of `store` for `budget` (a fraction of the
@@ -99,10 +96,10 @@ pub fn partition_memory_budget(
     py: Python<'_>,
     store: &Bound<'_, PyGraphStore>,
     budget: f64,
-    options: Option<&Bound<'_, PyDict>>,
+    options: Option<&Bound<'_, PyPartitionOptions>>,
     flops: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyBudgetSolution> {
-    let o = options_from(py, options)?;
+    let o = core_options(py, options)?;
     let f = flops_from(flops)?;
     let s = store.get().store();
     enter(py, || {
@@ -118,10 +115,10 @@ pub fn memory_frontier(
     py: Python<'_>,
     store: &Bound<'_, PyGraphStore>,
     budgets: Vec<f64>,
-    options: Option<&Bound<'_, PyDict>>,
+    options: Option<&Bound<'_, PyPartitionOptions>>,
     flops: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<PyBudgetSolution>> {
-    let o = options_from(py, options)?;
+    let o = core_options(py, options)?;
     let f = flops_from(flops)?;
     let s = store.get().store();
     let sols = enter(py, move || {
@@ -142,10 +139,10 @@ pub fn recompute_costs<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyGraphStore>,
     flops: Option<&Bound<'py, PyAny>>,
-    options: Option<&Bound<'py, PyDict>>,
+    options: Option<&Bound<'py, PyPartitionOptions>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let f = flops_from(flops)?;
-    let o = options_from(py, options)?;
+    let o = core_options(py, options)?;
     let s = store.get().store();
     let costs = enter(py, || {
         partition::recompute_costs(s, &OpRules::new(s), f.as_deref(), &o.cost)

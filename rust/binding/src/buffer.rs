@@ -12,6 +12,9 @@
 //!
 //! A [`Column`] holds the exporter's buffer for as long as it lives and
 //! releases it on drop; [`Column::as_slice`] borrows the elements from it.
+//! This is the binding's one buffer reader: every column argument (the node
+//! table's, `min_cut`'s edges, the memory budget's FLOPs) goes through
+//! [`Column::read`], and each caller wraps the problem in its own exception.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::marker::PhantomData;
@@ -74,6 +77,30 @@ pub enum Problem {
     Misaligned,
 }
 
+impl Problem {
+    /// What is wrong with `obj` as a column of `dtype`, as a predicate.
+    pub fn describe(&self, obj: &Bound<'_, PyAny>, dtype: &str) -> String {
+        match self {
+            Problem::NotABuffer(e) => {
+                let type_name = obj
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_string(), |n| n.to_string());
+                format!(
+                    "must be a buffer of {dtype} (numpy array, array.array or memoryview), \
+                     got {type_name}: {e}"
+                )
+            }
+            Problem::Dimensions(n) => format!("must be 1-dimensional, got {n} dimensions"),
+            Problem::Format { format, itemsize } => {
+                format!("has dtype format {format:?} of {itemsize} bytes, expected {dtype}")
+            }
+            Problem::NotContiguous => "is not C-contiguous (use np.ascontiguousarray)".into(),
+            Problem::Misaligned => format!("is not aligned for {dtype}"),
+        }
+    }
+}
+
 /// A 1-D, C-contiguous, aligned buffer of `T`, held until dropped.
 pub struct Column<T: Scalar> {
     raw: Box<RawBuffer>,
@@ -82,6 +109,13 @@ pub struct Column<T: Scalar> {
 }
 
 impl<T: Scalar> Column<T> {
+    /// [`Self::get`], a problem described for a message: `"<what> {problem}"`
+    /// reads as a sentence (`"is not C-contiguous ..."`); `dtype` names `T`
+    /// (`"int64"`).
+    pub fn read(obj: &Bound<'_, PyAny>, dtype: &str) -> Result<Self, String> {
+        Self::get(obj).map_err(|problem| problem.describe(obj, dtype))
+    }
+
     /// Requests `obj`'s buffer and checks it holds a 1-D array of `T`.
     pub fn get(obj: &Bound<'_, PyAny>) -> Result<Self, Problem> {
         let mut raw = Box::new(RawBuffer {

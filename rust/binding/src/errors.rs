@@ -105,6 +105,16 @@ pub fn table_error(py: Python<'_>, column: &'static str, detail: impl Into<Strin
     to_pyerr(py, &Error::table(column, None, detail))
 }
 
+/// A `FlowError` raised by the binding itself (an argument of the wrong type).
+pub fn flow_error(py: Python<'_>, detail: impl Into<String>) -> PyErr {
+    to_pyerr(py, &Error::Flow(detail.into()))
+}
+
+/// A `PartitionError` raised by the binding itself (a bad option or argument).
+pub fn partition_error(py: Python<'_>, detail: impl Into<String>) -> PyErr {
+    to_pyerr(py, &Error::Partition(detail.into()))
+}
+
 /// Registers the exception classes on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

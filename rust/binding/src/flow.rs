@@ -6,38 +6,16 @@
 //! with the GIL released; every problem raises `FlowError`.
 
 use aotgrad_core::flow::min_cut_edges;
-use aotgrad_core::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::buffer::{Column, Problem, Scalar};
+use crate::buffer::{Column, Scalar};
 use crate::enter::enter;
-use crate::errors::to_pyerr;
-
-fn flow_error(py: Python<'_>, detail: String) -> PyErr {
-    to_pyerr(py, &Error::Flow(detail))
-}
+use crate::errors::flow_error;
 
 /// The argument `name` as a column of `T`, read zero-copy (`crate::buffer`).
 fn column<T: Scalar>(obj: &Bound<'_, PyAny>, name: &str, dtype: &str) -> PyResult<Column<T>> {
-    Column::get(obj).map_err(|problem| {
-        let detail = match problem {
-            Problem::NotABuffer(_) => {
-                let type_name = obj
-                    .get_type()
-                    .name()
-                    .map_or_else(|_| "?".to_string(), |n| n.to_string());
-                format!("`{name}` must be a buffer of {dtype} (numpy array or array.array), got {type_name}")
-            }
-            Problem::Dimensions(n) => format!("`{name}` must be 1-dimensional, got {n} dimensions"),
-            Problem::Format { format, itemsize } => {
-                format!("`{name}` has dtype format {format:?} of {itemsize} bytes, expected {dtype}")
-            }
-            Problem::NotContiguous => format!("`{name}` is not C-contiguous"),
-            Problem::Misaligned => format!("`{name}` is not aligned for {dtype}"),
-        };
-        flow_error(obj.py(), detail)
-    })
+    Column::read(obj, dtype).map_err(|detail| flow_error(obj.py(), format!("`{name}` {detail}")))
 }
 
 /// Minimum cut of the network `num_nodes`, edges `src[j] -> dst[j]` with

@@ -7,21 +7,21 @@ pub mod buffer;
 pub mod enter;
 pub mod errors;
 pub mod flow;
+pub mod options;
 pub mod partition;
 pub mod store;
+pub mod vocab;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    // The package's one version: the workspace's (`[workspace.package]`), which
-    // maturin also writes into the wheel's metadata.
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("FORMAT_VERSION", aotgrad_core::FORMAT_VERSION)?;
+    vocab::register(m)?;
     errors::register(m)?;
     m.add_class::<store::PyGraphStore>()?;
     m.add_function(wrap_pyfunction!(enter::_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(flow::min_cut, m)?)?;
+    m.add_class::<options::PyPartitionOptions>()?;
     m.add_class::<partition::PyPartition>()?;
     m.add_function(wrap_pyfunction!(partition::partition_default, m)?)?;
     m.add_function(wrap_pyfunction!(partition::partition_min_cut, m)?)?;

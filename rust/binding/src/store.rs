@@ -9,7 +9,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::buffer::{Column, Problem, Scalar};
+use crate::buffer::{Column, Scalar};
 use crate::enter::enter;
 use crate::errors::table_error;
 
@@ -41,21 +41,7 @@ fn column<T: Scalar>(
     let obj = table
         .getattr(name)
         .map_err(|_| table_error(py, name, "the table has no such attribute"))?;
-    Column::get(&obj).map_err(|problem| {
-        let detail = match problem {
-            Problem::NotABuffer(e) => format!(
-                "expected a {dtype} buffer (numpy array), got {}: {e}",
-                type_name(&obj)
-            ),
-            Problem::Dimensions(n) => format!("must be 1-dimensional, got {n} dimensions"),
-            Problem::Format { format, itemsize } => {
-                format!("has dtype format {format:?} of {itemsize} bytes, expected {dtype}")
-            }
-            Problem::NotContiguous => "is not C-contiguous (use np.ascontiguousarray)".into(),
-            Problem::Misaligned => format!("is not aligned for {dtype}"),
-        };
-        table_error(py, name, detail)
-    })
+    Column::read(&obj, dtype).map_err(|detail| table_error(py, name, detail))
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
