@@ -70,19 +70,21 @@ def test_min_cut_recomputes_and_default_saves():
 
 def test_options_are_read_and_checked():
     store = sin_cos_store()
-    p = _rust.partition_min_cut(store, {"ban_if_not_in_allowlist": False, "long_chain": 5})
+    p = _rust.partition_min_cut(
+        store, _rust.PartitionOptions(ban_if_not_in_allowlist=False, long_chain=5)
+    )
     assert np.frombuffer(p.saved, np.uint32).tolist() == [0]
     with pytest.raises(PartitionError, match="unknown partition option `nope`"):
-        _rust.partition_min_cut(store, {"nope": True})
+        _rust.partition_min_cut(store, _rust.PartitionOptions(nope=True))
     with pytest.raises(PartitionError, match="`recompute_views` must be a bool"):
-        _rust.partition_min_cut(store, {"recompute_views": "yes"})
+        _rust.partition_min_cut(store, _rust.PartitionOptions(recompute_views="yes"))
     with pytest.raises(PartitionError, match="`max_dist_from_bw` must be an int"):
-        _rust.partition_default(store, {"max_dist_from_bw": -1})
+        _rust.partition_default(store, _rust.PartitionOptions(max_dist_from_bw=-1))
     with pytest.raises(PartitionError, match="`cse` must be a bool"):
-        _rust.partition_default(store, {"cse": 1})
+        _rust.partition_default(store, _rust.PartitionOptions(cse=1))
     for fn in (_rust.partition_min_cut, _rust.partition_default):
         for cse in (True, False):
-            p = fn(store, {"cse": cse})
+            p = fn(store, _rust.PartitionOptions(cse=cse))
             assert np.frombuffer(p.rep, np.uint32).tolist() == [0, 1, 2, 3, 4]
 
 
@@ -131,3 +133,21 @@ def test_check_partition_rejects_a_foreign_partition():
     other = _rust.GraphStore.from_table(table(rows, [2], 0, OPS))
     with pytest.raises(PartitionError, match="placement has 3 entries for 5 nodes"):
         _rust.check_partition(store, _rust.partition_min_cut(other))
+
+
+def test_partition_options_are_typed_and_built_by_keyword():
+    default = _rust.PartitionOptions()
+    assert (default.cse, default.long_chain, default.max_dist_from_bw) == (True, 100, 1000)
+    assert default.op_factors == {} and default.flops_per_byte > 0
+    o = _rust.PartitionOptions(cse=False, long_chain=5, op_factors={"aten.gelu": 2.0})
+    assert (o.cse, o.long_chain, o.op_factors) == (False, 5, {"aten.gelu": 2.0})
+    assert "cse=False" in repr(o) and "long_chain=5" in repr(o)
+    o.recompute_views = True
+    assert o.recompute_views is True
+    with pytest.raises(TypeError):
+        o.cse = 1
+    o.flops_per_byte = 0.0  # checked where the options are used
+    with pytest.raises(PartitionError, match="flops_per_byte is 0"):
+        _rust.partition_min_cut(sin_cos_store(), o)
+    with pytest.raises(PartitionError, match="fused_factor is NaN"):
+        _rust.PartitionOptions(fused_factor=float("nan"))

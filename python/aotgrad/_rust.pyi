@@ -1,14 +1,54 @@
 """Type stubs of ``aotgrad._rust``, the pyo3 extension (``rust/binding``).
 
-Private: import the public names from ``aotgrad.errors`` / ``aotgrad.table``.
+Private: import the public names from ``aotgrad.errors`` / ``aotgrad.table`` /
+``aotgrad.vocab``. Checked against the built module by ``mypy.stubtest`` (``make lint``).
 """
 
-from typing import Any, Protocol
+from typing import Any, Protocol, final
 
 from typing_extensions import Buffer
 
+# pyo3 lists every name the module adds (stubtest checks this list against it).
+__all__ = [
+    "FORMAT_VERSION",
+    "GET_ATTR_OP",
+    "PLACEHOLDER_OP",
+    "SAVED_REASON_LABELS",
+    "VOCABULARY",
+    "AotgradError",
+    "BudgetSolution",
+    "FlowError",
+    "GraphError",
+    "GraphStore",
+    "InternalError",
+    "Partition",
+    "PartitionError",
+    "PartitionOptions",
+    "TableError",
+    "__version__",
+    "_panic_for_tests",
+    "check_partition",
+    "classify_aliases",
+    "memory_frontier",
+    "min_cut",
+    "partition_default",
+    "partition_memory_budget",
+    "partition_min_cut",
+    "recompute_costs",
+]
+
+# -- the vocabulary (rust/binding/src/vocab.rs) -----------------------------
+
 __version__: str  # the Rust workspace's version, the package's only one
-FORMAT_VERSION: int
+FORMAT_VERSION: int  # of the node table (docs/node_table.md)
+PLACEHOLDER_OP: str  # reserved op name of PRIMAL and TANGENT rows
+GET_ATTR_OP: str  # reserved op name of GET_ATTR rows
+#: Every code that crosses the boundary: ``{vocabulary: {NAME: code}}`` (node_kind,
+#: node_flags, input_facts, output_facts, input_verdict, output_verdict, placement,
+#: saved_reason); ``aotgrad.vocab`` builds Python's enums from it.
+VOCABULARY: dict[str, dict[str, int]]
+#: ``{NAME: label}`` of the saved_reason vocabulary (``"min-cut boundary"``).
+SAVED_REASON_LABELS: dict[str, str]
 
 # -- errors (rust/binding/src/errors.rs) ------------------------------------
 
@@ -56,6 +96,7 @@ class _Table(Protocol):
     num_fwd_outputs: int
     op_names: list[str]
 
+@final
 class GraphStore:
     """A validated joint forward+backward graph held by Rust."""
 
@@ -89,6 +130,7 @@ def min_cut(
 
 # -- partitioners (rust/binding/src/partition.rs) ----------------------------
 
+@final
 class Partition:
     """A partition of a joint graph (docs/node_table.md, "The partition result")."""
 
@@ -113,16 +155,49 @@ class Partition:
         """uint32[N]: each node's representative after CSE (itself unless merged into an
         earlier node computing the same value; a merged node has placement 0)."""
 
-def partition_default(store: GraphStore, options: dict[str, Any] | None = None) -> Partition:
-    """Save every forward value the backward reads. ``options`` is checked; of its
-    fields only ``cse`` (merge common subexpressions first, default True) applies."""
+@final
+class PartitionOptions:
+    """The partitioners' options (rust/binding/src/options.rs), torch's defaults unless
+    given by keyword; ``PartitionError`` names an unknown field, a value of the wrong
+    type, or an invalid cost model."""
 
-def partition_min_cut(store: GraphStore, options: dict[str, Any] | None = None) -> Partition:
-    """Min-cut rematerialization. ``options``: ``PartitionOptions`` fields
-    (ban_if_not_in_allowlist, ban_if_reduction, ban_if_materialized_backward,
-    ban_if_used_far_apart, ban_if_long_fusible_chains, long_chain, max_dist_from_bw,
-    recompute_views, cse); raises ``PartitionError`` on an unknown option or an
-    unsatisfiable graph, ``GraphError`` on a tangent-derived forward output."""
+    ban_if_not_in_allowlist: bool
+    ban_if_reduction: bool
+    ban_if_materialized_backward: bool
+    ban_if_used_far_apart: bool
+    ban_if_long_fusible_chains: bool
+    long_chain: int
+    max_dist_from_bw: int
+    recompute_views: bool
+    cse: bool
+    flops_per_byte: float
+    fused_factor: float
+    op_factors: dict[str, float]  # a copy: assign a new dict to change it
+    def __new__(
+        cls,
+        *,
+        ban_if_not_in_allowlist: bool = ...,
+        ban_if_reduction: bool = ...,
+        ban_if_materialized_backward: bool = ...,
+        ban_if_used_far_apart: bool = ...,
+        ban_if_long_fusible_chains: bool = ...,
+        long_chain: int = ...,
+        max_dist_from_bw: int = ...,
+        recompute_views: bool = ...,
+        cse: bool = ...,
+        flops_per_byte: float = ...,
+        fused_factor: float = ...,
+        op_factors: dict[str, float] = ...,
+    ) -> PartitionOptions: ...
+
+def partition_default(store: GraphStore, options: PartitionOptions | None = None) -> Partition:
+    """Save every forward value the backward reads. Of ``options`` only ``cse`` (merge
+    common subexpressions first, default True) applies."""
+
+def partition_min_cut(store: GraphStore, options: PartitionOptions | None = None) -> Partition:
+    """Min-cut rematerialization with ``options`` (torch's defaults if ``None``); raises
+    ``PartitionError`` on an unsatisfiable graph, ``GraphError`` on a tangent-derived
+    forward output."""
 
 def check_partition(store: GraphStore, partition: Partition) -> None:
     """Raise ``PartitionError`` if ``partition`` is not a valid partition of ``store``
@@ -130,6 +205,7 @@ def check_partition(store: GraphStore, partition: Partition) -> None:
 
 # -- memory-budget partitioner (rust/binding/src/budget.rs) -------------------
 
+@final
 class BudgetSolution:
     """The memory-budget partition for one budget (a fraction of min-cut's saved bytes)."""
 
@@ -164,7 +240,7 @@ class BudgetSolution:
 def partition_memory_budget(
     store: GraphStore,
     budget: float,
-    options: dict[str, Any] | None = None,
+    options: PartitionOptions | None = None,
     flops: Any | None = None,
 ) -> BudgetSolution:
     """Save at most ``budget`` x min-cut's activation bytes with the least recompute
@@ -176,13 +252,13 @@ def partition_memory_budget(
 def memory_frontier(
     store: GraphStore,
     budgets: list[float],
-    options: dict[str, Any] | None = None,
+    options: PartitionOptions | None = None,
     flops: Any | None = None,
 ) -> list[BudgetSolution]:
     """``partition_memory_budget`` for every budget in one pass."""
 
 def recompute_costs(
-    store: GraphStore, flops: Any | None = None, options: dict[str, Any] | None = None
+    store: GraphStore, flops: Any | None = None, options: PartitionOptions | None = None
 ) -> bytes:
     """float64[N] (native order): the cost table's price of recomputing each node
     (``options``: the cost model's ``flops_per_byte``, ``fused_factor``, ``op_factors``)."""

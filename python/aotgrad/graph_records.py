@@ -26,7 +26,14 @@ import torch
 import torch.fx as fx
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
-from .table import STATIC_KEY
+from .vocab import (
+    AC_GRAPH_ID_KEY,
+    MUTATED_KEY,
+    PARTITIONER_TAG,
+    RECOMPUTE_KEY,
+    ROLE_KEY,
+    STATIC_KEY,
+)
 
 #: Node metadata kept (besides ``val``, restored by fake propagation): what compilers,
 #: the partitioner's tags and the report read.
@@ -35,14 +42,14 @@ KEPT_META = frozenset(
         "stack_trace",
         "seq_nr",
         "original_aten",
-        "recompute",
-        "ac_graph_id",
-        "partitioner_tag",
+        RECOMPUTE_KEY,
+        AC_GRAPH_ID_KEY,
+        PARTITIONER_TAG,
         "is_backward",
         "custom",
         "user_visible_output_idxs",
-        "aotgrad_role",
-        "aotgrad_mutated",
+        ROLE_KEY,
+        MUTATED_KEY,
         STATIC_KEY,
     }
 )

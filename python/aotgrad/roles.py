@@ -19,10 +19,10 @@ from collections.abc import Iterable
 
 import torch.fx as fx
 
-#: ``meta`` key of a placeholder's role.
-ROLE_KEY = "aotgrad_role"
-PRIMAL = "primal"
-TANGENT = "tangent"
+# The ``meta`` key of a placeholder's role and its two values (spelled in ``vocab``).
+from .vocab import PRIMAL_ROLE as PRIMAL
+from .vocab import ROLE_KEY
+from .vocab import TANGENT_ROLE as TANGENT
 
 
 def role_of(node: fx.Node) -> str | None:

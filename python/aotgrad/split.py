@@ -21,10 +21,7 @@ from torch.fx.node import map_arg
 
 from .errors import GraphError
 from .roles import is_tangent
-
-IN_FORWARD = 1
-IN_BACKWARD = 2
-
+from .vocab import IN_BACKWARD, IN_FORWARD
 
 # Node.__setattr__ re-indexes the node in its graph's lookup table on every attribute
 # write; setting args and kwargs in one call through the C-level updater that the

@@ -1,7 +1,8 @@
 """Joint FX graph → node table: flat columns, no Python object per node.
 
 The format is ``docs/node_table.md`` (version 4); Rust reads the columns
-zero-copy and validates them (``aotgrad._rust.GraphStore.from_table``).
+zero-copy and validates them (``aotgrad._rust.GraphStore.from_table``). Its codes
+(version, kinds, flag bits) are Rust's, read at import by ``aotgrad.vocab``.
 
 ``to_table`` makes one pass over the graph's nodes. Facts that depend only on
 the op (its interned name, RANDOM / VIEW / IMPURE / COMPUTE_INTENSIVE) are
@@ -14,7 +15,6 @@ target and argument structure. An 8,000-node joint graph converts in about
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import math
 import operator
@@ -32,43 +32,22 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from .errors import UnsupportedError, table_error
 from .roles import PRIMAL, ROLE_KEY, TANGENT
+from .vocab import (
+    AC_GRAPH_ID_KEY,
+    FORMAT_VERSION,
+    GET_ATTR_OP,
+    MUTATED_KEY,
+    PARTITIONER_TAG,
+    PLACEHOLDER_OP,
+    RECOMPUTE_KEY,
+    STATIC_KEY,
+    TRACED_BY_FORWARD,
+    Flag,
+    Kind,
+)
 
-FORMAT_VERSION = 4
-PLACEHOLDER_OP = "placeholder"
-GET_ATTR_OP = "get_attr"
-#: ``meta`` key the tracer sets on primals the function overwrites in place.
-MUTATED_KEY = "aotgrad_mutated"
-STATIC_KEY = "aotgrad_static_input"
 #: Byte size assumed for a dimension with no size hint (an unbacked symbol).
 UNHINTED_DIM = 4096
-
-
-class Kind(enum.IntEnum):
-    """The ``kind`` column."""
-
-    PRIMAL = 0
-    TANGENT = 1
-    CALL = 2
-    GET_ATTR = 3
-
-
-class Flag(enum.IntFlag):
-    """The ``flags`` column (bits 14-31 must be zero)."""
-
-    SYMBOLIC_SIZE = 1 << 0
-    RANDOM = 1 << 1
-    VIEW = 1 << 2
-    IMPURE = 1 << 3
-    COMPUTE_INTENSIVE = 1 << 4
-    TANGENT_DERIVED = 1 << 5  # computed by Rust, ignored on input
-    SYMINT = 1 << 6
-    MUST_SAVE = 1 << 7
-    MUST_RECOMPUTE = 1 << 8
-    NON_TENSOR = 1 << 9
-    MULTI_OUTPUT = 1 << 10
-    MUTATED_INPUT = 1 << 11
-    STATIC_INPUT = 1 << 12
-    BACKWARD_REGION = 1 << 13
 
 
 @dataclass
@@ -325,7 +304,12 @@ _CHECKPOINT_FLAGS = {
 
 _SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)
 # plain ints for the hot loop (enum arithmetic is slow)
-_PRIMAL, _TANGENT, _CALL, _GET_ATTR = (int(k) for k in Kind)
+_PRIMAL, _TANGENT, _CALL, _GET_ATTR = (
+    int(Kind.PRIMAL),
+    int(Kind.TANGENT),
+    int(Kind.CALL),
+    int(Kind.GET_ATTR),
+)
 _SYMBOLIC_SIZE = int(Flag.SYMBOLIC_SIZE)
 _SYMINT = int(Flag.SYMINT)
 _NON_TENSOR = int(Flag.NON_TENSOR)
@@ -335,8 +319,6 @@ _STATIC_INPUT = int(Flag.STATIC_INPUT)
 _BACKWARD_REGION = int(Flag.BACKWARD_REGION)
 #: ``meta`` key and value torch's joint tracer (and aotgrad's) set on the nodes the
 #: forward traced; the nodes after the last of them were traced by the backward.
-PARTITIONER_TAG = "partitioner_tag"
-TRACED_BY_FORWARD = "is_forward"
 _NO_ROLE = object()
 # torch's C implementation of ``map_arg``: calls ``fn`` on every node in a
 # nested argument (tuples, lists, dicts, slices), in order.
@@ -548,7 +530,7 @@ class _Rows:
             bits |= vbits
             if vbits & _SYMINT and k == _CALL and _unbacked(val):
                 ch = _UNIQUE_TAG ^ row
-        policy = meta.get("recompute")
+        policy = meta.get(RECOMPUTE_KEY)
         if policy is not None:
             bits |= _CHECKPOINT_FLAGS.get(policy, 0)
         if meta.get(PARTITIONER_TAG) == TRACED_BY_FORWARD:
@@ -561,7 +543,7 @@ class _Rows:
         self.const_hash.append(ch)
         self.flags.append(bits)
         # a checkpoint region's id; a selective-checkpoint mode without one writes None
-        rid = meta.get("ac_graph_id")
+        rid = meta.get(AC_GRAPH_ID_KEY)
         self.region.append(rid if type(rid) is int else -1)
 
     def table(self, op_names: list[str], output_args: Any, num_fwd_outputs: int) -> NodeTable:

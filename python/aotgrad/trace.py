@@ -40,6 +40,7 @@ from .hops import (
 )
 from .roles import PRIMAL, TANGENT
 from .roles import ROLE_KEY as ROLE
+from .vocab import MUTATED_KEY, PARTITIONER_TAG, STATIC_KEY, TRACED_BY_FORWARD
 
 
 @dataclass(frozen=True)
@@ -419,9 +420,9 @@ def _mark_roles(
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         node.meta[ROLE] = PRIMAL if i < num_primals else TANGENT
         if i in mutated_set:
-            node.meta["aotgrad_mutated"] = True
+            node.meta[MUTATED_KEY] = True
         if i in static_set:
-            node.meta["aotgrad_static_input"] = True
+            node.meta[STATIC_KEY] = True
 
 
 def _flatten_codegen(gm: fx.GraphModule) -> None:
@@ -460,11 +461,11 @@ def _stale_message(t: Any, version: int) -> str:
 
 def _tag_traced_by_forward() -> None:
     """Tag the nodes traced so far as the forward's, as torch's joint tracer does: the
-    default partition computes the later ones in the backward (``table.PARTITIONER_TAG``)."""
+    default partition computes the later ones in the backward (``vocab.PARTITIONER_TAG``)."""
     mode = get_proxy_mode()
     if mode is not None:
         for node in mode.tracer.graph.nodes:
-            node.meta.setdefault("partitioner_tag", "is_forward")
+            node.meta.setdefault(PARTITIONER_TAG, TRACED_BY_FORWARD)
 
 
 class _JointTrace:

@@ -4,40 +4,13 @@ tracer and the runtime do about each input and output."""
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass, field
 
 from .. import _rust
 from ..errors import EagerRefusal, UnsupportedError
+from ..vocab import IN_MUTATED_IN_BACKWARD, InputVerdict, OutputVerdict
 from .facts import AliasFacts
 from .views import ViewSpec
-
-
-class InputVerdict(enum.IntEnum):
-    """rust/core/src/alias/rules.rs ``InputVerdict``."""
-
-    UNMUTATED = 0
-    DATA = 1
-    DATA_DIFFERENTIABLE = 2
-    DATA_IN_GRAPH = 3
-    METADATA = 4
-    DATA_AND_METADATA = 5
-    DATA_AND_METADATA_DIFFERENTIABLE = 6
-    ERROR_LEAF_MUTATED = 16
-    ERROR_ALIASED_MUTATION = 17
-    ERROR_MUTATED_IN_BACKWARD = 18
-
-
-class OutputVerdict(enum.IntEnum):
-    """rust/core/src/alias/rules.rs ``OutputVerdict``."""
-
-    NON_ALIAS = 0
-    IS_INPUT = 1
-    ALIAS_OF_INPUT = 2
-    ALIAS_OF_INTERMEDIATE = 3
-    ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT = 4
-    ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT = 5
-
 
 #: The graph returns the input's new value (the runtime copies it in).
 RETURNS_NEW_VALUE = frozenset(
@@ -135,8 +108,6 @@ def classify(facts: AliasFacts) -> AliasPlan:
 def refuse_backward_mutations(plan: AliasPlan, inputs: list[int]) -> None:
     """The joint trace saw the backward write into ``inputs``: classify again with that
     fact (the rule table refuses it) and raise."""
-    from .facts import IN_MUTATED_IN_BACKWARD
-
     flags = list(plan.facts.input_flags)
     for i in inputs:
         flags[i] |= IN_MUTATED_IN_BACKWARD

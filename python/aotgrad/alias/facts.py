@@ -18,29 +18,27 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.vocab
+    IN_GRAD_MODE,
+    IN_IS_LEAF,
+    IN_KEEP_IN_GRAPH,
+    IN_MUTATES_DATA,
+    IN_MUTATES_METADATA,
+    IN_MUTATIONS_HIDDEN,
+    IN_NEW_VALUE_REQUIRES_GRAD,
+    IN_REQUIRES_GRAD,
+    OUT_ALIASES_INPUT,
+    OUT_BASE_IS_OUTPUT,
+    OUT_BASE_REQUIRES_GRAD,
+    OUT_IS_INPUT,
+    OUT_IS_TENSOR,
+    OUT_REINTERPRETED,
+    OUT_REQUIRES_GRAD,
+    OUT_STORAGE_CHANGED,
+    OUT_VIEW_OF_INTERMEDIATE,
+)
 from .storage import byte_range, overlap_groups
 from .views import ViewSpec
-
-# Bit values: rust/core/src/alias/facts.rs (input_bits / output_bits).
-IN_MUTATES_DATA = 1 << 0
-IN_MUTATES_METADATA = 1 << 1
-IN_MUTATIONS_HIDDEN = 1 << 2
-IN_REQUIRES_GRAD = 1 << 3
-IN_IS_LEAF = 1 << 4
-IN_NEW_VALUE_REQUIRES_GRAD = 1 << 5
-IN_MUTATED_IN_BACKWARD = 1 << 6
-IN_KEEP_IN_GRAPH = 1 << 7
-IN_GRAD_MODE = 1 << 8
-
-OUT_IS_TENSOR = 1 << 0
-OUT_REQUIRES_GRAD = 1 << 1
-OUT_IS_INPUT = 1 << 2
-OUT_ALIASES_INPUT = 1 << 3
-OUT_STORAGE_CHANGED = 1 << 4
-OUT_VIEW_OF_INTERMEDIATE = 1 << 5
-OUT_BASE_REQUIRES_GRAD = 1 << 6
-OUT_BASE_IS_OUTPUT = 1 << 7
-OUT_REINTERPRETED = 1 << 8
 
 
 @dataclass

@@ -16,19 +16,11 @@ import torch.fx as fx
 from .. import _rust, roles
 from ..errors import PartitionError
 from ..roles import is_tangent
-from ..split import IN_BACKWARD, IN_FORWARD, split_joint
-from ..table import STATIC_KEY, Flag, to_table
+from ..split import split_joint
+from ..table import to_table
+from ..vocab import IN_BACKWARD, IN_FORWARD, SAVED_REASONS, STATIC_KEY, Flag, SavedReason
 from .reorder import has_checkpoint_tags, mimic_autograd_order
 from .symbols import missing_bindings
-
-SAVED_REASONS = (
-    "read by backward",
-    "min-cut boundary",
-    "must-save tag",
-    "never-recompute op",
-    "primal input",
-    "symbolic size",
-)
 
 
 @dataclass
@@ -82,7 +74,7 @@ class PartitionResult:
         n_tensors = sum(isinstance(n.meta.get("val"), torch.Tensor) for n in saved)
         placement = self.placement.copy()
         placement[rows] |= IN_FORWARD | IN_BACKWARD
-        reason = SAVED_REASONS.index("symbolic size")
+        reason = SavedReason.SYMBOLIC_SIZE
         return dataclasses.replace(
             self,
             placement=placement,
@@ -117,9 +109,9 @@ def partition_joint(
     table, nodes = joint_table(joint_module, num_fwd_outputs)
     store = _rust.GraphStore.from_table(table)
     if kind == "min_cut":
-        raw = _rust.partition_min_cut(store, options or None)
+        raw = _rust.partition_min_cut(store, _rust.PartitionOptions(**options))
     elif kind == "default":
-        raw = _rust.partition_default(store, options or None)
+        raw = _rust.partition_default(store, _rust.PartitionOptions(**options))
     else:
         raise ValueError(f"unknown partition kind {kind!r}")
     result = PartitionResult.from_raw(nodes, raw)

@@ -136,8 +136,8 @@ def memory_budget_joint(
 ) -> tuple[PartitionResult, BudgetPoint]:
     """The decision alone (no graphs built): the partition and its figures."""
     store, nodes = _store(joint_module, num_fwd_outputs)
-    opts = cost_options(options)
-    sol = _rust.partition_memory_budget(store, float(budget), opts or None, node_flops(nodes))
+    opts = _rust.PartitionOptions(**cost_options(options))
+    sol = _rust.partition_memory_budget(store, float(budget), opts, node_flops(nodes))
     point = _point(sol)
     if not point.met:
         if not allow_exceed:
@@ -189,7 +189,8 @@ def frontier(
     budget falls: the points are the Pareto points the solver found."""
     store, nodes = _store(joint_module, num_fwd_outputs)
     bs = [float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)]
-    sols = _rust.memory_frontier(store, bs, cost_options(options) or None, node_flops(nodes))
+    opts = _rust.PartitionOptions(**cost_options(options))
+    sols = _rust.memory_frontier(store, bs, opts, node_flops(nodes))
     return [_point(s) for s in sols]
 
 
@@ -200,5 +201,6 @@ def recompute_costs(
     (FLOPs from shapes, :func:`node_flops`; the cost model of ``options`` over the
     calibration file's, :func:`aotgrad.partition.calibrate.cost_options`)."""
     store, nodes = _store(joint_module, num_fwd_outputs)
-    costs = _rust.recompute_costs(store, node_flops(nodes), cost_options(options) or None)
+    opts = _rust.PartitionOptions(**cost_options(options))
+    costs = _rust.recompute_costs(store, node_flops(nodes), opts)
     return np.frombuffer(costs, dtype=np.float64)

@@ -30,9 +30,7 @@ import torch
 import torch.fx as fx
 
 from ..roles import is_tangent
-
-#: ``meta`` key of a checkpoint tag (``torch.utils.checkpoint.CheckpointPolicy``).
-RECOMPUTE_KEY = "recompute"
+from ..vocab import RECOMPUTE_KEY
 
 
 def has_checkpoint_tags(nodes: Iterable[fx.Node]) -> bool:

@@ -17,11 +17,10 @@ import torch.fx as fx
 
 from ..partition import PartitionResult, partition_joint
 from ..roles import is_tangent
+from ..vocab import IN_BACKWARD, IN_FORWARD
 from .grouping import group_nodes
 from .model import (
     AOTGRAD_MIN_CUT,
-    IN_BACKWARD,
-    IN_FORWARD,
     KINDS,
     SAVE_ALL,
     TORCH_MIN_CUT,

@@ -26,14 +26,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..vocab import IN_FORWARD  # ``nodes["placement"]`` bits are the partition result's
+
 FORMAT = "aotgrad-report"
 VERSION = 1
 
 #: ``nodes["kind"]`` values.
 KINDS = ("primal", "tangent", "call", "get_attr")
-#: ``nodes["placement"]`` bits (as in the Rust partition result).
-IN_FORWARD = 1
-IN_BACKWARD = 2
 
 _NODE_COLUMNS = ("name", "op", "kind", "shape", "dtype", "nbytes", "placement", "group")
 
