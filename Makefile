@@ -1,4 +1,4 @@
-# One command is CI: `.ci/run` calls `make test`. Every target creates and
+# One command is CI: `.ci/run` calls `make lint`, then `make test`. Every target creates and
 # reuses the local .venv; nothing is installed by hand.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -29,7 +29,7 @@ $(STAMP): $(VENV)/bin/python pyproject.toml Makefile
 	fi
 	$(PIP) install -q "torch>=2.15,<2.17" "numpy>=1.26" "maturin>=1.9,<2" \
 	    "pytest>=8" "hypothesis>=6.100" "networkx>=3.2" "ruff>=0.6" "expecttest>=0.2" \
-	    "tlparse>=0.3"
+	    "tlparse>=0.3" "mypy>=1.10"
 	touch $@
 
 venv: $(STAMP)
@@ -81,11 +81,13 @@ opinfo: build
 models: build
 	$(PY) benches/model_sweep.py
 
-lint: $(STAMP)
+# stubtest imports the built extension and checks python/aotgrad/_rust.pyi against it.
+lint: $(EXT_STAMP)
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests benches release
 	$(VENV)/bin/ruff format --check python tests benches release
+	$(PY) -m mypy.stubtest aotgrad._rust
 
 fmt: $(STAMP)
 	cargo fmt --all
