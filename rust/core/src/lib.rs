@@ -21,4 +21,5 @@ pub use table::{Columns, TableView, FORMAT_VERSION};
 pub use verify::verify;
 pub mod flow;
 pub mod partition;
+#[cfg(any(test, feature = "synth"))]
 pub mod synth;
