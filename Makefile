@@ -77,7 +77,7 @@ bench: build
 opinfo: build
 	$(PY) benches/opinfo_sweep.py
 
-# Every model of aotgrad.models.zoo through aotgrad's backends and torch's, static and dynamic.
+# Every model of the zoo (tests/zoo.py) through aotgrad's backends and torch's, static and dynamic.
 models: build
 	$(PY) benches/model_sweep.py
 

@@ -88,7 +88,7 @@ def worker(args: argparse.Namespace, first: str) -> dict[str, Any]:
     import torch
     from torch._inductor.utils import fresh_cache
 
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.models import GPT, GPTConfig
 
     tmp = tempfile.mkdtemp(prefix="aotgrad-bench-")
     _warm_up(tmp)

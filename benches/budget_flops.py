@@ -36,8 +36,8 @@ import torch
 import torch.fx as fx
 from torch.utils.flop_counter import FlopCounterMode
 
-from aotgrad import bench
-from aotgrad.report.collect import copy_graph_module
+from aotgrad.tools import bench
+from aotgrad.tools.report.collect import copy_graph_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment, format_table, write_json

@@ -34,7 +34,7 @@ def worker(backend: str) -> dict[str, Any]:
     import torch
 
     import aotgrad.observe as observe
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.models import GPT, GPTConfig
     from backend_vs_inductor import _warm_up
 
     aotgrad_dir = os.environ["AOTGRAD_CACHE_DIR"]

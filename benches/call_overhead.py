@@ -78,7 +78,7 @@ def _module_check(mod: torch.nn.Module, inp: torch.Tensor) -> Callable[..., Any]
 
 def guard_costs(calls: int, rounds: int) -> dict[str, float]:
     """µs per guard check (key + cache lookup), median over rounds."""
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.models import GPT, GPTConfig
 
     x, y = torch.randn(4, requires_grad=True), torch.randn(4)
     base = torch.randn(8)

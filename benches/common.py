@@ -98,8 +98,8 @@ def graph_size(gm: fx.GraphModule) -> int:
 
 
 def environment() -> dict[str, Any]:
-    """The machine and versions a figure was measured on (``aotgrad.bench.environment``)."""
-    from aotgrad.bench import environment as describe
+    """The machine and versions a figure was measured on (``aotgrad.tools.bench.environment``)."""
+    from aotgrad.tools.bench import environment as describe
 
     return describe()
 

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from aotgrad import bench
-from aotgrad.report.collect import copy_graph_module
+from aotgrad.tools import bench
+from aotgrad.tools.report.collect import copy_graph_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (

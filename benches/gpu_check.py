@@ -33,7 +33,7 @@ def main() -> int:
     import torch
 
     import aotgrad.backends as backends
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.models import GPT, GPTConfig
 
     generated: dict[str, list[str]] = {"forward": [], "backward": []}
 

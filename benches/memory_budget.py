@@ -17,7 +17,7 @@ For transformer stacks (``--blocks``, default 4,16,64) and budgets 0.9..0.1:
   modules compute (matched by node name), priced by aotgrad's cost table (bytes
   moved, plus FLOPs from shapes for matmuls/attention). A node only the backward
   computes is not recomputation on either side.
-- a real training step (``aotgrad.models.GPT``, CPU, ``aot_module`` with the nop
+- a real training step (``aotgrad.tools.models.GPT``, CPU, ``aot_module`` with the nop
   compiler and ``memory_budget_partition``) per budget: heap bytes held after the
   forward (glibc ``mallinfo2``, as ``backend_vs_inductor.py``), which should not
   rise as the budget falls, and gradients equal to eager's.
@@ -44,8 +44,8 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from aotgrad import bench
-from aotgrad.report.collect import copy_graph_module
+from aotgrad.tools import bench
+from aotgrad.tools.report.collect import copy_graph_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_vs_inductor import heap_in_use
@@ -235,8 +235,8 @@ def saved_storage_bytes(
 
 def training_step(aotgrad: Any, budgets: list[float], args: argparse.Namespace) -> list[dict]:
     """Held heap bytes after the forward of one GPT training step, per budget."""
-    from aotgrad.models import GPT, GPTConfig
     from aotgrad.partition import memory_budget_partition
+    from aotgrad.tools.models import GPT, GPTConfig
 
     torch.manual_seed(0)
     cfg = GPTConfig(

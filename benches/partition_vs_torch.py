@@ -1,6 +1,6 @@
 """Partitioning (and tracing) speed and saved memory: aotgrad against torch, same graph.
 
-For transformer stacks of ``--blocks`` blocks (``aotgrad.models.transformer_stack``):
+For transformer stacks of ``--blocks`` blocks (``aotgrad.tools.models.transformer_stack``):
 
 1. the joint graph is traced ONCE with aotgrad's tracer;
 2. end-to-end partitioning (joint FX graph in, forward and backward GraphModules
@@ -37,9 +37,9 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from aotgrad import bench
-from aotgrad.bench import timed_partition
-from aotgrad.report.collect import copy_graph_module
+from aotgrad.tools import bench
+from aotgrad.tools.bench import timed_partition
+from aotgrad.tools.report.collect import copy_graph_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
@@ -59,7 +59,7 @@ SPEEDUP_GOAL = 20.0
 TRACE_RATIO_GOAL = 1.0
 
 
-# The model, its trace and graph copies are aotgrad.bench's (shared with `aotgrad bench`).
+# The model, its trace and graph copies are aotgrad.tools.bench's (shared with `aotgrad bench`).
 
 
 def Workload(n_blocks: int, width: int, batch: int, seq: int, aotgrad: Any) -> bench.Workload:
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if aotgrad is None:
         print("aotgrad does not import:\n" + (err or ""))
         return 2
-    import aotgrad.models
+    import aotgrad.tools.models
 
     # Warm both stacks up (imports, dispatcher caches) on a tiny model, untimed.
     warm = Workload(1, args.width, 2, 8, aotgrad)

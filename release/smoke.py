@@ -48,8 +48,8 @@ def entry_point() -> None:
 def two_gpt_steps() -> None:
     import torch
 
-    from aotgrad.demo import batches, load_corpus
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.demo import batches, load_corpus
+    from aotgrad.tools.models import GPT, GPTConfig
 
     text = load_corpus()
     vocab = sorted(set(text))

@@ -6,11 +6,12 @@ import copy
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
-from aotgrad.models import GPT, GPTConfig
+from aotgrad.tools.models import GPT, GPTConfig
 
 
 def _train_pair(backend: str, steps: int = 3, options: dict | None = None):
@@ -79,10 +80,11 @@ def test_first_graph_of_a_process_may_use_inductor_decompositions_of_pooling():
     """Inductor's max_pool2d decomposition reads torch._inductor.lowering; in a fresh
     process aotgrad traces with it before anything of Inductor's compiler is loaded
     (regression: AttributeError, the graph refused)."""
-    code = textwrap.dedent(
+    tests = str(Path(__file__).resolve().parent)  # the zoo: tests/zoo.py
+    code = f"import sys; sys.path.insert(0, {tests!r})\n" + textwrap.dedent(
         """
         import torch
-        from aotgrad.models import zoo
+        import zoo
         zoo.check("maxpool_convtranspose", "aotgrad")
         print("ok")
         """

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     import aotgrad.observe as observe
     hits = []
     observe.on_compiled(lambda a: hits.append("cache" in a.timings))
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.models import GPT, GPTConfig
     torch.manual_seed(0)
     # A GPT: its graph holds a tensor constant (the positions), which the cache must carry.
     m = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=16))
@@ -244,11 +244,13 @@ def test_dynamic_backward_hits_inductors_cache_in_a_second_process(tmp_path):
     assert runs[1]["grad"] == runs[0]["grad"]
 
 
-ZOO_SCRIPT = textwrap.dedent(
+# The zoo is a test fixture (tests/zoo.py): the script finds it beside this file.
+ZOO_SCRIPT = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+ZOO_SCRIPT += textwrap.dedent(
     """
     import json, sys
     import aotgrad.observe as observe
-    from aotgrad.models import zoo
+    import zoo
     hits = []
     observe.on_compiled(lambda a: hits.append("cache" in a.timings))
     for name in ["groupnorm_silu_upsample", "conv_batchnorm", "input_mutations",
@@ -323,8 +325,8 @@ def _values_compiled_by(backend: str):
     the fake inputs and mode it was traced with."""
     from torch._guards import detect_fake_mode
 
-    from aotgrad.models import GPT, GPTConfig
     from aotgrad.program import PartitionedProgram
+    from aotgrad.tools.models import GPT, GPTConfig
 
     artifacts: list = []
     undo = observe.on_compiled(artifacts.append)

@@ -176,7 +176,7 @@ def test_dropout_in_checkpointed_region_is_saved_not_replayed() -> None:
 
 def test_gpt_with_checkpointed_blocks_grads_equal_eager() -> None:
     """Layer norms (multi-output ops), attention and GELU inside the regions."""
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.models import GPT, GPTConfig
 
     torch._dynamo.reset()
     torch.manual_seed(0)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import aotgrad
-from aotgrad import bench, report
+from aotgrad.tools import bench, report
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -194,23 +194,24 @@ def test_cost_model_options_price_matmuls_and_memory_bound_ops():
 
 
 def test_calibration_file_is_read_and_options_override_it(tmp_path, monkeypatch):
-    from aotgrad.partition import calibrate
+    from aotgrad.partition import calibration
+    from aotgrad.tools import calibrate
 
     path = tmp_path / "cal.json"
     monkeypatch.setenv("AOTGRAD_CALIBRATION", str(path))
-    calibrate._load.cache_clear()
-    assert calibrate.cost_options() == {}
+    calibration.forget()
+    assert calibration.cost_options() == {}
     rc = calibrate.run(calibrate_args(repeats=1, fused_factor=0.5, output=None, print_only=False))
     assert rc == 0 and path.exists()
-    got = calibrate.cost_options()
+    got = calibration.cost_options()
     assert got["fused_factor"] == 0.5 and got["flops_per_byte"] > 0
     assert "aten._softmax" in got["op_factors"]
-    assert calibrate.cost_options({"fused_factor": 1.0})["fused_factor"] == 1.0
+    assert calibration.cost_options({"fused_factor": 1.0})["fused_factor"] == 1.0
     # the budget partitioner prices with it (one pass; figures valid)
     j = transformer_joint(1)
     (p,) = frontier(j.gm, num_fwd_outputs=j.num_fwd_outputs, budgets=[0.5])
     assert p.met
-    calibrate._load.cache_clear()
+    calibration.forget()
 
 
 def calibrate_args(**kw):

@@ -1,4 +1,4 @@
-"""Every model of ``aotgrad.models.zoo`` trains like eager through aotgrad (strict: no
+"""Every model of the zoo (``tests/zoo.py``) trains like eager through aotgrad (strict: no
 eager fallback). Inductor's code generation is exercised on a few kinds (its layout
 and symbol handling); ``benches/model_sweep.py`` runs every case through both backends."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from aotgrad.models import zoo
+import zoo
 
 
 @pytest.mark.parametrize("name", sorted(zoo.CASES))

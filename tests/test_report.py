@@ -14,11 +14,11 @@ from torch import nn
 
 import aotgrad
 import browser
-from aotgrad import bench, report
 from aotgrad.partition import partition_joint
-from aotgrad.report import grouping, record
-from aotgrad.report.html import render_html
-from aotgrad.report.model import Document
+from aotgrad.tools import bench, report
+from aotgrad.tools.report import grouping, record
+from aotgrad.tools.report.html import render_html
+from aotgrad.tools.report.model import Document
 
 
 class SinCos(nn.Module):
@@ -141,7 +141,7 @@ def joint_with_module_stack(model: nn.Module, *inputs: torch.Tensor):
 
 
 def test_layers_from_nn_module_stack():
-    from aotgrad.models import transformer_stack
+    from aotgrad.tools.models import transformer_stack
 
     model = transformer_stack(2, width=32)
     j = joint_with_module_stack(model, torch.randn(2, 8, 32))
@@ -309,7 +309,7 @@ def chromium():
 @pytest.fixture(scope="module")
 def gpt_page(tmp_path_factory):
     """The report of a 2-layer GPT compiled with the aotgrad_eager backend."""
-    from aotgrad.models import GPT, GPTConfig
+    from aotgrad.tools.models import GPT, GPTConfig
 
     out = tmp_path_factory.mktemp("page") / "gpt.html"
     torch.manual_seed(0)

@@ -8,16 +8,20 @@ halves (Inductor, or any functorch-style compiler) and wraps them in an
 
 from __future__ import annotations
 
+import os as _os
+
 from . import errors, partition
 from ._rust import __version__  # one version, the Rust workspace's (Cargo.toml)
 from .api import AotFunction, AotModule, aot_function, aot_module
 from .compile import make_boxed_func, nop
 from .dynamo import aot_module_simplified
 
-# AOTGRAD_REPORT=path.html: write a partition report after every compilation.
-from .report import enable_from_env as _enable_report
+# AOTGRAD_REPORT=path.html: write a partition report after every compilation. The report
+# is a tool (aotgrad.tools.report): imported only when the variable names a page.
+if _os.environ.get("AOTGRAD_REPORT", "").strip():
+    from .tools.report import enable_from_env as _enable_report
 
-_enable_report()
+    _enable_report()
 
 __all__ = [
     "AotFunction",

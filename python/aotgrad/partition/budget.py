@@ -30,7 +30,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 from .. import _rust
 from ..errors import PartitionError
 from .api import PartitionResult, _torch_options, joint_table
-from .calibrate import cost_options
+from .calibration import cost_options
 
 #: Budgets :func:`frontier` sweeps when none are given.
 DEFAULT_BUDGETS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
@@ -199,7 +199,7 @@ def recompute_costs(
 ) -> np.ndarray:
     """float64[N]: the cost table's price of recomputing each row of the node table
     (FLOPs from shapes, :func:`node_flops`; the cost model of ``options`` over the
-    calibration file's, :func:`aotgrad.partition.calibrate.cost_options`)."""
+    calibration file's, :func:`aotgrad.partition.calibration.cost_options`)."""
     store, nodes = _store(joint_module, num_fwd_outputs)
     opts = _rust.PartitionOptions(**cost_options(options))
     costs = _rust.recompute_costs(store, node_flops(nodes), opts)

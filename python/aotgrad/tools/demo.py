@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_corpus() -> str:
-    return resources.files("aotgrad.data").joinpath("corpus.txt").read_text()
+    return resources.files("aotgrad.tools.data").joinpath("corpus.txt").read_text()
 
 
 def batches(

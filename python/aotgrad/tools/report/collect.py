@@ -15,9 +15,9 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..partition import PartitionResult, partition_joint
-from ..roles import is_tangent
-from ..vocab import IN_BACKWARD, IN_FORWARD
+from ...partition import PartitionResult, partition_joint
+from ...roles import is_tangent
+from ...vocab import IN_BACKWARD, IN_FORWARD
 from .grouping import group_nodes
 from .model import (
     AOTGRAD_MIN_CUT,
@@ -170,7 +170,7 @@ def collect(
     if curve is None:
         curve = _frontier_points(joint, num_fwd_outputs, notes)
     if forward is None or backward is None:
-        from ..split import split_joint
+        from ...split import split_joint
 
         # ``rep``: rows merged by the partitioner's CSE (results that carry it).
         rep = getattr(res, "rep", None)
@@ -207,7 +207,7 @@ def _frontier_points(
 ) -> list[tuple[float, float]] | None:
     """(activation bytes, recompute cost) per memory budget: aotgrad's frontier."""
     try:
-        from ..partition import frontier
+        from ...partition import frontier
 
         points = frontier(joint, num_fwd_outputs=num_fwd_outputs)
     except Exception as e:  # the rest of the report still stands

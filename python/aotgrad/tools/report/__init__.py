@@ -1,6 +1,6 @@
 """The partition report: what was saved, what recomputed, and why, as one HTML page.
 
-    from aotgrad import report
+    from aotgrad.tools import report
     with report.Recorder("out/report.html"):      # every training graph compiled inside
         loss = torch.compile(model, backend="aotgrad")(x, y)
 

@@ -285,7 +285,7 @@ def check(name: str, backend: str = "aotgrad_eager", *, dynamic: bool = False) -
     """Train case ``name`` two steps compiled with ``backend`` and eagerly; raise
     ``AssertionError`` (or the compiler's error) at the first difference. Returns how
     many graphs aotgrad compiled (or read from its caches) on the way."""
-    from .. import observe
+    from aotgrad import observe
 
     compiled_graphs: list[Any] = []
     stop = observe.on_compiled(compiled_graphs.append)

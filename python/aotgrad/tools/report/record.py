@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import observe
+from ... import observe
 from .html import render_html
 from .model import Document, GraphReport
 
@@ -33,7 +33,7 @@ def json_path(html_path: str | Path) -> Path:
 def new_document(graphs: list[GraphReport]) -> Document:
     import torch
 
-    from .. import __version__
+    from ... import __version__
 
     created = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
     return Document(graphs, created, {"aotgrad": __version__, "torch": torch.__version__})

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from ..vocab import IN_FORWARD
+from ...vocab import IN_FORWARD
 
 INPUTS = "(inputs)"
 BACKWARD = "(backward)"

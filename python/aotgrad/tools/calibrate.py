@@ -6,9 +6,10 @@ over the bandwidth of a pointwise kernel), the share of its bytes a memory-bound
 moves when a fusing compiler recomputes it inside a backward kernel, and per-op
 factors (an op's time against a pointwise kernel over the same bytes).
 ``aotgrad calibrate`` times those kernels here with torch (fp32, the default device)
-and writes them to :func:`calibration_path`; :func:`cost_options` reads that file
-once per process and the budget partitioner uses it unless the caller passes its
-own figures (``flops_per_byte=``, ``fused_factor=``, ``op_factors=`` options).
+and writes them to :func:`~aotgrad.partition.calibration.calibration_path`;
+:mod:`aotgrad.partition.calibration` reads that file once per process and the budget
+partitioner uses it unless the caller passes its own figures (``flops_per_byte=``,
+``fused_factor=``, ``op_factors=`` options).
 ``fused_factor`` is not measured (it depends on the compiler): the file keeps the
 default unless ``--fused-factor`` is given.
 """
@@ -16,9 +17,7 @@ default unless ``--fused-factor`` is given.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,36 +25,7 @@ from typing import Any
 
 import torch
 
-#: The figures a calibration file may hold (the partition options of the cost model).
-COST_OPTIONS = ("flops_per_byte", "fused_factor", "op_factors")
-DEFAULT_FUSED_FACTOR = 0.25
-FORMAT = 1
-
-
-def calibration_path() -> Path:
-    """``$AOTGRAD_CALIBRATION``, else ``calibration.json`` in ``$AOTGRAD_CACHE_DIR``
-    (default ``~/.cache/aotgrad``)."""
-    explicit = os.environ.get("AOTGRAD_CALIBRATION")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("AOTGRAD_CACHE_DIR") or Path.home() / ".cache" / "aotgrad"
-    return Path(base) / "calibration.json"
-
-
-@functools.cache
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        return {}
-    return {k: data[k] for k in COST_OPTIONS if k in data}
-
-
-def cost_options(options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``options`` over the calibration file's figures (none when there is no file)."""
-    return {**_load(calibration_path()), **(options or {})}
+from ..partition.calibration import DEFAULT_FUSED_FACTOR, FORMAT, calibration_path, forget
 
 
 def _seconds(fn: Callable[[], Any], repeats: int) -> float:
@@ -160,6 +130,6 @@ def run(args: argparse.Namespace) -> int:
         path = Path(args.output) if args.output else calibration_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")
-        _load.cache_clear()
+        forget()
         print(f"written to {path}")
     return 0

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..vocab import IN_FORWARD  # ``nodes["placement"]`` bits are the partition result's
+from ...vocab import IN_FORWARD  # ``nodes["placement"]`` bits are the partition result's
 
 FORMAT = "aotgrad-report"
 VERSION = 1

@@ -133,7 +133,7 @@ def workloads(kinds: Sequence[str], sizes: Sequence[int]) -> list[Workload]:
 
 def trace_with_aotgrad(w: Workload) -> Any:
     """aotgrad's joint graph of ``w`` (a ``trace.JointGraph``)."""
-    from . import trace
+    from .. import trace
 
     fake_mode = trace.make_fake_mode(False)
     fake_args = trace.fakify(fake_mode, w.flat_inputs(), dynamic=False)
@@ -232,7 +232,7 @@ def call_overhead(calls: int) -> dict[str, float]:
     from functorch.compile import aot_function as torch_aot_function
     from functorch.compile import nop as torch_nop
 
-    from . import aot_function, nop
+    from .. import aot_function, nop
 
     x, y = torch.randn(4, requires_grad=True), torch.randn(4)
     ours = per_call_us(aot_function(_tiny, nop), (x, y), calls)
@@ -244,7 +244,7 @@ def call_overhead(calls: int) -> dict[str, float]:
 def bench_workload(w: Workload, repeats: int, trace_repeats: int) -> dict[str, Any]:
     from torch._functorch.partitioners import min_cut_rematerialization_partition as torch_mc
 
-    from .partition import min_cut_rematerialization_partition, partition_joint
+    from ..partition import min_cut_rematerialization_partition, partition_joint
 
     t_trace, joint = timed(lambda: trace_with_aotgrad(w))
     parts = partition_times(
