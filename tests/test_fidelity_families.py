@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import torch
 
+import aotgrad
+from aotgrad.errors import UnsupportedError
 from eager_oracle import COMPILERS, DirtyMul, Half, assert_like_eager, leaf_clone, leaves
 
 
@@ -474,3 +476,223 @@ def test_soak_7000(fn: Any, make: Any, compiler: str) -> None:
 
     ctx = torch.no_grad if fn is _out_resizes_an_input else contextlib.nullcontext
     assert_like_eager(fn, make_clones, COMPILERS[compiler], ctx=ctx, calls=2)
+
+
+# ------------------------------------------------- session of 2026-12-02 (seeds 42-297)
+
+
+def _written_then_relaid(x0):
+    t1 = x0.unflatten(-1, (2, 2))  # sees the write below
+    with torch.no_grad():
+        x0[1:3].zero_()
+    x0.as_strided_((2, 2), (4, 1))  # the new metadata no longer shows rows 1-3
+    return t1.view_as(t1)
+
+
+def _relaid_then_written(x0):
+    x0.t_()
+    x0.mul_(2)
+    return x0 * 1
+
+
+def _written_through_transpose_then_relaid(x0):
+    x0.t().mul_(2)
+    x0.as_strided_((4, 4), (1, 4))
+    return x0 * 1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [_written_then_relaid, _relaid_then_written, _written_through_transpose_then_relaid],
+    ids=["written_then_relaid", "relaid_then_written", "through_transpose"],
+)
+def test_input_written_and_relaid(fn: Any, compiler: str) -> None:
+    """Seed 84: data and metadata both changed: the runtime writes the whole storage the
+    input covered (in the caller's layout), then gives it the new metadata. (With an input
+    that requires grad, ``_written_then_relaid`` fails in the trace: under autograd,
+    functionalization rebuilds ``t1`` from the input's new metadata — still open.)"""
+    make = leaves(((4, 4), False)) if fn is _written_then_relaid else leaf_clone(4, 4)
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _views_of_intermediate_written_through_transpose(x0):
+    t2 = torch.mm(x0, x0)
+    t2.t().add_(1)
+    return t2.view(-1), t2.unsqueeze(0)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_views_of_written_intermediate_count_the_write(compiler: str) -> None:
+    """Seed 42: the graph returns the intermediate base as a transpose of what it wrote;
+    eager's base is no view, and its views' version counts the write."""
+    assert_like_eager(
+        _views_of_intermediate_written_through_transpose,
+        leaves(((4, 4), True)),
+        COMPILERS[compiler],
+        calls=2,
+    )
+
+
+def _exp_output(x0):
+    return x0.exp(), x0 * 2  # exp saves its result
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_saved_output_written_after_the_call(compiler: str) -> None:
+    """Seed 125: eager's backward raises when an output it saved was written after the
+    call, whatever the partition saved instead (min-cut recomputes ``exp``)."""
+    assert_like_eager(
+        _exp_output,
+        leaves(((4, 4), True)),
+        COMPILERS[compiler],
+        after=lambda outs: outs[0].mul_(2),
+        calls=2,
+    )
+
+
+def _view_of_no_grad_view(x0, x3):
+    with torch.no_grad():
+        t1 = x0[::2]
+    return t1.narrow(-1, 1, 2), x3 * 2
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_view_of_a_no_grad_view_has_a_grad_fn(compiler: str) -> None:
+    """Seed 297: a view taken with grad on of a view made under no_grad has a grad_fn that
+    ends at that view (a leaf to autograd): no gradient reaches the input through it."""
+    assert_like_eager(
+        _view_of_no_grad_view,
+        leaves(((4, 4), True), ((4, 4), True)),
+        COMPILERS[compiler],
+        calls=2,
+    )
+
+
+def _computed_from_a_leaf_made_inside(x0):
+    t = x0.detach().requires_grad_()
+    return torch.maximum(t, t) * 2, t
+
+
+def _factory_leaf_times_input(x0):
+    w = torch.ones(4, dtype=x0.dtype, requires_grad=True)
+    return w * x0
+
+
+@pytest.mark.parametrize(
+    "fn", [_computed_from_a_leaf_made_inside, _factory_leaf_times_input], ids=["detach", "factory"]
+)
+def test_output_computed_from_a_leaf_made_inside_is_refused(fn: Any) -> None:
+    """Seed 6207: eager's output requires grad and its backward fills the inner leaf's
+    ``.grad``; aotgrad refuses by name rather than return it without that history.
+    Under Dynamo the program runs as eager's."""
+    x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(UnsupportedError, match="made a leaf"):
+        aotgrad.aot_function(fn, aotgrad.nop)(x)
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS["dynamo-aotgrad_eager"], calls=2)
+
+
+def _input_made_to_require_grad(x0):
+    x0.requires_grad_()
+    return x0.amax(-1, keepdim=True)[1:3] * 2
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_requires_grad_on_an_input_is_no_new_leaf(compiler: str) -> None:
+    """Seed 240: ``requires_grad_()`` on an input is the caller's tensor requiring grad."""
+    assert_like_eager(_input_made_to_require_grad, leaves(((4, 4), False)), COMPILERS[compiler])
+
+
+# ------------------------------------ found by a blind probe (2026-12-02): set_ / .data
+
+
+def _set_to_another_input(x, y):
+    with torch.no_grad():
+        x.set_(y)  # x aliases y afterwards
+    return x * 2
+
+
+def _data_of_intermediate(x):
+    t = x * 3
+    t.data = x.data * 2
+    return t + 1
+
+
+def _data_of_input(x, w):
+    x.data = x.data.t().contiguous()  # new values, no version bump
+    return x @ w
+
+
+def _set_to_a_smaller_tensor(x, w):
+    with torch.no_grad():
+        x.set_(torch.zeros(2, 2, dtype=x.dtype))
+    return x.sum() * w
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_set_to_another_input, leaves(((4, 4), False), ((4, 4), False))),
+        (_data_of_intermediate, leaves(((4, 4), True))),
+        (_data_of_input, leaves(((4, 4), True), ((4, 4), True))),
+        (_set_to_a_smaller_tensor, leaves(((4, 4), False), ((4, 4), True))),
+    ],
+    ids=["set_to_input", "data_of_intermediate", "data_of_input", "set_smaller"],
+)
+def test_set_and_data_assignment(fn: Any, make: Any, compiler: str) -> None:
+    """``x.set_(y)`` and ``x.data = y`` on an input: the caller's tensor gets the new
+    storage (it was left unchanged: the write was dropped without a word)."""
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _made_in_inference_mode(x):
+    with torch.inference_mode():
+        y = x * 2
+    return y, x * 3
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_output_made_in_an_inference_mode_block(compiler: str) -> None:
+    """An output made inside ``torch.inference_mode()`` is an inference tensor, as eager's
+    (the trace raised "Inference tensors do not track version counter")."""
+    assert_like_eager(_made_in_inference_mode, leaves(((4, 4), True)), COMPILERS[compiler])
+
+
+def _matmul_out_of_autocast(x, y):
+    with torch.autocast("cpu", enabled=False):
+        return x @ y
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_backward_of_a_block_out_of_autocast_keeps_float32(compiler: str) -> None:
+    """Called under bf16 autocast, a block with autocast disabled: eager's backward runs
+    outside the forward's autocast, so its matmul's gradient is float32 (the compiled one
+    was rounded to bf16)."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        ts = [torch.randn(4, 4, requires_grad=True) for _ in range(2)]
+        return ts, ts
+
+    assert_like_eager(
+        _matmul_out_of_autocast,
+        make,
+        COMPILERS[compiler],
+        ctx=lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+    )
+
+
+def _times_item(x, s):
+    return x * s.item()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_item_read_by_the_backward(compiler: str) -> None:
+    """``x * s.item()``: the backward needs the data-dependent float, which nothing can
+    recompute; min-cut saves it (it failed: "can be neither saved nor recomputed")."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        return [x, torch.tensor(1.5, dtype=torch.float64)], [x]
+
+    assert_like_eager(_times_item, make, COMPILERS[compiler], calls=2)

@@ -44,7 +44,7 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 
 #: 2: graphs stored node by node (graph_records), no longer re-traced;
 #: 3: each node's fake value described (``describe_values``), rebuilt without running ops.
-FORMAT = 3
+FORMAT = 4
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 

@@ -74,6 +74,7 @@ def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
 
 
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
+_DATA = torch._C.TensorBase.__dict__["data"]
 _DETACH_ = torch.Tensor.detach_
 _DETACH_VIEW = (
     "Can't detach views in-place. Use detach() instead. If you are using "
@@ -89,14 +90,23 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     ``leaves``: the stand-ins (by ``id``) of inputs that are leaves requiring grad."""
 
     def __init__(
-        self, leaves: frozenset[int] = frozenset(), views: frozenset[int] = frozenset()
+        self,
+        leaves: frozenset[int] = frozenset(),
+        views: frozenset[int] = frozenset(),
+        inputs: frozenset[int] = frozenset(),
     ) -> None:
         super().__init__()
         self.leaves = leaves
+        #: Every input's stand-in (``requires_grad_()`` on one is no new leaf: the runtime
+        #: makes the caller's tensor require grad).
+        self.inputs = inputs
         #: The stand-ins of inputs that are views (``detach_()`` on one raises in eager).
         self.views = views
         #: The stand-ins ``requires_grad_(False)`` was called on.
         self.flag_off: set[int] = set()
+        #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
+        #: a factory called with ``requires_grad=True``), in the order it made them.
+        self.new_leaves: list[torch.Tensor] = []
 
     @classmethod
     def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
@@ -105,6 +115,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         return cls(
             frozenset(id(a) for a, o in pairs if o.is_leaf and o.requires_grad),
             frozenset(id(a) for a, o in pairs if o._is_view()),
+            frozenset(id(a) for a, _ in pairs),
         )
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -130,7 +141,32 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 self.flag_off.add(id(args[0]))
                 return args[0].detach_()
             return func(*args, **kwargs)
+        if (
+            func is _REQUIRES_GRAD_
+            and args
+            and not args[0].requires_grad
+            and id(args[0]) not in self.inputs
+        ):
+            result = func(*args, **kwargs)
+            if result.requires_grad and result.grad_fn is None:
+                self.new_leaves.append(result)
+            return result
+        if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__":
+            # ``x.data = y``: a new storage for x, out of autograd, no version bump (as
+            # Dynamo traces it); functionalization would drop the assignment
+            target, value = args
+            with (
+                torch.no_grad(),
+                torch.autograd.grad_mode._unsafe_preserve_version_counter(target),
+            ):
+                target.set_(value)
+            return None
         out = kwargs.get("out")
+        if kwargs.get("requires_grad") is True and not isinstance(out, torch.Tensor):
+            result = func(*args, **kwargs)
+            if isinstance(result, torch.Tensor) and result.requires_grad:
+                self.new_leaves.append(result)
+            return result
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return func(*args, **kwargs)
         rest = {k: v for k, v in kwargs.items() if k != "out"}

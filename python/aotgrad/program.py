@@ -184,7 +184,12 @@ def _layout(
         ],
         # Every in-place op bumps eager's counter, also one that changes nothing
         # (squeeze_(0) of a dim that is not 1).
-        version_deltas={i: d for i, d in enumerate(facts.input_version_delta) if d > 0},
+        # a set_ input's too when 0 (``x.data = y``): the runtime's set_ counts one
+        version_deltas={
+            i: d
+            for i, d in enumerate(facts.input_version_delta)
+            if d > 0 or i in facts.input_storage_set
+        },
         output_aliases=aliases,
         bindings=bindings,
         new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
@@ -200,11 +205,13 @@ def _layout(
             if not metadata.outputs[k].stale_custom_view
         },
         same_as=facts.output_same_as,
+        inference_outputs=sorted(facts.output_inference),
         output_versions=facts.output_version,
         requires_grad_changes=metadata.requires_grad_changes,
         requires_grad_flag_off=metadata.requires_grad_flag_off,
         enable_grad=not metadata.grad_mode,
         storage_resizes=facts.input_storage_resize,
+        storage_sets=sorted(facts.input_storage_set),
     )
 
 
@@ -223,6 +230,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             facts.output_detached.get(k, 0),
             detached_base=facts.output_detached_base.get(k, -1),
             base_leaf=k in facts.output_base_leaf,
+            tracked=k in facts.output_tracked_view,
             grad_through_base=(
                 v == alias.OutputVerdict.ALIAS_OF_INPUT
                 and metadata.grad_mode
@@ -253,7 +261,8 @@ def _view_bindings(specs: list[Any], fake_args: Sequence[Any]) -> list[Any]:
 
 def _fresh_outputs(metadata: trace.TraceMetadata) -> list[int]:
     """User outputs the graph computes afresh (no alias, no custom view, not the same
-    object as another output, not a reinterpreting view)."""
+    object as another output, not a reinterpreting view), and the intermediate bases
+    (never views in eager; the graph may return one: a transpose of what it wrote)."""
     plan = metadata.plan
     facts = plan.facts
     return [
@@ -266,12 +275,13 @@ def _fresh_outputs(metadata: trace.TraceMetadata) -> list[int]:
         # a reinterpreting view (another dtype, a conj bit) is returned as computed
         and not facts.output_flags[k]
         & (alias.facts.OUT_ALIASES_INPUT | alias.facts.OUT_VIEW_OF_INTERMEDIATE)
-    ]
+    ] + [len(metadata.outputs) + j for j in range(metadata.num_intermediate_bases)]
 
 
-def _keep_versions_of_saved_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> None:
-    """A user output the backward also reads is saved at version 0: bumping it to eager's
-    count would fail autograd's check at backward, so it keeps the version it has."""
+def _versions_before_saving(fw: fx.GraphModule, layout: ForwardLayout) -> None:
+    """A user output the backward also reads is saved by the compiled forward: it gets
+    eager's version count before it is saved (``layout.versions_before_saving``), so that
+    autograd's check at backward holds and the caller sees eager's count."""
     outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
     saved = set(outs[layout.num_fwd_outputs :])
     n_user = layout.num_user_outputs
@@ -285,9 +295,12 @@ def _keep_versions_of_saved_outputs(fw: fx.GraphModule, layout: ForwardLayout) -
             verdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
         ):
             value[a.index] = outs[n_user + a.source]
-    for k in list(layout.output_versions):
-        if value[k] in saved:
-            del layout.output_versions[k]
+    position = {node: j for j, node in enumerate(outs[: layout.num_fwd_outputs])}
+    layout.versions_before_saving = {
+        position[value[k]]: v
+        for k, v in layout.output_versions.items()
+        if value[k] in saved and value[k] in position
+    }
 
 
 def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
@@ -367,6 +380,16 @@ def build_program(
     )
     layout.backward_mutations = joint.backward_mutations
     layout.backward_error = joint.backward_error
+    rebuilt = {a.index for a in layout.output_aliases}
+    layout.watched_outputs = [
+        k
+        for k in joint.saved_outputs
+        if k not in rebuilt
+        and k not in layout.same_as
+        and k not in layout.stale_views
+        and k not in layout.custom_views
+        and k not in layout.new_leaves
+    ]
     layout.grad_tangents = _grad_tangents(bw_gm, len(fake_args))
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)
@@ -382,7 +405,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     layout = program.layout
     layout.merged_outputs = _merged_outputs(program.forward, layout)
     if program.training:
-        _keep_versions_of_saved_outputs(program.forward, layout)
+        _versions_before_saving(program.forward, layout)
     if not program.training:
         layout.detach_inputs = any(
             n.target is torch.ops.aten.as_strided_scatter.default

@@ -365,7 +365,8 @@ def _value_facts(val: Any) -> tuple[int, int]:
     """(nbytes, value flags) of a node's ``meta["val"]`` (the slow, general path).
 
     A tensor: its bytes. A SymInt/SymBool or Python number: SYMINT; a SymFloat:
-    SYMINT and NON_TENSOR (no partitioner saves one by choice).
+    SYMINT and NON_TENSOR (no partitioner saves one by choice), SYMINT alone when it has
+    unbacked symbols (``x.item()``: it cannot be recomputed, so it must be saveable).
     A tuple/list: MULTI_OUTPUT, the bytes of the tensors in it (nested lists
     included), NON_TENSOR if it holds none. Anything else (None, missing):
     NON_TENSOR.
@@ -373,7 +374,8 @@ def _value_facts(val: Any) -> tuple[int, int]:
     if isinstance(val, torch.Tensor):
         return _tensor_nbytes(val.shape, val.dtype)
     if isinstance(val, torch.SymFloat):  # recomputed, never saved (see docs/node_table.md)
-        return 0, _SYMINT | _NON_TENSOR
+        # unless data-dependent (``x.item()``): nothing recomputes it, so it is saved
+        return 0, _SYMINT if _unbacked(val) else _SYMINT | _NON_TENSOR
     if isinstance(val, _SCALARS):
         return 0, _SYMINT
     if isinstance(val, (tuple, list)):

@@ -155,6 +155,10 @@ class JointGraph:
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.
     backward_error: str | None = None
+    #: User outputs eager's autograd saves for the backward (``exp``'s result): written
+    #: after the call, eager's backward raises; the compiled one must too, whatever its
+    #: partition saved instead.
+    saved_outputs: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -227,6 +231,30 @@ _RESIZE_OPS = (
 )
 
 
+def _layout_anchors(wrapped: Sequence[Any], indices: Any) -> dict[int, Any]:
+    """Views of inputs made before the function runs, in the layout the caller's tensor
+    has. An input whose data and metadata the function both changes (``x.t().add_(1);
+    x.t_()``) is written back by the runtime in that layout, then given its new metadata:
+    the value to write is the whole storage the input covered, which its new metadata may
+    no longer show (``x.as_strided_((2, 2), ...)``), or show in another order."""
+    return {
+        i: wrapped[i].view(wrapped[i].shape)
+        for i in indices
+        if isinstance(wrapped[i], torch.Tensor)
+    }
+
+
+def _new_value(wrapped: Sequence[Any], anchors: dict[int, Any], i: int) -> Any:
+    """Input ``i``'s value after the function, in the caller's layout (see ``_layout_anchors``)."""
+    return anchors.get(i, wrapped[i])
+
+
+_RESIZE_OPS = (
+    torch.ops.inductor.resize_storage_bytes_,
+    torch.ops.inductor.resize_storage_bytes_.default,
+)
+
+
 class _StorageResizes(torch.overrides.TorchFunctionMode):
     """Records ``inductor.resize_storage_bytes_`` calls on the inputs (or views of them):
     under functionalization the op resizes the traced value directly, so nothing else
@@ -249,6 +277,43 @@ class _StorageResizes(torch.overrides.TorchFunctionMode):
                     )
                 self.last[i] = size
         return func(*args, **(kwargs or {}))
+
+
+def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
+    """Whether the autograd graph from ``grad_fn`` accumulates into one of ``leaves`` (ids)."""
+    stack, seen = [grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None and id(variable) in leaves:
+            return True
+        stack.extend(n for n, _ in node.next_functions)
+    return False
+
+
+def _refuse_outputs_of_new_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]) -> None:
+    """A leaf the function makes (``t = x.detach().requires_grad_()``) may be returned
+    itself or viewed, but an output computed from it would need the compiled backward to accumulate
+    into a tensor that exists only once the forward ran: refused, not given without its
+    history (eager's output requires grad and its backward fills ``t.grad``)."""
+    leaves = {id(t) for t in new_leaves}
+    if not leaves:
+        return
+    for k, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor) or o.grad_fn is None:
+            continue
+        if o._is_view() and id(o._base) in leaves:
+            continue  # rebuilt at runtime as a view of the leaf itself
+        if _reaches(o.grad_fn, leaves):
+            raise UnsupportedError(
+                f"output {k} is computed from a tensor the function made a leaf that "
+                "requires grad (x.detach().requires_grad_(), or a factory called with "
+                "requires_grad=True): its gradient would not reach that leaf; make the "
+                "leaf outside the compiled function and pass it in"
+            )
 
 
 def _output_info(o: Any) -> OutputInfo:
@@ -369,6 +434,7 @@ def collect_metadata(
         with _StorageResizes(wrapped) as resizes:
             outs = _flat_call(fn, wrapped, calls=calls)
         chain.finish()
+        _refuse_outputs_of_new_leaves(outs, calls.new_leaves)
         input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
         outputs = [
             _output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs
@@ -399,7 +465,11 @@ def collect_metadata(
         }
         plan = alias.classify(facts)
         bases = [outs[k]._base for k in plan.intermediate_bases]
-        new_values = [wrapped[i] for i in plan.mutated_inputs]
+        # in the caller's layout (see _layout_anchors): the input's own fake has it
+        new_values = [
+            fake_args[i] if plan.inputs[i] in alias.METADATA_WRITE else wrapped[i]
+            for i in plan.mutated_inputs
+        ]
         fake_fwd = [_from_functional(o) for o in [*outs, *bases, *new_values]]
     flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
     return TraceMetadata(
@@ -490,6 +560,9 @@ class _JointTrace:
         self.written_in_backward: list[int] = []
         self.backward_version_deltas: list[int] = []
         self.stale: list[str] = []
+        self.relaid = [i for i in meta.mutated_inputs if plan.inputs[i] in alias.METADATA_WRITE]
+        self.packed: set[int] = set()
+        self.saved_outputs: list[int] = []
 
     def run(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         """The traced function: the forward, then the backward of its differentiable
@@ -500,15 +573,19 @@ class _JointTrace:
         chain = _EffectChain()
         with torch.enable_grad():
             call = [p.clone() if i in self.cloned else p for i, p in enumerate(fp)]
+            anchors = _layout_anchors(call, self.relaid)
         outs = self._forward(call)
         fwd_tokens = chain.finish()
+        self.saved_outputs = [
+            k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and id(o) in self.packed
+        ]
         _tag_traced_by_forward()
         self.num_tokens = len(fwd_tokens)
         chain = _EffectChain()  # the backward orders its own effects
         fwd_values = [
             *outs,
             *(outs[k]._base for k in plan.intermediate_bases),
-            *(call[i] for i in self.metadata.mutated_inputs),
+            *(_new_value(call, anchors, i) for i in self.metadata.mutated_inputs),
         ]
         per_primal = self._backward(fp, ft, call, fwd_values)
         fwd = [_from_functional(v) for v in fwd_values]
@@ -530,8 +607,8 @@ class _JointTrace:
     # Saved tensors keep their version: one written after it was saved fails eager's
     # check when the backward reads it, so the compiled backward raises as eager does
     # (the trace itself goes on: the forward alone must still work).
-    @staticmethod
-    def _pack(t: Any) -> Any:
+    def _pack(self, t: Any) -> Any:
+        self.packed.add(id(t))
         return t, t._version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
     def _unpack(self, saved: tuple[Any, int, Any]) -> Any:
@@ -557,7 +634,11 @@ class _JointTrace:
         versions = alias.facts.versions(call)
         grads: Sequence[Any] = ()
         if needs and diff_outs:
-            grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
+            # eager's backward runs where the caller calls it, outside the forward's
+            # autocast: its ops keep the dtypes of what they differentiate (an
+            # autocast(enabled=False) block's matmul has a float32 backward)
+            with torch._C._DisableAutocast():
+                grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
         after = alias.facts.versions(call)
         for i, (a, b) in enumerate(zip(versions, after)):
             if a != b:
@@ -621,6 +702,7 @@ def trace_joint(
         num_tokens=state.num_tokens,
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
         backward_error=state.stale[0] if state.stale else None,
+        saved_outputs=state.saved_outputs,
     )
 
 
@@ -639,11 +721,13 @@ def trace_inference(
     def forward(primals: list[Any]) -> list[Any]:
         fp = [_to_functional(p) for p in primals]
         chain = _EffectChain()
+        relaid = [i for i in plan.mutated_inputs if plan.inputs[i] in alias.METADATA_WRITE]
+        anchors = _layout_anchors(fp, relaid)
         outs = _flat_call(fn, fp, fake_args)
         values = [
             *outs,
             *(outs[k]._base for k in plan.intermediate_bases),
-            *(fp[i] for i in plan.mutated_inputs),
+            *(_new_value(fp, anchors, i) for i in plan.mutated_inputs),
         ]
         flat = [_from_functional(o) for o in values]
         for i in plan.in_graph_mutations:

@@ -61,6 +61,11 @@ class AliasFacts:
     #: ``no_grad``: autograd's creation meta, which decides whether eager lets it be
     #: written in place; the rebuilt view gets the same.
     output_creation_meta: dict[int, Any] = field(default_factory=dict)
+    #: Of those made under ``no_grad``, the ones with a ``grad_fn`` all the same (a view
+    #: taken with grad on of a view made under ``no_grad``: the meta is inherited).
+    output_tracked_view: set[int] = field(default_factory=set)
+    #: Outputs made inside a ``torch.inference_mode()`` block: inference tensors in eager.
+    output_inference: set[int] = field(default_factory=set)
     #: Per output that is an earlier output object (``return t, t``), that output.
     output_same_as: dict[int, int] = field(default_factory=dict)
     #: Views of an intermediate that is a leaf requiring grad (made inside the function).
@@ -81,6 +86,10 @@ class AliasFacts:
     #: Inputs whose storage has no bytes when the function is called, or that the function
     #: resizes (``inductor.resize_storage_bytes_``, as FSDP2 does): the bytes after the call.
     input_storage_resize: dict[int, int] = field(default_factory=dict)
+    #: Inputs given another storage (``x.set_(y)``; ``x.data = y`` is traced as one):
+    #: counted as written (their new value is a forward output); the runtime ``set_``s
+    #: the caller's tensor to it instead of copying into it.
+    input_storage_set: set[int] = field(default_factory=set)
 
     def columns(self) -> tuple[list[int], ...]:
         return (
@@ -106,6 +115,13 @@ def snapshot(wrapped: Sequence[Any]) -> list[tuple[int, Any]]:
     ]
 
 
+def _storage_set(w: Any) -> bool:
+    """Whether the input ``w`` (a functional wrapper) was given another storage (``set_``)."""
+    return isinstance(w, FunctionalTensor) and bool(
+        torch._functionalize_was_storage_changed(w.elem)  # type: ignore[attr-defined]
+    )
+
+
 def _unwrap(t: FunctionalTensor) -> Any:
     torch._sync(t)
     return t.elem
@@ -124,7 +140,7 @@ def _input_flags(
     if not isinstance(w, FunctionalTensor):
         return flags
     elem = _unwrap(w)
-    data = torch._functionalize_has_data_mutation(elem)  # type: ignore[attr-defined]
+    data = torch._functionalize_has_data_mutation(elem) or _storage_set(w)  # type: ignore[attr-defined]
     meta = torch._functionalize_has_metadata_mutation(elem)  # type: ignore[attr-defined]
     if data:
         flags |= IN_MUTATES_DATA
@@ -177,6 +193,8 @@ def collect(
             input_of_storage.setdefault(StorageWeakRef(w.untyped_storage()), []).append(k)
         else:
             storage_of_input.append(-1 - k)
+        if _storage_set(w):
+            facts.input_storage_set.add(k)
         facts.input_version_delta.append(
             (w._version if isinstance(w, torch.Tensor) else 0) - before[k][0]
         )
@@ -215,7 +233,9 @@ def collect(
             first = output_index.get(id(o), j)
             if first != j:
                 facts.output_same_as[j] = first
-            if not flags & OUT_ALIASES_INPUT and o._version:
+            if o.is_inference():
+                facts.output_inference.add(j)
+            elif not flags & OUT_ALIASES_INPUT and o._version:
                 facts.output_version[j] = o._version
             if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
                 base = o._base
@@ -230,6 +250,8 @@ def collect(
             meta = torch._C._autograd._get_creation_meta(o)
             if meta != torch._C._autograd.CreationMeta.DEFAULT:
                 facts.output_creation_meta[j] = meta
+                if grad_fn_of(o) is not None:
+                    facts.output_tracked_view.add(j)
     return facts
 
 

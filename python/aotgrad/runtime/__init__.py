@@ -158,6 +158,18 @@ def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: A
         torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
 
 
+def _check_watched(tensors: list[Any], expected: list[int]) -> None:
+    """Eager's saved-tensor check for outputs it saves (``layout.watched_outputs``)."""
+    for t, v in zip(tensors, expected):
+        if t._version != v:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified "
+                f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is an output "
+                f"of the compiled function, is at version {t._version}; expected version "
+                f"{v} instead"
+            )
+
+
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
 ) -> Callable[..., tuple[Any, ...]]:
@@ -173,7 +185,17 @@ def make_training_function(
     bw_written = layout.backward_mutations
     grad_tangents = layout.grad_tangents
     stale = layout.backward_error
+    watched = layout.watched_outputs
+    expected = [layout.output_versions.get(k, 0) for k in watched]
     fresh = layout.fresh_outputs
+    # Version counts eager leaves on fresh outputs, set before anything is saved: a
+    # compiled graph may have bumped them (Inductor's ``mm(out=buf)``), and one the
+    # backward reads must be saved at that count.
+    n_user = layout.num_user_outputs
+    presave = {
+        **{k: layout.output_versions.get(k, 0) for k in (*fresh, *watched) if k < n_user},
+        **layout.versions_before_saving,
+    }
     # Unreached outputs matter only when some input's gradient comes from some of the
     # tangents and not all: otherwise grads stay materialised (no per-call cost).
     every = set(range(len(tangent_outputs)))
@@ -186,6 +208,10 @@ def make_training_function(
             fwd = tuple(outs[:n_fwd])
             saved = outs[n_fwd:]
             tensors = saved[:n_tensors]
+            for j, v in presave.items():
+                t = outs[j]
+                if t._version != v and not t.is_inference():
+                    torch._C._autograd._unsafe_set_version_counter((t,), (v,))
             if mutated:
                 tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
             ctx.save_for_backward(*tensors)
@@ -202,12 +228,16 @@ def make_training_function(
                 fwd = _separate_non_differentiable(fwd, nondiff, args)
                 marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
                 ctx.mark_non_differentiable(*marks)
+            if watched:  # detached: their version counters, not a cycle through ctx
+                ctx.watched = [fwd[k].detach() for k in watched]
             return fwd
 
         @staticmethod
         def backward(ctx: Any, *grads: Any) -> Any:
             if stale is not None:
                 raise RuntimeError(stale)
+            if watched:
+                _check_watched(ctx.watched, expected)
             # Tracking unreached outputs, grads are not materialised: an output the caller's
             # backward did not reach has None, and inputs reached only through such
             # outputs get None (eager's).

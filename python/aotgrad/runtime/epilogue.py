@@ -76,8 +76,6 @@ class Epilogue:
             for k, src in layout.stale_views.items()
             if src is not None
         }
-        for i, view in layout.metadata_mutations.items():
-            replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
         for i, value, with_grad in zip(
@@ -86,11 +84,18 @@ class Epilogue:
             target = args[i]
             if target is value:
                 continue
-            if with_grad:
+            if i in layout.storage_sets:
+                with torch.no_grad():
+                    target.set_(value)
+            elif with_grad:
                 target.copy_(value)  # autograd records the write (CopyBackwards)
             else:
                 with torch.no_grad():
                     target.copy_(value)
+        # the values above are in the caller's layout; then the new metadata, as eager
+        # leaves the input (trace._layout_anchors)
+        for i, view in layout.metadata_mutations.items():
+            replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
         for i, after in layout.storage_resizes.items():
             torch.ops.inductor.resize_storage_bytes_(args[i], after)
         self._set_versions(args, before)
@@ -123,6 +128,10 @@ class Epilogue:
             outs[k] = routed_view(args[i], spec(view), outs[k])
         for k, first in layout.same_as.items():
             outs[k] = outs[first]
+        if layout.inference_outputs:
+            with torch.inference_mode():
+                for k in layout.inference_outputs:
+                    outs[k] = outs[k].clone()
         if layout.merged_outputs:
             taken = {id(o) for j, o in enumerate(outs) if j not in layout.merged_outputs}
             for k in layout.merged_outputs:
@@ -178,6 +187,11 @@ class Epilogue:
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
         requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
         out = regenerate(base, spec(a.view), requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
+        if a.tracked and out.requires_grad:
+            # eager's is a view (with grad on) of a view made under no_grad: its grad_fn
+            # ends at that view, which autograd takes for a leaf, not at the base
+            with torch.enable_grad():
+                out = out.view_as(out)
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)
         return out

@@ -38,6 +38,9 @@ class OutputAlias:
     #: grad if the input does after the call's writes (a write through another view of
     #: the input's base gives the base, and so every view of it, autograd history).
     grad_through_base: bool = False
+    #: Made under ``no_grad`` by its creation meta, yet with a ``grad_fn`` in eager (a
+    #: view taken with grad on of a view made under ``no_grad``).
+    tracked: bool = False
 
 
 @dataclass
@@ -105,10 +108,23 @@ class ForwardLayout:
     grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
     #: Eager's error for a backward that reads a saved tensor written after it was saved.
     backward_error: str | None = None
+    #: User outputs eager saves for the backward (``trace.JointGraph.saved_outputs``) that
+    #: the runtime returns as the compiled forward made them: the backward checks that
+    #: their version is still the one the call left (eager's saved-tensor check).
+    watched_outputs: list[int] = field(default_factory=list)
+    #: Forward outputs (by position) the backward reads too, and the version count eager
+    #: leaves them at: set before they are saved (``program._versions_before_saving``).
+    versions_before_saving: dict[int, int] = field(default_factory=dict)
+    #: User outputs eager makes inside a ``torch.inference_mode()`` block: the runtime
+    #: returns them as inference tensors (a copy made under inference mode).
+    inference_outputs: list[int] = field(default_factory=list)
     #: Inputs that come with an empty storage or whose storage the function resizes, and
     #: their bytes after the call. The graphs never resize; the runtime does, around them:
     #: an empty input gets the bytes it views while the graph reads and writes it.
     storage_resizes: dict[int, int] = field(default_factory=dict)
+    #: Written inputs the function gave another storage (``set_``): the runtime
+    #: ``set_``s the caller's tensor to the new value instead of copying into it.
+    storage_sets: list[int] = field(default_factory=list)
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -135,4 +151,5 @@ class ForwardLayout:
             or self.storage_resizes
             or self.stale_views
             or self.custom_views
+            or self.inference_outputs
         )
