@@ -161,7 +161,7 @@ def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: A
 def _check_watched(tensors: list[Any], expected: list[int]) -> None:
     """Eager's saved-tensor check for outputs it saves (``layout.watched_outputs``)."""
     for t, v in zip(tensors, expected):
-        if t._version != v:
+        if not t.is_inference() and t._version != v:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified "
                 f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is an output "
@@ -210,7 +210,7 @@ def make_training_function(
             tensors = saved[:n_tensors]
             for j, v in presave.items():
                 t = outs[j]
-                if t._version != v and not t.is_inference():
+                if not t.is_inference() and t._version != v:
                     torch._C._autograd._unsafe_set_version_counter((t,), (v,))
             if mutated:
                 tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
