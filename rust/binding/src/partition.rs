@@ -105,7 +105,7 @@ pub fn partition_min_cut(
     run(py, store, options, partition::partition_min_cut)
 }
 
-/// Parses `options`, then runs `partitioner` on `store` through [`enter`].
+/// Converts `options` to the core's, then runs `partitioner` on `store` through [`enter`].
 fn run(
     py: Python<'_>,
     store: &Bound<'_, PyGraphStore>,
