@@ -19,6 +19,12 @@ before the call, as eager raises them (``inplace_checks``).
 a leaf (a functional wrapper mirrors its autograd history; a written input runs on a
 clone), so the call would raise where eager's succeeds. On those stand-ins it is
 ``detach_()``, which leaves the same tensor, out of autograd, as eager's call does.
+
+**``x.data = y``** is ``x.set_(y)`` out of autograd with the version count kept (as
+Dynamo traces it): functionalization alone drops the assignment.
+
+**Leaves made inside** (``t.detach().requires_grad_()``, a factory called with
+``requires_grad=True``) are recorded: ``trace`` refuses an output computed from one.
 """
 
 from __future__ import annotations
@@ -135,31 +141,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
         if refusal is not None:
             raise refusal
-        if func is _REQUIRES_GRAD_ and args and id(args[0]) in self.leaves:
-            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-            if not flag and args[0].requires_grad:
-                self.flag_off.add(id(args[0]))
-                return args[0].detach_()
-            return func(*args, **kwargs)
-        if (
-            func is _REQUIRES_GRAD_
-            and args
-            and not args[0].requires_grad
-            and id(args[0]) not in self.inputs
-        ):
-            result = func(*args, **kwargs)
-            if result.requires_grad and result.grad_fn is None:
-                self.new_leaves.append(result)
-            return result
+        if func is _REQUIRES_GRAD_ and args:
+            return self._requires_grad(func, args, kwargs)
         if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__":
-            # ``x.data = y``: a new storage for x, out of autograd, no version bump (as
-            # Dynamo traces it); functionalization would drop the assignment
-            target, value = args
-            with (
-                torch.no_grad(),
-                torch.autograd.grad_mode._unsafe_preserve_version_counter(target),
-            ):
-                target.set_(value)
+            _assign_data(*args)
             return None
         out = kwargs.get("out")
         if kwargs.get("requires_grad") is True and not isinstance(out, torch.Tensor):
@@ -169,28 +154,60 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return result
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return func(*args, **kwargs)
-        rest = {k: v for k, v in kwargs.items() if k != "out"}
-        result = func(*args, **rest)
-        if (
-            not isinstance(result, torch.Tensor)
-            or not torch.can_cast(result.dtype, out.dtype)
-            or result.device != out.device
-        ):
-            return func(*args, **kwargs)  # eager's own answer (or its error)
-        if result.shape == out.shape:
-            out.copy_(result)
-            return out
-        offset = out.storage_offset()
-        if (offset + result.numel()) * out.element_size() > out.untyped_storage().nbytes():
-            return func(*args, **kwargs)  # eager grows the storage: not replayed
-        strides = _contiguous_strides(result.shape)
-        # eager's resize of an out= view is no write (only the copy is): the view's new
-        # metadata, then the write through a view of the same bytes taken from the base
-        # (writing through the restrided view itself would scatter into its old view,
-        # which torch supports only for contiguous views under autograd)
-        with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
-            out.as_strided_(result.shape, strides, offset)
-        (out if out._base is None else out._base.as_strided(result.shape, strides, offset)).copy_(
-            result
-        )
+        return _call_with_out(func, args, kwargs, out)
+
+    def _requires_grad(self, func: Any, args: Any, kwargs: dict) -> Any:
+        """``t.requires_grad_(flag)``: on a leaf input's stand-in, ``requires_grad_(False)``
+        is ``detach_()`` (recorded); on a tensor made inside, a new leaf (recorded)."""
+        t = args[0]
+        if id(t) in self.leaves:
+            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            if not flag and t.requires_grad:
+                self.flag_off.add(id(t))
+                return t.detach_()
+            return func(*args, **kwargs)
+        if t.requires_grad or id(t) in self.inputs:
+            return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        if result.requires_grad and result.grad_fn is None:
+            self.new_leaves.append(result)
+        return result
+
+
+def _assign_data(target: torch.Tensor, value: torch.Tensor) -> None:
+    """``x.data = y``: a new storage for x, out of autograd, no version bump (as Dynamo
+    traces it); functionalization would drop the assignment."""
+    with (
+        torch.no_grad(),
+        torch.autograd.grad_mode._unsafe_preserve_version_counter(target),
+    ):
+        target.set_(value)
+
+
+def _call_with_out(func: Any, args: Any, kwargs: dict, out: torch.Tensor) -> Any:
+    """A call with an ``out=`` tensor, resized as eager resizes it (module docstring)."""
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    result = func(*args, **rest)
+    if (
+        not isinstance(result, torch.Tensor)
+        or not torch.can_cast(result.dtype, out.dtype)
+        or result.device != out.device
+    ):
+        return func(*args, **kwargs)  # eager's own answer (or its error)
+    if result.shape == out.shape:
+        out.copy_(result)
         return out
+    offset = out.storage_offset()
+    if (offset + result.numel()) * out.element_size() > out.untyped_storage().nbytes():
+        return func(*args, **kwargs)  # eager grows the storage: not replayed
+    strides = _contiguous_strides(result.shape)
+    # eager's resize of an out= view is no write (only the copy is): the view's new
+    # metadata, then the write through a view of the same bytes taken from the base
+    # (writing through the restrided view itself would scatter into its old view,
+    # which torch supports only for contiguous views under autograd)
+    with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
+        out.as_strided_(result.shape, strides, offset)
+    (out if out._base is None else out._base.as_strided(result.shape, strides, offset)).copy_(
+        result
+    )
+    return out

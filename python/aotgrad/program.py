@@ -182,14 +182,7 @@ def _layout(
             for i in metadata_mutations
             if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
         ],
-        # Every in-place op bumps eager's counter, also one that changes nothing
-        # (squeeze_(0) of a dim that is not 1).
-        # a set_ input's too when 0 (``x.data = y``): the runtime's set_ counts one
-        version_deltas={
-            i: d
-            for i, d in enumerate(facts.input_version_delta)
-            if d > 0 or i in facts.input_storage_set
-        },
+        version_deltas=_version_deltas(facts),
         output_aliases=aliases,
         bindings=bindings,
         new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
@@ -213,6 +206,17 @@ def _layout(
         storage_resizes=facts.input_storage_resize,
         storage_sets=sorted(facts.input_storage_set),
     )
+
+
+def _version_deltas(facts: alias.AliasFacts) -> dict[int, int]:
+    """Per input, the version count the function adds. Every in-place op bumps eager's
+    counter, also one that changes nothing (squeeze_(0) of a dim that is not 1); a set_
+    input's is kept when 0 (``x.data = y``): the runtime's own set_ counts one."""
+    return {
+        i: d
+        for i, d in enumerate(facts.input_version_delta)
+        if d > 0 or i in facts.input_storage_set
+    }
 
 
 def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> list[OutputAlias]:

@@ -409,6 +409,18 @@ def _tracing_modes(fake_mode: FakeTensorMode):
         yield
 
 
+def _requires_grad_changes(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> dict[int, bool]:
+    """``requires_grad_()`` / ``detach_()`` on an input (not a write of a value that
+    requires grad: that input gets its history from the write, which the runtime replays)."""
+    return {
+        i: bool(w.requires_grad)
+        for i, (w, a) in enumerate(zip(wrapped, fake_args))
+        if isinstance(a, torch.Tensor)
+        and bool(w.requires_grad) != bool(a.requires_grad)
+        and (not w.requires_grad or alias.facts.grad_fn_of(w) is None)
+    }
+
+
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -439,15 +451,7 @@ def collect_metadata(
         outputs = [
             _output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs
         ]
-        # requires_grad_() / detach_() on an input (not a write of a value that requires
-        # grad: that input gets its history from the write, which the runtime replays).
-        rg_changes = {
-            i: bool(w.requires_grad)
-            for i, (w, a) in enumerate(zip(wrapped, fake_args))
-            if isinstance(a, torch.Tensor)
-            and bool(w.requires_grad) != bool(a.requires_grad)
-            and (not w.requires_grad or alias.facts.grad_fn_of(w) is None)
-        }
+        rg_changes = _requires_grad_changes(wrapped, fake_args)
         facts = alias.collect(
             wrapped,
             fake_args,

@@ -180,29 +180,8 @@ def collect(
     inputs ``originals``, which returned ``outputs``; ``before`` is the wrappers'
     ``snapshot`` from before the run. Call inside the tracing modes."""
     facts = AliasFacts()
-    storage_ids: dict[Any, int] = {}
-    input_of_storage: dict[Any, list[int]] = {}
-    storage_of_input: list[int] = []
+    input_of_storage = _collect_inputs(facts, wrapped, originals, before, grad_mode, keep_in_graph)
     input_index = {id(w): k for k, w in enumerate(wrapped) if isinstance(w, torch.Tensor)}
-    for k, (w, a) in enumerate(zip(wrapped, originals)):
-        flags = _input_flags(w, a, before[k][1], grad_mode, keep_in_graph)
-        facts.input_flags.append(flags)
-        if isinstance(a, torch.Tensor):
-            ref = StorageWeakRef(a.untyped_storage())
-            storage_of_input.append(storage_ids.setdefault(ref, len(storage_ids)))
-            input_of_storage.setdefault(StorageWeakRef(w.untyped_storage()), []).append(k)
-        else:
-            storage_of_input.append(-1 - k)
-        if _storage_set(w):
-            facts.input_storage_set.add(k)
-        facts.input_version_delta.append(
-            (w._version if isinstance(w, torch.Tensor) else 0) - before[k][0]
-        )
-        if flags & IN_MUTATES_METADATA:
-            facts.input_view[k] = ViewSpec.of(w, a, check_base=False)
-
-    # Inputs count as aliased (one storage id) only where their bytes overlap.
-    facts.input_storage = overlap_groups(originals, storage_of_input)
     output_index: dict[int, int] = {}
     for j, o in enumerate(outputs):
         if isinstance(o, torch.Tensor):
@@ -230,29 +209,77 @@ def collect(
             if o._base.requires_grad and grad_fn_of(o._base) is None:
                 facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
         if isinstance(o, torch.Tensor):
-            first = output_index.get(id(o), j)
-            if first != j:
-                facts.output_same_as[j] = first
-            if o.is_inference():
-                facts.output_inference.add(j)
-            elif not flags & OUT_ALIASES_INPUT and o._version:
-                facts.output_version[j] = o._version
-            if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
-                base = o._base
-                if base is None:
-                    facts.output_detached[j] = 1
-                elif base is not wrapped[inp] and base is not wrapped[inp]._base:
-                    facts.output_detached[j] = 2
-                    k = output_index.get(id(base), -1)
-                    if 0 <= k < j:  # a view of an earlier output (``t = x.detach(); t.t()``)
-                        facts.output_detached_base[j] = k
-        if j in facts.output_view and o._is_view():
-            meta = torch._C._autograd._get_creation_meta(o)
-            if meta != torch._C._autograd.CreationMeta.DEFAULT:
-                facts.output_creation_meta[j] = meta
-                if grad_fn_of(o) is not None:
-                    facts.output_tracked_view.add(j)
+            _output_object_facts(facts, j, o, flags, inp, wrapped, output_index)
     return facts
+
+
+def _collect_inputs(
+    facts: AliasFacts,
+    wrapped: Sequence[Any],
+    originals: Sequence[Any],
+    before: Sequence[tuple[int, Any]],
+    grad_mode: bool,
+    keep_in_graph: bool,
+) -> dict[Any, list[int]]:
+    """The inputs' facts (flags, storages, version deltas, new metadata) into ``facts``;
+    returns the inputs (by position) of each storage the wrappers have."""
+    storage_ids: dict[Any, int] = {}
+    input_of_storage: dict[Any, list[int]] = {}
+    storage_of_input: list[int] = []
+    for k, (w, a) in enumerate(zip(wrapped, originals)):
+        flags = _input_flags(w, a, before[k][1], grad_mode, keep_in_graph)
+        facts.input_flags.append(flags)
+        if isinstance(a, torch.Tensor):
+            ref = StorageWeakRef(a.untyped_storage())
+            storage_of_input.append(storage_ids.setdefault(ref, len(storage_ids)))
+            input_of_storage.setdefault(StorageWeakRef(w.untyped_storage()), []).append(k)
+        else:
+            storage_of_input.append(-1 - k)
+        if _storage_set(w):
+            facts.input_storage_set.add(k)
+        facts.input_version_delta.append(
+            (w._version if isinstance(w, torch.Tensor) else 0) - before[k][0]
+        )
+        if flags & IN_MUTATES_METADATA:
+            facts.input_view[k] = ViewSpec.of(w, a, check_base=False)
+    # Inputs count as aliased (one storage id) only where their bytes overlap.
+    facts.input_storage = overlap_groups(originals, storage_of_input)
+    return input_of_storage
+
+
+def _output_object_facts(
+    facts: AliasFacts,
+    j: int,
+    o: torch.Tensor,
+    flags: int,
+    inp: int,
+    wrapped: Sequence[Any],
+    output_index: dict[int, int],
+) -> None:
+    """Output ``j``'s facts as an object: the same as an earlier output, inference tensor,
+    version count, detached alias of an input, autograd's creation meta."""
+    first = output_index.get(id(o), j)
+    if first != j:
+        facts.output_same_as[j] = first
+    if o.is_inference():
+        facts.output_inference.add(j)
+    elif not flags & OUT_ALIASES_INPUT and o._version:
+        facts.output_version[j] = o._version
+    if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
+        base = o._base
+        if base is None:
+            facts.output_detached[j] = 1
+        elif base is not wrapped[inp] and base is not wrapped[inp]._base:
+            facts.output_detached[j] = 2
+            k = output_index.get(id(base), -1)
+            if 0 <= k < j:  # a view of an earlier output (``t = x.detach(); t.t()``)
+                facts.output_detached_base[j] = k
+    if j in facts.output_view and o._is_view():
+        meta = torch._C._autograd._get_creation_meta(o)
+        if meta != torch._C._autograd.CreationMeta.DEFAULT:
+            facts.output_creation_meta[j] = meta
+            if grad_fn_of(o) is not None:
+                facts.output_tracked_view.add(j)
 
 
 def _reinterprets(view: Any, base: Any) -> bool:

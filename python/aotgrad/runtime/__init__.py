@@ -170,103 +170,127 @@ def _check_watched(tensors: list[Any], expected: list[int]) -> None:
             )
 
 
-def make_training_function(
-    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
-) -> Callable[..., tuple[Any, ...]]:
-    """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd."""
-    fw, bw = _without_autocast(fw), _without_autocast(bw)
-    n_fwd = layout.num_fwd_outputs
-    n_tensors = layout.num_saved_tensors
-    tangent_outputs = layout.tangent_outputs
-    # Inputs the epilogue writes (data, metadata) or whose version counter it moves (a
-    # member of a synthetic base whose metadata the function changed)
-    mutated = sorted({*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas})
-    nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
-    bw_written = layout.backward_mutations
-    grad_tangents = layout.grad_tangents
-    stale = layout.backward_error
-    watched = layout.watched_outputs
-    expected = [layout.output_versions.get(k, 0) for k in watched]
-    fresh = layout.fresh_outputs
-    # Version counts eager leaves on fresh outputs, set before anything is saved: a
-    # compiled graph may have bumped them (Inductor's ``mm(out=buf)``), and one the
-    # backward reads must be saved at that count.
-    n_user = layout.num_user_outputs
-    presave = {
-        **{k: layout.output_versions.get(k, 0) for k in (*fresh, *watched) if k < n_user},
-        **layout.versions_before_saving,
-    }
-    # Unreached outputs matter only when some input's gradient comes from some of the
-    # tangents and not all: otherwise grads stay materialised (no per-call cost).
-    every = set(range(len(tangent_outputs)))
-    track_unreached = any(deps and set(deps) != every for deps in grad_tangents)
+class _TrainingPlan:
+    """What the compiled ``autograd.Function`` does per call, decided once per layout:
+    the forward (run, settle versions, save, mark outputs) and the backward (tangents,
+    run, write back, unreached inputs)."""
 
-    class CompiledFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, *args: Any) -> Any:
-            outs = fw(list(args))
-            fwd = tuple(outs[:n_fwd])
-            saved = outs[n_fwd:]
-            tensors = saved[:n_tensors]
-            for j, v in presave.items():
-                t = outs[j]
-                if not t.is_inference() and t._version != v:
-                    torch._C._autograd._unsafe_set_version_counter((t,), (v,))
-            if mutated:
-                tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in mutated])
-            ctx.save_for_backward(*tensors)
-            ctx.num_inputs = len(args)
-            if track_unreached:
-                ctx.set_materialize_grads(False)
-                ctx.zeros = [_zeros_like(fwd[i]) for i in tangent_outputs]
-            if bw_written:
-                ctx.bw_written = [args[i] for i in bw_written]
-            ctx.symints = tuple(saved[n_tensors:])
-            if fresh:
-                fwd = _unview(fwd, fresh)
-            if nondiff:
-                fwd = _separate_non_differentiable(fwd, nondiff, args)
-                marks = [fwd[i] for i in nondiff if isinstance(fwd[i], torch.Tensor)]
-                ctx.mark_non_differentiable(*marks)
-            if watched:  # detached: their version counters, not a cycle through ctx
-                ctx.watched = [fwd[k].detach() for k in watched]
-            return fwd
+    def __init__(self, fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout) -> None:
+        self.fw, self.bw = _without_autocast(fw), _without_autocast(bw)
+        self.n_fwd = n_fwd = layout.num_fwd_outputs
+        self.n_tensors = layout.num_saved_tensors
+        self.tangent_outputs = tangent_outputs = layout.tangent_outputs
+        # Inputs the epilogue writes (data, metadata) or whose version counter it moves (a
+        # member of a synthetic base whose metadata the function changed)
+        self.mutated = sorted(
+            {*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas}
+        )
+        self.nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
+        self.bw_written = layout.backward_mutations
+        self.grad_tangents = layout.grad_tangents
+        self.stale = layout.backward_error
+        self.watched = watched = layout.watched_outputs
+        self.expected = [layout.output_versions.get(k, 0) for k in watched]
+        self.fresh = fresh = layout.fresh_outputs
+        # Version counts eager leaves on fresh outputs, set before anything is saved: a
+        # compiled graph may have bumped them (Inductor's ``mm(out=buf)``), and one the
+        # backward reads must be saved at that count.
+        n_user = layout.num_user_outputs
+        self.presave = {
+            **{k: layout.output_versions.get(k, 0) for k in (*fresh, *watched) if k < n_user},
+            **layout.versions_before_saving,
+        }
+        # Unreached outputs matter only when some input's gradient comes from some of the
+        # tangents and not all: otherwise grads stay materialised (no per-call cost).
+        every = set(range(len(tangent_outputs)))
+        self.track_unreached = any(deps and set(deps) != every for deps in self.grad_tangents)
 
-        @staticmethod
-        def backward(ctx: Any, *grads: Any) -> Any:
-            if stale is not None:
-                raise RuntimeError(stale)
-            if watched:
-                _check_watched(ctx.watched, expected)
-            # Tracking unreached outputs, grads are not materialised: an output the caller's
-            # backward did not reach has None, and inputs reached only through such
-            # outputs get None (eager's).
-            missing = (
-                [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
-                if track_unreached
-                else ()
-            )
+    def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        outs = self.fw(list(args))
+        self._save(ctx, args, outs)
+        return self._mark_outputs(ctx, args, tuple(outs[: self.n_fwd]))
+
+    def _save(self, ctx: Any, args: tuple[Any, ...], outs: Sequence[Any]) -> None:
+        saved = outs[self.n_fwd :]
+        tensors = saved[: self.n_tensors]
+        for j, v in self.presave.items():
+            t = outs[j]
+            if not t.is_inference() and t._version != v:
+                torch._C._autograd._unsafe_set_version_counter((t,), (v,))
+        if self.mutated:
+            tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in self.mutated])
+        ctx.save_for_backward(*tensors)
+        ctx.num_inputs = len(args)
+        if self.track_unreached:
+            ctx.set_materialize_grads(False)
+            ctx.zeros = [_zeros_like(outs[i]) for i in self.tangent_outputs]
+        if self.bw_written:
+            ctx.bw_written = [args[i] for i in self.bw_written]
+        ctx.symints = tuple(saved[self.n_tensors :])
+
+    def _mark_outputs(self, ctx: Any, args: tuple[Any, ...], fwd: tuple[Any, ...]) -> Any:
+        if self.fresh:
+            fwd = _unview(fwd, self.fresh)
+        if self.nondiff:
+            fwd = _separate_non_differentiable(fwd, self.nondiff, args)
+            marks = [fwd[i] for i in self.nondiff if isinstance(fwd[i], torch.Tensor)]
+            ctx.mark_non_differentiable(*marks)
+        if self.watched:  # detached: their version counters, not a cycle through ctx
+            ctx.watched = [fwd[k].detach() for k in self.watched]
+        return fwd
+
+    def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
+        if self.stale is not None:
+            raise RuntimeError(self.stale)
+        if self.watched:
+            _check_watched(ctx.watched, self.expected)
+        tangents, missing = self._tangents(ctx, grads)
+        args = [*ctx.saved_tensors, *ctx.symints, *tangents]
+        # Unless the graph is retained, drop ctx's references: a boxed backward
+        # (Inductor's) then frees each saved activation after its last use.
+        ctx.maybe_clear_saved_tensors()
+        run_bw = _no_double_backward if torch.is_grad_enabled() else _call
+        # One gradient per input; a trailing effect token of the backward is dropped.
+        outs = tuple(run_bw(self.bw, args))
+        n = ctx.num_inputs
+        if self.bw_written:
+            written = outs[n : n + len(self.bw_written)]
+            _write_back(ctx.bw_written, written, self.bw_written.values())
+            del ctx.bw_written
+        if missing:
+            return _unreached_to_none(outs[:n], self.grad_tangents, set(missing))
+        return outs[:n]
+
+    def _tangents(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[list[Any], Sequence[int]]:
+        """The backward's tangents, and the differentiable outputs the caller's backward
+        did not reach. Tracking those, grads are not materialised: such an output has
+        None, and inputs reached only through such outputs get None (eager's)."""
+        tangent_outputs = self.tangent_outputs
+        if self.track_unreached:
+            missing = [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
             if missing:
                 tangents = [
                     ctx.zeros[k]() if grads[i] is None else grads[i].contiguous()
                     for k, i in enumerate(tangent_outputs)
                 ]
-            else:
-                tangents = [grads[i].contiguous() for i in tangent_outputs]
-            args = [*ctx.saved_tensors, *ctx.symints, *tangents]
-            # Unless the graph is retained, drop ctx's references: a boxed backward
-            # (Inductor's) then frees each saved activation after its last use.
-            ctx.maybe_clear_saved_tensors()
-            run_bw = _no_double_backward if torch.is_grad_enabled() else _call
-            # One gradient per input; a trailing effect token of the backward is dropped.
-            outs = tuple(run_bw(bw, args))
-            n = ctx.num_inputs
-            if bw_written:
-                _write_back(ctx.bw_written, outs[n : n + len(bw_written)], bw_written.values())
-                del ctx.bw_written
-            if missing:
-                return _unreached_to_none(outs[:n], grad_tangents, set(missing))
-            return outs[:n]
+                return tangents, missing
+        return [grads[i].contiguous() for i in tangent_outputs], ()
+
+
+def make_training_function(
+    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
+) -> Callable[..., tuple[Any, ...]]:
+    """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd."""
+    plan = _TrainingPlan(fw, bw, layout)
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *args: Any) -> Any:
+            return plan.forward(ctx, args)
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            return plan.backward(ctx, grads)
 
     n_user = layout.num_user_outputs
     apply = CompiledFunction.apply

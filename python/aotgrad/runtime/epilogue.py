@@ -76,6 +76,33 @@ class Epilogue:
             for k, src in layout.stale_views.items()
             if src is not None
         }
+        self._write_inputs(args, fwd, spec, before)
+        outs = self._rebuild_outputs(args, fwd, spec)
+        for k in layout.stale_views:
+            stale = early.get(k)
+            version = layout.output_versions.get(k, 0)
+            outs[k] = stale if stale is not None else stale_custom_view(outs[k], version)
+        for k, (i, view) in layout.custom_views.items():
+            outs[k] = routed_view(args[i], spec(view), outs[k])
+        for k, first in layout.same_as.items():
+            outs[k] = outs[first]
+        if layout.inference_outputs:
+            with torch.inference_mode():
+                for k in layout.inference_outputs:
+                    outs[k] = outs[k].clone()
+        if layout.merged_outputs:
+            taken = {id(o) for j, o in enumerate(outs) if j not in layout.merged_outputs}
+            for k in layout.merged_outputs:
+                if id(outs[k]) in taken:
+                    outs[k] = outs[k].detach()
+        return tuple(outs)
+
+    def _write_inputs(
+        self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, before: list[int]
+    ) -> None:
+        """The function's writes to its inputs, replayed on the caller's tensors: values,
+        then metadata, storage sizes, version counts, ``detach_()``."""
+        layout = self.layout
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
         for i, value, with_grad in zip(
@@ -107,6 +134,11 @@ class Epilogue:
                     args[i].requires_grad_(False)
                 else:
                     args[i].detach_()
+
+    def _rebuild_outputs(self, args: Sequence[Any], fwd: Sequence[Any], spec: Any) -> list[Any]:
+        """The user outputs: fresh ones with eager's version count, aliases rebuilt as
+        real views, leaves made inside the function requiring grad."""
+        layout = self.layout
         outs = list(fwd[: self.n_user])
         versions = layout.output_versions
         for k, v in versions.items():
@@ -121,23 +153,7 @@ class Epilogue:
         for k in layout.new_leaves:
             if not outs[k].requires_grad:
                 outs[k].requires_grad_(True)
-        for k in layout.stale_views:
-            stale = early.get(k)
-            outs[k] = stale if stale is not None else stale_custom_view(outs[k], versions.get(k, 0))
-        for k, (i, view) in layout.custom_views.items():
-            outs[k] = routed_view(args[i], spec(view), outs[k])
-        for k, first in layout.same_as.items():
-            outs[k] = outs[first]
-        if layout.inference_outputs:
-            with torch.inference_mode():
-                for k in layout.inference_outputs:
-                    outs[k] = outs[k].clone()
-        if layout.merged_outputs:
-            taken = {id(o) for j, o in enumerate(outs) if j not in layout.merged_outputs}
-            for k in layout.merged_outputs:
-                if id(outs[k]) in taken:
-                    outs[k] = outs[k].detach()
-        return tuple(outs)
+        return outs
 
     def _set_versions(self, args: Sequence[Any], before: list[int]) -> None:
         """Version counters as eager leaves them: views of one tensor share a counter, which
