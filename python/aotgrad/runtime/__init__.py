@@ -196,10 +196,11 @@ class _TrainingPlan:
         # compiled graph may have bumped them (Inductor's ``mm(out=buf)``), and one the
         # backward reads must be saved at that count.
         n_user = layout.num_user_outputs
-        self.presave = {
-            **{k: layout.output_versions.get(k, 0) for k in (*fresh, *watched) if k < n_user},
-            **layout.versions_before_saving,
+        self.settle = {
+            k: layout.output_versions.get(k, 0) for k in (*fresh, *watched) if k < n_user
         }
+        self.presave = {**self.settle, **layout.versions_before_saving}
+        self.settled = not self.settle  # the first call keeps the counts that need setting
         # Unreached outputs matter only when some input's gradient comes from some of the
         # tangents and not all: otherwise grads stay materialised (no per-call cost).
         every = set(range(len(tangent_outputs)))
@@ -213,6 +214,8 @@ class _TrainingPlan:
     def _save(self, ctx: Any, args: tuple[Any, ...], outs: Sequence[Any]) -> None:
         saved = outs[self.n_fwd :]
         tensors = saved[: self.n_tensors]
+        if not self.settled:
+            self._keep_unsettled(outs)
         for j, v in self.presave.items():
             t = outs[j]
             if not t.is_inference() and t._version != v:
@@ -227,6 +230,19 @@ class _TrainingPlan:
         if self.bw_written:
             ctx.bw_written = [args[i] for i in self.bw_written]
         ctx.symints = tuple(saved[self.n_tensors :])
+
+    def _keep_unsettled(self, outs: Sequence[Any]) -> None:
+        """A graph's kernels are the same every call: the fresh outputs it returns at the
+        version count eager leaves need no setting from now on."""
+        unsettled = {
+            j
+            for j, v in self.settle.items()
+            if not outs[j].is_inference() and outs[j]._version != v
+        }
+        self.presave = {
+            j: v for j, v in self.presave.items() if j not in self.settle or j in unsettled
+        }
+        self.settled = True
 
     def _mark_outputs(self, ctx: Any, args: tuple[Any, ...], fwd: tuple[Any, ...]) -> Any:
         if self.fresh:
