@@ -295,7 +295,27 @@ fn layer_norm_backward(b: &mut Builder, dims: Dims, ln: &Norm, gamma: u32, dy: u
 
 /// The backward of one block; returns (d h, gradients of the block's nine primals).
 fn backward_block(b: &mut Builder, dims: Dims, w: &Weights, s: &Saved, dh: u32) -> (u32, [u32; 9]) {
-    // MLP.
+    let mlp = backward_mlp(b, dims, w, s, dh);
+    let (dprev, dg1, dqkv, dwo) = backward_attention(b, dims, w, s, mlp.dh);
+    let [dwq, dwk, dwv] = dqkv;
+    (
+        dprev,
+        [dg1, dwq, dwk, dwv, dwo, mlp.dg2, mlp.dw1, mlp.db1, mlp.dw2],
+    )
+}
+
+/// What the MLP half of a block's backward computes.
+struct MlpGrads {
+    /// d of the attention half's output (the residual plus the MLP's path).
+    dh: u32,
+    dg2: u32,
+    dw1: u32,
+    db1: u32,
+    dw2: u32,
+}
+
+/// The backward of a block's MLP half (and its layer norm).
+fn backward_mlp(b: &mut Builder, dims: Dims, w: &Weights, s: &Saved, dh: u32) -> MlpGrads {
     let gt = b.view("aten.t.default", &[s.g], dims.mlp);
     let dw2 = b.call("aten.mm.default", &[gt, dh], dims.w_mlp, 0);
     let w2t = b.view("aten.t.default", &[w.w2], dims.w_mlp);
@@ -308,7 +328,24 @@ fn backward_block(b: &mut Builder, dims: Dims, w: &Weights, s: &Saved, dh: u32) 
     let dx2 = b.call("aten.mm.default", &[du, w1t], dims.act, 0);
     let (dln2, dg2) = layer_norm_backward(b, dims, &s.ln2, w.g2, dx2);
     let dh2 = b.call("aten.add.Tensor", &[dh, dln2], dims.act, 0);
-    // Attention.
+    MlpGrads {
+        dh: dh2,
+        dg2,
+        dw1,
+        db1,
+        dw2,
+    }
+}
+
+/// The backward of a block's attention half (and its layer norm); returns (d of the
+/// block's input, d gamma 1, d of the q/k/v weights, d of the output weight).
+fn backward_attention(
+    b: &mut Builder,
+    dims: Dims,
+    w: &Weights,
+    s: &Saved,
+    dh2: u32,
+) -> (u32, u32, [u32; 3], u32) {
     let ovt = b.view("aten.t.default", &[s.ov], dims.act);
     let dwo = b.call("aten.mm.default", &[ovt, dh2], dims.weight, 0);
     let wot = b.view("aten.t.default", &[w.wo], dims.weight);
@@ -337,13 +374,13 @@ fn backward_block(b: &mut Builder, dims: Dims, w: &Weights, s: &Saved, dh: u32) 
     let dst = b.view("aten.permute.default", &[ds], dims.att);
     let dk = b.call("aten.bmm.default", &[dst, s.qh], dims.act, 0);
     let x1t = b.view("aten.t.default", &[s.x1], dims.act);
-    let mut grads = [dw2; 9];
+    let mut dqkv = [dwo; 3];
     let mut dx1 = None;
     for (j, (dy, wt)) in [(dq, w.wq), (dk, w.wk), (dvv, w.wv)]
         .into_iter()
         .enumerate()
     {
-        grads[1 + j] = b.call("aten.mm.default", &[x1t, dy], dims.weight, 0);
+        dqkv[j] = b.call("aten.mm.default", &[x1t, dy], dims.weight, 0);
         let wtt = b.view("aten.t.default", &[wt], dims.weight);
         let part = b.call("aten.mm.default", &[dy, wtt], dims.act, 0);
         dx1 = Some(dx1.map_or(part, |acc| {
@@ -356,11 +393,5 @@ fn backward_block(b: &mut Builder, dims: Dims, w: &Weights, s: &Saved, dh: u32) 
     }
     let (dln1, dg1) = layer_norm_backward(b, dims, &s.ln1, w.g1, dx1);
     let dprev = b.call("aten.add.Tensor", &[dh2, dln1], dims.act, 0);
-    grads[0] = dg1;
-    grads[4] = dwo;
-    grads[5] = dg2;
-    grads[6] = dw1;
-    grads[7] = db1;
-    grads[8] = dw2;
-    (dprev, grads)
+    (dprev, dg1, dqkv, dwo)
 }

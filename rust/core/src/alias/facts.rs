@@ -163,10 +163,7 @@ impl AliasFacts {
     }
 
     fn validate_output(&self, row: usize, ni: usize, no: usize) -> Result<()> {
-        use output_bits::{
-            ALIASES_INPUT, ALL, BASE_IS_OUTPUT, BASE_REQUIRES_GRAD, IS_INPUT, IS_TENSOR,
-            VIEW_OF_INTERMEDIATE,
-        };
+        use output_bits::{ALL, IS_TENSOR};
         let f = self.output_flags[row];
         if f & !ALL != 0 {
             return Err(bad(
@@ -182,6 +179,14 @@ impl AliasFacts {
                 "a non-tensor output has tensor flags",
             ));
         }
+        self.validate_output_input(row, ni)?;
+        self.validate_output_base(row, no)
+    }
+
+    /// `output_input` agrees with the row's `IS_INPUT` / `ALIASES_INPUT` bits.
+    fn validate_output_input(&self, row: usize, ni: usize) -> Result<()> {
+        use output_bits::{ALIASES_INPUT, IS_INPUT};
+        let f = self.output_flags[row];
         let aliases_input = f & (IS_INPUT | ALIASES_INPUT) != 0;
         let input = self.output_input[row];
         match (aliases_input, index_in(input, ni)) {
@@ -201,6 +206,13 @@ impl AliasFacts {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// `output_base` and `output_base_output` agree with the row's base bits.
+    fn validate_output_base(&self, row: usize, no: usize) -> Result<()> {
+        use output_bits::{BASE_IS_OUTPUT, BASE_REQUIRES_GRAD, IS_TENSOR, VIEW_OF_INTERMEDIATE};
+        let f = self.output_flags[row];
         let view = f & VIEW_OF_INTERMEDIATE != 0;
         let base = self.output_base[row];
         if view == (base < 0) || base < -1 {

@@ -184,6 +184,10 @@ fn output_verdicts_cover_every_category() {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table of cases, one per malformed column"
+)]
 fn malformed_facts_name_the_column_and_row() {
     let cases: Vec<(Result<AliasFacts, Error>, &str, u32)> = vec![
         (

@@ -253,6 +253,10 @@ fn synth_graphs_partition_validly_and_min_cut_saves_less() {
 
 /// A random joint-graph-shaped table: primals, forward calls, tangents,
 /// backward calls that read tangent-derived values, random flags and tags.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one proptest strategy: the shape of a joint graph, read top to bottom"
+)]
 fn arb_joint() -> impl Strategy<Value = GraphStore> {
     let ops = [
         "aten.mm.default",

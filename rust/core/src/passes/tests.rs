@@ -220,6 +220,10 @@ fn eliminate_rejects_bad_maps() {
 /// A random joint graph with few distinct ops and `const_hash`es, so that
 /// duplicates (and near-duplicates) are common: a third of the nodes copy an
 /// earlier node's row, and a copy's readers may mirror the original's.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one proptest strategy: the shape of a joint graph, read top to bottom"
+)]
 fn arb_dup_joint() -> impl Strategy<Value = GraphStore> {
     let ops = [
         "aten.add.Tensor",

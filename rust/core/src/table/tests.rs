@@ -163,6 +163,10 @@ fn table() -> impl Strategy<Value = Columns> {
 
 /// Applies corruption `what` at position `at`; returns the column that must
 /// be blamed, or `None` if this corruption does not apply to the table.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one match arm per corruption, each a few lines"
+)]
 fn corrupt(c: &mut Columns, what: u8, at: usize, val: u32) -> Option<&'static str> {
     let n = c.len();
     let pick = |len: usize| (len > 0).then(|| at % len);
