@@ -305,8 +305,11 @@ def run_bench(
 # ------------------------------------------------------------------ output
 
 
-def _tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    rows = result["workloads"]
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def _partition_table(rows: list[dict[str, Any]]) -> Table:
+    """Partition time and saved bytes per workload, aotgrad's and torch's side by side."""
     part = [
         [
             r["workload"],
@@ -321,56 +324,65 @@ def _tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]
         ]
         for r in rows
     ]
-    tables = [
-        (
-            "Partitioning: joint graph in, forward and backward graphs out (median)",
+    return (
+        "Partitioning: joint graph in, forward and backward graphs out (median)",
+        [
+            "workload",
+            "joint nodes",
+            "aotgrad ms",
+            "torch ms",
+            "speedup",
+            "aotgrad saved",
+            "torch saved",
+            "saved ratio",
+            "save-all saved",
+        ],
+        part,
+    )
+
+
+def _trace_table(traced: list[dict[str, Any]]) -> Table:
+    """Tracing time of the workloads that measured it."""
+    return (
+        "Tracing: aotgrad trace vs torch aot_function first call minus partition (nop)",
+        ["workload", "aotgrad s", "torch s", "ratio"],
+        [
             [
-                "workload",
-                "joint nodes",
-                "aotgrad ms",
-                "torch ms",
-                "speedup",
-                "aotgrad saved",
-                "torch saved",
-                "saved ratio",
-                "save-all saved",
-            ],
-            part,
-        )
-    ]
+                r["workload"],
+                f"{r['trace']['aotgrad_trace_s']:.3f}",
+                f"{r['trace']['torch_trace_s']:.3f}",
+                f"{r['trace']['ratio']:.2f}",
+            ]
+            for r in traced
+        ],
+    )
+
+
+def _overhead_table(c: dict[str, float]) -> Table:
+    """Per-call overhead of the tiny function, one row."""
+    return (
+        "Per-call overhead: tiny function, nop compilers, x requires grad (µs per call)",
+        ["aotgrad", "torch aot_function", "eager", "ratio"],
+        [
+            [
+                f"{c['aotgrad_us']:.1f}",
+                f"{c['torch_us']:.1f}",
+                f"{c['eager_us']:.1f}",
+                f"{c['ratio']:.2f}",
+            ]
+        ],
+    )
+
+
+def _tables(result: dict[str, Any]) -> list[Table]:
+    """(title, headers, rows) of each table there is data for, in order."""
+    rows = result["workloads"]
+    tables = [_partition_table(rows)]
     traced = [r for r in rows if "trace" in r]
     if traced:
-        tables.append(
-            (
-                "Tracing: aotgrad trace vs torch aot_function first call minus partition (nop)",
-                ["workload", "aotgrad s", "torch s", "ratio"],
-                [
-                    [
-                        r["workload"],
-                        f"{r['trace']['aotgrad_trace_s']:.3f}",
-                        f"{r['trace']['torch_trace_s']:.3f}",
-                        f"{r['trace']['ratio']:.2f}",
-                    ]
-                    for r in traced
-                ],
-            )
-        )
+        tables.append(_trace_table(traced))
     if "call_overhead" in result:
-        c = result["call_overhead"]
-        tables.append(
-            (
-                "Per-call overhead: tiny function, nop compilers, x requires grad (µs per call)",
-                ["aotgrad", "torch aot_function", "eager", "ratio"],
-                [
-                    [
-                        f"{c['aotgrad_us']:.1f}",
-                        f"{c['torch_us']:.1f}",
-                        f"{c['eager_us']:.1f}",
-                        f"{c['ratio']:.2f}",
-                    ]
-                ],
-            )
-        )
+        tables.append(_overhead_table(result["call_overhead"]))
     return tables
 
 

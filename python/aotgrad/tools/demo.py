@@ -10,8 +10,10 @@ import copy
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
+from typing import NamedTuple
 
 import torch
 
@@ -119,21 +121,40 @@ def _saved_rows(graphs: list) -> list[list[str]]:  # type: ignore[type-arg]
     return rows
 
 
-def run(args: argparse.Namespace) -> int:
-    from .report import Recorder
+@dataclass
+class _Training:
+    """What the side-by-side training loop measured."""
 
-    text = load_corpus()
-    vocab = sorted(set(text))
-    cfg = GPTConfig(
-        vocab_size=len(vocab), block_size=args.seq, n_layer=args.layers, n_embd=args.width
-    )
+    times_c: list[float] = field(default_factory=list)  # step seconds, compiled, past step 1
+    times_e: list[float] = field(default_factory=list)  # step seconds, eager, past step 1
+    worst: float = 0.0  # worst per-step relative loss difference
+    compile_time: float = 0.0  # seconds of the first compiled step
+    loss_c: torch.Tensor = field(default_factory=lambda: torch.zeros(()))
+    loss_e: torch.Tensor = field(default_factory=lambda: torch.zeros(()))
+
+
+class _Models(NamedTuple):
+    """The eager GPT, its compiled copy, and an optimizer for each."""
+
+    eager: torch.nn.Module
+    compiled: Callable[..., torch.Tensor]
+    opt_e: torch.optim.Optimizer
+    opt_c: torch.optim.Optimizer
+
+
+def _models(args: argparse.Namespace, cfg: GPTConfig) -> _Models:
+    """The eager GPT, its compiled copy, and an AdamW for each (same seed, same weights)."""
     torch.manual_seed(args.seed)
     eager = GPT(cfg).to(args.device)
     model = copy.deepcopy(eager)
     compiled = torch.compile(model, backend=args.backend, options={"cache": args.cache})
     opt_e = torch.optim.AdamW(eager.parameters(), lr=3e-3)
     opt_c = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    n_params = sum(p.numel() for p in eager.parameters())
+    return _Models(eager, compiled, opt_e, opt_c)
+
+
+def _announce(args: argparse.Namespace, n_params: int) -> None:
+    """The run's header: model size, shape of the batches, device, backend."""
     print(
         f"aotgrad demo: GPT {args.layers}x{args.width} ({n_params / 1e6:.2f}M parameters), "
         f"seq {args.seq}, batch {args.batch}, {args.steps} steps on {args.device}, "
@@ -142,13 +163,26 @@ def run(args: argparse.Namespace) -> int:
     print(
         "  step 1 compiles the model (Dynamo, aotgrad trace + partition, codegen) ...", flush=True
     )
-    recorder = Recorder(args.report, title=f"GPT {args.layers}x{args.width}", defer=True)
-    if not args.no_report:
-        recorder.start()
-    times_c: list[float] = []
-    times_e: list[float] = []
-    worst, compile_time = 0.0, 0.0
-    loss_c = loss_e = torch.zeros(())
+
+
+def _step(
+    model: Callable[..., torch.Tensor],
+    opt: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> torch.Tensor:
+    """One training step; the loss."""
+    opt.zero_grad(set_to_none=True)
+    loss = model(x, y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _train(args: argparse.Namespace, text: str, vocab: list[str], models: _Models) -> _Training:
+    """Train compiled and eager on the same batches, timing each step and comparing losses."""
+    eager, compiled, opt_e, opt_c = models
+    out = _Training()
     progress = Progress(args.steps)
     try:
         for step, (x, y) in enumerate(
@@ -156,57 +190,75 @@ def run(args: argparse.Namespace) -> int:
         ):
             x, y = x.to(args.device), y.to(args.device)
             t0 = time.perf_counter()
-            opt_c.zero_grad(set_to_none=True)
-            loss_c = compiled(x, y)
-            loss_c.backward()
-            opt_c.step()
+            out.loss_c = _step(compiled, opt_c, x, y)
             t1 = time.perf_counter()
-            opt_e.zero_grad(set_to_none=True)
-            loss_e = eager(x, y)
-            loss_e.backward()
-            opt_e.step()
+            out.loss_e = _step(eager, opt_e, x, y)
             t2 = time.perf_counter()
             if step == 0:
-                compile_time = t1 - t0
+                out.compile_time = t1 - t0
             else:
-                times_c.append(t1 - t0)
-                times_e.append(t2 - t1)
-            rel = abs(loss_c.item() - loss_e.item()) / max(abs(loss_e.item()), 1e-12)
-            worst = max(worst, rel)
+                out.times_c.append(t1 - t0)
+                out.times_e.append(t2 - t1)
+            rel = abs(out.loss_c.item() - out.loss_e.item()) / max(abs(out.loss_e.item()), 1e-12)
+            out.worst = max(out.worst, rel)
             per_step = (t2 - t0) if step else None
-            progress.update(step + 1, loss_c.item(), loss_e.item(), per_step)
+            progress.update(step + 1, out.loss_c.item(), out.loss_e.item(), per_step)
     finally:
         progress.close()
-        recorder.stop()
+    return out
 
-    med_c = statistics.median(times_c) if times_c else float("nan")
-    med_e = statistics.median(times_e) if times_e else float("nan")
-    stages = recorder.graphs[0].timings if recorder.graphs else {}
+
+def _summary_rows(t: _Training, graphs: list) -> list[list[str]]:  # type: ignore[type-arg]
+    """The result table: losses, parity, step and compile time, saved activations."""
+    med_c = statistics.median(t.times_c) if t.times_c else float("nan")
+    med_e = statistics.median(t.times_e) if t.times_e else float("nan")
+    stages = graphs[0].timings if graphs else {}
     breakdown = " · ".join(f"{k} {_fmt_s(v)}" for k, v in stages.items())
-    ok = worst < TOLERANCE
+    ok = t.worst < TOLERANCE
     rows = [
         ["", "aotgrad", "eager"],
-        ["final loss", f"{loss_c.item():.5f}", f"{loss_e.item():.5f}"],
+        ["final loss", f"{t.loss_c.item():.5f}", f"{t.loss_e.item():.5f}"],
         [
             "loss parity, worst step",
-            f"{worst:.1e} rel. diff",
+            f"{t.worst:.1e} rel. diff",
             f"{'ok' if ok else 'FAILED'} (tolerance {TOLERANCE:g})",
         ],
         [
             "step time, median",
             f"{med_c * 1e3:.1f} ms",
-            f"{med_e * 1e3:.1f} ms" + (f"  (aotgrad {med_e / med_c:.2f}x)" if times_c else ""),
+            f"{med_e * 1e3:.1f} ms" + (f"  (aotgrad {med_e / med_c:.2f}x)" if t.times_c else ""),
         ],
-        ["compile, first step", _fmt_s(compile_time), breakdown],
+        ["compile, first step", _fmt_s(t.compile_time), breakdown],
     ]
-    if recorder.graphs:
+    if graphs:
         rows.append(["saved activations", "(same joint graph)", ""])
-        rows += _saved_rows(recorder.graphs)
+        rows += _saved_rows(graphs)
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, print the comparison, write the report; 0 when the losses agree."""
+    from .report import Recorder
+
+    text = load_corpus()
+    vocab = sorted(set(text))
+    cfg = GPTConfig(
+        vocab_size=len(vocab), block_size=args.seq, n_layer=args.layers, n_embd=args.width
+    )
+    models = _models(args, cfg)
+    _announce(args, sum(p.numel() for p in models.eager.parameters()))
+    recorder = Recorder(args.report, title=f"GPT {args.layers}x{args.width}", defer=True)
+    if not args.no_report:
+        recorder.start()
+    try:
+        t = _train(args, text, vocab, models)
+    finally:
+        recorder.stop()
     print()
-    print(_table(rows))
+    print(_table(_summary_rows(t, recorder.graphs)))
     if not args.no_report:
         if recorder.graphs:
             print(f"\nreport: {recorder.path} (data: {recorder.path.with_suffix('.json')})")
         else:
             print("\nreport: not written (no training graph was compiled; see the warnings)")
-    return 0 if ok else 1
+    return 0 if t.worst < TOLERANCE else 1

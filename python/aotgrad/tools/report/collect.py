@@ -137,6 +137,51 @@ def _as_partition(kind: str, res: PartitionResult, dt: float) -> Partition:
     return Partition(_KIND_NAME[kind], int(res.saved_bytes), tensors, dt)
 
 
+def _partitions(
+    joint: fx.GraphModule, num_fwd_outputs: int, kind: str, compare_torch: bool
+) -> tuple[PartitionResult, list[Partition]]:
+    """aotgrad's ``kind`` partition of ``joint``, and the comparison: aotgrad's min-cut first,
+    then torch's (when asked for), then save-everything."""
+    other = "default" if kind == "min_cut" else "min_cut"
+    res, dt = _timed_partition(joint, num_fwd_outputs, kind)
+    res_other, dt_other = _timed_partition(joint, num_fwd_outputs, other)
+    partitions = [_as_partition(kind, res, dt), _as_partition(other, res_other, dt_other)]
+    partitions.sort(key=lambda p: p.name != AOTGRAD_MIN_CUT)
+    if compare_torch:
+        partitions.insert(1, torch_min_cut(joint, num_fwd_outputs))
+    return res, partitions
+
+
+def _split(
+    joint: fx.GraphModule, res: PartitionResult, num_fwd_outputs: int, notes: list[str]
+) -> tuple[fx.GraphModule, fx.GraphModule] | None:
+    """The forward and backward graphs of ``res``; None and a note if the split fails."""
+    from ...split import split_joint
+
+    # ``rep``: rows merged by the partitioner's CSE (results that carry it).
+    rep = getattr(res, "rep", None)
+    extra = {} if rep is None else {"rep": rep.tolist()}
+    try:
+        forward, backward = split_joint(
+            joint, res.nodes, res.placement, res.saved, num_fwd_outputs, **extra
+        )
+    except Exception as e:  # a broken partition is worth a report too
+        notes.append(f"the forward/backward split failed: {type(e).__name__}: {e}")
+        return None
+    return forward, backward
+
+
+def _sizes(
+    joint: fx.GraphModule, forward: fx.GraphModule | None, backward: fx.GraphModule | None
+) -> dict[str, int]:
+    """Node counts of the joint graph and of the forward and backward graphs (0: none)."""
+    return {
+        "joint": len(joint.graph.nodes),
+        "forward": len(forward.graph.nodes) if forward is not None else 0,
+        "backward": len(backward.graph.nodes) if backward is not None else 0,
+    }
+
+
 def collect(
     joint: fx.GraphModule,
     *,
@@ -156,13 +201,7 @@ def collect(
     reported); without them the joint graph is split here. ``curve``: memory
     versus recompute points to draw, if another tool computed them.
     """
-    other = "default" if kind == "min_cut" else "min_cut"
-    res, dt = _timed_partition(joint, num_fwd_outputs, kind)
-    res_other, dt_other = _timed_partition(joint, num_fwd_outputs, other)
-    partitions = [_as_partition(kind, res, dt), _as_partition(other, res_other, dt_other)]
-    partitions.sort(key=lambda p: p.name != AOTGRAD_MIN_CUT)
-    if compare_torch:
-        partitions.insert(1, torch_min_cut(joint, num_fwd_outputs))
+    res, partitions = _partitions(joint, num_fwd_outputs, kind, compare_torch)
     group, groups, rule = group_nodes(res.nodes, res.placement)
     nodes = node_columns(res.nodes, res.placement)
     nodes["group"] = group
@@ -170,27 +209,15 @@ def collect(
     if curve is None:
         curve = _frontier_points(joint, num_fwd_outputs, notes)
     if forward is None or backward is None:
-        from ...split import split_joint
-
-        # ``rep``: rows merged by the partitioner's CSE (results that carry it).
-        rep = getattr(res, "rep", None)
-        extra = {} if rep is None else {"rep": rep.tolist()}
-        try:
-            forward, backward = split_joint(
-                joint, res.nodes, res.placement, res.saved, num_fwd_outputs, **extra
-            )
-        except Exception as e:  # a broken partition is worth a report too
-            notes.append(f"the forward/backward split failed: {type(e).__name__}: {e}")
+        split = _split(joint, res, num_fwd_outputs, notes)
+        if split is not None:  # a failed split keeps what the caller passed
+            forward, backward = split
     return GraphReport(
         title=title,
         partitioner=_KIND_NAME[kind],
         grouping=rule,
         num_fwd_outputs=num_fwd_outputs,
-        sizes={
-            "joint": len(joint.graph.nodes),
-            "forward": len(forward.graph.nodes) if forward is not None else 0,
-            "backward": len(backward.graph.nodes) if backward is not None else 0,
-        },
+        sizes=_sizes(joint, forward, backward),
         groups=groups,
         nodes=nodes,
         saved=[Saved(int(i), r) for i, r in zip(res.saved, res.reasons(), strict=True)],

@@ -194,18 +194,8 @@ def hbars(
     return _svg(width, height, body, title)
 
 
-def curve(
-    points: Sequence[tuple[float, float]] | None,
-    *,
-    cost_unit: str,
-    title: str,
-    width: int = 860,
-    height: int = 240,
-    color: str = "#2563eb",
-) -> str:
-    """Saved bytes (x) against recompute cost (y); an empty frame with a note if no points."""
-    left, right, top, bottom = 70, 24, 16, 46
-    x0, x1, y0, y1 = left, width - right, top, height - bottom
+def _curve_frame(x0: int, x1: int, y0: int, y1: int, height: int, cost_unit: str) -> list[str]:
+    """The plot area's background and the two axis titles."""
     body = [
         f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="#fafafa" '
         f'stroke="{GRID}"/>'
@@ -223,49 +213,87 @@ def curve(
             extra=f' transform="rotate(-90 16 {(y0 + y1) / 2:.1f})"',
         )
     )
-    if not points:
-        body.append(
-            _text(
-                (x0 + x1) / 2,
-                (y0 + y1) / 2 - 6,
-                "No memory-budget sweep in this report",
-                anchor="middle",
-                size=14,
-                fill=MUTED,
-                weight="600",
-            )
-        )
-        body.append(
-            _text(
-                (x0 + x1) / 2,
-                (y0 + y1) / 2 + 14,
-                "points (saved bytes, recompute cost) appear here when a sweep supplies them",
-                anchor="middle",
-                fill=MUTED,
-            )
-        )
-        return _svg(width, height, body, title)
-    pts = sorted((float(a), float(b)) for a, b in points)
-    xticks, xfmt = byte_axis(max(p[0] for p in pts))
-    yticks = nice_ticks(max(p[1] for p in pts))
-    xmax, ymax = xticks[-1] or 1.0, yticks[-1] or 1.0
-    body += _x_axis(x0, x1, y0, y1, xmax, xticks, xfmt)
-    for t in yticks:
+    return body
+
+
+def _curve_empty_note(x0: int, x1: int, y0: int, y1: int) -> list[str]:
+    """The message shown in place of a curve when there are no points."""
+    return [
+        _text(
+            (x0 + x1) / 2,
+            (y0 + y1) / 2 - 6,
+            "No memory-budget sweep in this report",
+            anchor="middle",
+            size=14,
+            fill=MUTED,
+            weight="600",
+        ),
+        _text(
+            (x0 + x1) / 2,
+            (y0 + y1) / 2 + 14,
+            "points (saved bytes, recompute cost) appear here when a sweep supplies them",
+            anchor="middle",
+            fill=MUTED,
+        ),
+    ]
+
+
+def _y_grid(x0: int, x1: int, y0: int, y1: int, ymax: float, ticks: Sequence[float]) -> list[str]:
+    """A horizontal grid line and a label per y tick."""
+    body = []
+    for t in ticks:
         y = y1 - (y1 - y0) * t / ymax
         body.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="{GRID}"/>')
         body.append(_text(x0 - 6, y + 4, f"{t:g}", anchor="end", size=11, fill=MUTED))
+    return body
 
-    def xy(p: tuple[float, float]) -> tuple[float, float]:
-        return x0 + (x1 - x0) * p[0] / xmax, y1 - (y1 - y0) * p[1] / ymax
 
+def _curve_line(
+    pts: Sequence[tuple[float, float]],
+    xy: Callable[[tuple[float, float]], tuple[float, float]],
+    color: str,
+    cost_unit: str,
+) -> list[str]:
+    """The polyline through the points (already in plot coordinates via ``xy``) and a dot
+    with a tooltip per point."""
     path = " ".join(
         f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(map(xy, pts))
     )
-    body.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+    body = [f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>']
     for p in pts:
         x, y = xy(p)
         body.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}">'
             f"<title>{escape(f'{fmt_bytes(p[0])}, {p[1]:g} {cost_unit}')}</title></circle>"
         )
+    return body
+
+
+def curve(
+    points: Sequence[tuple[float, float]] | None,
+    *,
+    cost_unit: str,
+    title: str,
+    width: int = 860,
+    height: int = 240,
+    color: str = "#2563eb",
+) -> str:
+    """Saved bytes (x) against recompute cost (y); an empty frame with a note if no points."""
+    left, right, top, bottom = 70, 24, 16, 46
+    x0, x1, y0, y1 = left, width - right, top, height - bottom
+    body = _curve_frame(x0, x1, y0, y1, height, cost_unit)
+    if not points:
+        body += _curve_empty_note(x0, x1, y0, y1)
+        return _svg(width, height, body, title)
+    pts = sorted((float(a), float(b)) for a, b in points)
+    xticks, xfmt = byte_axis(max(p[0] for p in pts))
+    yticks = nice_ticks(max(p[1] for p in pts))
+    xmax, ymax = xticks[-1] or 1.0, yticks[-1] or 1.0
+    body += _x_axis(x0, x1, y0, y1, xmax, xticks, xfmt)
+    body += _y_grid(x0, x1, y0, y1, ymax, yticks)
+
+    def xy(p: tuple[float, float]) -> tuple[float, float]:
+        return x0 + (x1 - x0) * p[0] / xmax, y1 - (y1 - y0) * p[1] / ymax
+
+    body += _curve_line(pts, xy, color, cost_unit)
     return _svg(width, height, body, title)
