@@ -69,6 +69,13 @@ def _version(t: torch.Tensor) -> int | None:
     return None if t.is_inference() else t._version  # inference tensors have none
 
 
+def _cotangent(o: torch.Tensor, k: int) -> torch.Tensor:
+    """A fixed random cotangent for the ``k``-th differentiable output, the same for eager
+    and compiled: unlike ones, it tells a gradient from its transpose or permutation."""
+    g = torch.Generator().manual_seed(1000 + k)
+    return torch.randn(o.shape, generator=g, dtype=torch.float32).to(o.device)
+
+
 def _error(e: BaseException) -> str:
     """The exception's nearest built-in type (aotgrad's own errors mix in eager's)."""
     kind = next(c for c in type(e).__mro__ if c.__module__ == "builtins")
@@ -116,7 +123,9 @@ def observe(
         diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
         if diff:
             try:
-                torch.autograd.backward([o.float().sum() for o in diff])
+                torch.autograd.backward(
+                    [(o.float() * _cotangent(o, k)).sum() for k, o in enumerate(diff)]
+                )
                 rec["grads"] = [None if x.grad is None else x.grad.clone() for x in leaves]
                 rec["inputs_after_backward"] = [
                     {"value": a.detach().clone(), "version": a._version}

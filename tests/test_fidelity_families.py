@@ -495,6 +495,12 @@ def _relaid_then_written(x0):
     return x0 * 1
 
 
+def _written_then_transposed(x0):
+    x0[1:3].mul_(2)
+    x0.transpose_(0, 1)  # the same bytes: written through the new metadata
+    return x0 * 1
+
+
 def _written_through_transpose_then_relaid(x0):
     x0.t().mul_(2)
     x0.as_strided_((4, 4), (1, 4))
@@ -504,8 +510,13 @@ def _written_through_transpose_then_relaid(x0):
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize(
     "fn",
-    [_written_then_relaid, _relaid_then_written, _written_through_transpose_then_relaid],
-    ids=["written_then_relaid", "relaid_then_written", "through_transpose"],
+    [
+        _written_then_relaid,
+        _relaid_then_written,
+        _written_then_transposed,
+        _written_through_transpose_then_relaid,
+    ],
+    ids=["written_then_relaid", "relaid_then_written", "then_transposed", "through_transpose"],
 )
 def test_input_written_and_relaid(fn: Any, compiler: str) -> None:
     """Seed 84: data and metadata both changed: the runtime writes the whole storage the

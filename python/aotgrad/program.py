@@ -205,6 +205,7 @@ def _layout(
         enable_grad=not metadata.grad_mode,
         storage_resizes=facts.input_storage_resize,
         storage_sets=sorted(facts.input_storage_set),
+        relaid_inputs=metadata.relaid_inputs,
     )
 
 

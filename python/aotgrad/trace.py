@@ -79,6 +79,11 @@ class TraceMetadata:
     #: Of the inputs turned off, those the function called ``requires_grad_(False)`` on
     #: (the others were ``detach_()``ed, which inference mode makes a no-op).
     requires_grad_flag_off: list[int] = field(default_factory=list)
+    #: Written inputs whose new metadata covers other bytes than the caller's tensor
+    #: (``x.as_strided_((2, 2), ...)``): written back in the caller's layout (see
+    #: ``_layout_anchors``). A permutation (``t_()``) covers the same bytes: its value is
+    #: written through the new metadata, which keeps autograd's view of it simple.
+    relaid_inputs: list[int] = field(default_factory=list)
 
     @property
     def needs_autograd(self) -> bool:
@@ -242,6 +247,25 @@ def _layout_anchors(wrapped: Sequence[Any], indices: Any) -> dict[int, Any]:
         for i in indices
         if isinstance(wrapped[i], torch.Tensor)
     }
+
+
+def _covers_same_bytes(a: Any, b: Any) -> bool:
+    """Whether two layouts of one storage cover the same elements: the same count, each
+    dense (no overlap, no gap) from the same first element. Unknown (symbolic): no."""
+    try:
+        if a.numel() != b.numel():
+            return False
+        if a.numel() == 0:
+            return True
+        dense = torch._prims_common.is_non_overlapping_and_dense_or_false
+        return bool(
+            dense(a)
+            and dense(b)
+            and a.storage_offset() == b.storage_offset()
+            and all(s >= 0 for s in (*a.stride(), *b.stride()))
+        )
+    except Exception:  # a data-dependent or symbolic size: write back in the caller's layout
+        return False
 
 
 def _new_value(wrapped: Sequence[Any], anchors: dict[int, Any], i: int) -> Any:
@@ -469,15 +493,25 @@ def collect_metadata(
         }
         plan = alias.classify(facts)
         bases = [outs[k]._base for k in plan.intermediate_bases]
-        # in the caller's layout (see _layout_anchors): the input's own fake has it
-        new_values = [
-            fake_args[i] if plan.inputs[i] in alias.METADATA_WRITE else wrapped[i]
+        relaid = [
+            i
             for i in plan.mutated_inputs
+            if plan.inputs[i] in alias.METADATA_WRITE
+            and not _covers_same_bytes(wrapped[i], fake_args[i])
         ]
+        # in the caller's layout (see _layout_anchors): the input's own fake has it
+        new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [_from_functional(o) for o in [*outs, *bases, *new_values]]
     flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
     return TraceMetadata(
-        outputs, fake_fwd[: len(outs)], plan, fake_fwd, grad_mode, rg_changes, flag_off
+        outputs,
+        fake_fwd[: len(outs)],
+        plan,
+        fake_fwd,
+        grad_mode,
+        rg_changes,
+        flag_off,
+        relaid,
     )
 
 
@@ -564,7 +598,7 @@ class _JointTrace:
         self.written_in_backward: list[int] = []
         self.backward_version_deltas: list[int] = []
         self.stale: list[str] = []
-        self.relaid = [i for i in meta.mutated_inputs if plan.inputs[i] in alias.METADATA_WRITE]
+        self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
         self.saved_outputs: list[int] = []
 
@@ -725,8 +759,7 @@ def trace_inference(
     def forward(primals: list[Any]) -> list[Any]:
         fp = [_to_functional(p) for p in primals]
         chain = _EffectChain()
-        relaid = [i for i in plan.mutated_inputs if plan.inputs[i] in alias.METADATA_WRITE]
-        anchors = _layout_anchors(fp, relaid)
+        anchors = _layout_anchors(fp, metadata.relaid_inputs)
         outs = _flat_call(fn, fp, fake_args)
         values = [
             *outs,

@@ -103,6 +103,13 @@ class Epilogue:
         """The function's writes to its inputs, replayed on the caller's tensors: values,
         then metadata, storage sizes, version counts, ``detach_()``."""
         layout = self.layout
+        relaid = layout.relaid_inputs
+        # the new metadata first, the values then written through it; an input whose new
+        # metadata covers other bytes gets its value in the caller's layout, then the
+        # new metadata (trace._layout_anchors)
+        for i, view in layout.metadata_mutations.items():
+            if i not in relaid:
+                replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
         for i, value, with_grad in zip(
@@ -119,9 +126,8 @@ class Epilogue:
             else:
                 with torch.no_grad():
                     target.copy_(value)
-        # the values above are in the caller's layout; then the new metadata, as eager
-        # leaves the input (trace._layout_anchors)
-        for i, view in layout.metadata_mutations.items():
+        for i in relaid:
+            view = layout.metadata_mutations[i]
             replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
         for i, after in layout.storage_resizes.items():
             torch.ops.inductor.resize_storage_bytes_(args[i], after)

@@ -125,6 +125,10 @@ class ForwardLayout:
     #: Written inputs the function gave another storage (``set_``): the runtime
     #: ``set_``s the caller's tensor to the new value instead of copying into it.
     storage_sets: list[int] = field(default_factory=list)
+    #: Written inputs whose new metadata covers other bytes than the caller's tensor: the
+    #: graph returns their value in the caller's layout, written before the new metadata
+    #: is given (``trace.TraceMetadata.relaid_inputs``).
+    relaid_inputs: list[int] = field(default_factory=list)
 
     @property
     def num_fwd_outputs(self) -> int:
