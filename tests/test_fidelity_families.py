@@ -707,3 +707,18 @@ def test_item_read_by_the_backward(compiler: str) -> None:
         return [x, torch.tensor(1.5, dtype=torch.float64)], [x]
 
     assert_like_eager(_times_item, make, COMPILERS[compiler], calls=2)
+
+
+def _view_of_an_identity_function_output(x0):
+    t3 = Half.apply(x0)  # eager: a view of x0 made in the Function; backward g / 2
+    return t3.expand(2, 4, 4), x0.mT.clamp(-0.5, 0.5)[::2]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_view_of_a_custom_function_output_keeps_its_backward(compiler: str) -> None:
+    """Seed 8210: a view of a custom Function's output that views an input is rebuilt as
+    a view of the input whose gradient still passes through the Function's backward (it
+    bypassed it: gradient 1 instead of 0.5)."""
+    assert_like_eager(
+        _view_of_an_identity_function_output, leaf_clone(4, 4), COMPILERS[compiler], calls=2
+    )

@@ -312,10 +312,48 @@ def _made_by_custom_function(o: Any) -> bool:
     grad_fn = grad_fn_of(o)
     if grad_fn is STALE_VIEW:
         return True
-    return grad_fn is not None and (
-        isinstance(grad_fn, torch.autograd.function.BackwardCFunction)
-        or type(grad_fn).__name__ == "CppFunction"
+    # a view of one (``HalfGrad.apply(x).expand(...)``): its gradient passes through the
+    # Function's backward too
+    for _ in range(16):
+        if grad_fn is None:
+            return False
+        if isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or (
+            type(grad_fn).__name__ == "CppFunction"
+        ):
+            return True
+        if type(grad_fn).__name__ not in _VIEW_BACKWARDS or not o._is_view():
+            return False
+        grad_fn = grad_fn.next_functions[0][0] if grad_fn.next_functions else None
+    return False
+
+
+#: Autograd nodes of view ops, walked from a view back to what it views.
+_VIEW_BACKWARDS = frozenset(
+    f"{name}Backward0"
+    for name in (
+        "View",
+        "Expand",
+        "AsStrided",
+        "Slice",
+        "Select",
+        "Transpose",
+        "Permute",
+        "T",
+        "Unsqueeze",
+        "Squeeze",
+        "Unflatten",
+        "Diagonal",
+        "Alias",
+        "Unfold",
+        "ViewAs",
+        "Narrow",
+        "Reshape",
+        "Unbind",
+        "Split",
+        "SplitWithSizes",
+        "Chunk",
     )
+) | {"SqueezeBackward1", "SqueezeBackward2", "TransposeBackward1", "SelectBackward1"}
 
 
 def _containing_input(o: Any, candidates: list[int], originals: Sequence[Any]) -> int:
