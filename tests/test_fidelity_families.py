@@ -722,3 +722,25 @@ def test_view_of_a_custom_function_output_keeps_its_backward(compiler: str) -> N
     assert_like_eager(
         _view_of_an_identity_function_output, leaf_clone(4, 4), COMPILERS[compiler], calls=2
     )
+
+
+def _input_through_to_and_detached(x1):
+    t1 = x1.to(torch.float64)  # already float64: x1 itself
+    return x1.detach(), t1, x1
+
+
+def _detached_before_its_viewed_twin(x0):
+    t2 = torch.where(x0 > 0, x0, x0.exp())
+    return t2.detach(), t2.unsqueeze(0), t2
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_input_through_to_and_detached, _detached_before_its_viewed_twin], ids=["to", "view"]
+)
+@pytest.mark.parametrize("ctx", [contextlib.nullcontext, torch.no_grad], ids=["grad", "no_grad"])
+def test_one_graph_value_for_detached_and_plain_outputs(fn: Any, ctx: Any, compiler: str) -> None:
+    """Seeds 8262, 8166: the graph returns one value for ``t`` and ``t.detach()``. An
+    output the runtime rebuilds (the input itself) is never the one detached; of two graph
+    outputs, the one another output views stays the graph's."""
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], ctx=ctx, calls=2)

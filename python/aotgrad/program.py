@@ -309,17 +309,28 @@ def _versions_before_saving(fw: fx.GraphModule, layout: ForwardLayout) -> None:
 
 
 def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
-    """User outputs the graph returns as the same value as an earlier one although eager
+    """User outputs the graph returns as the same value as another one although eager
     returns distinct objects (``t`` and ``t.detach()``: a detach is the identity inside
-    the graph): the runtime makes each a detached alias of its own."""
+    the graph): the runtime makes each a detached alias of its own. Of one value, the
+    output another rebuilt output views stays the graph's (eager's ``t.unsqueeze(0)`` has
+    ``t`` for base, not ``t.detach()``); otherwise the first does."""
     outs = list(fw.graph.output_node().args[0])[: layout.num_user_outputs]  # type: ignore[arg-type]
-    seen: set[Any] = set()
-    merged = []
+    # rebuilt by the runtime (an input, a view of one, ...): not the graph's value
+    rebuilt = {a.index for a in layout.output_aliases}
+    viewed = {
+        a.source
+        for a in layout.output_aliases
+        if a.verdict == alias.OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT
+    }
+    groups: dict[Any, list[int]] = {}
     for j, node in enumerate(outs):
-        if isinstance(node, fx.Node) and node in seen and j not in layout.same_as:
-            merged.append(j)
-        seen.add(node)
-    return merged
+        if isinstance(node, fx.Node) and j not in layout.same_as and j not in rebuilt:
+            groups.setdefault(node, []).append(j)
+    merged = []
+    for members in groups.values():
+        owner = next((j for j in members if j in viewed), members[0])
+        merged += [j for j in members if j != owner]
+    return sorted(merged)
 
 
 def _grad_tangents(bw: fx.GraphModule, num_inputs: int) -> list[tuple[int, ...]]:
