@@ -744,3 +744,23 @@ def test_one_graph_value_for_detached_and_plain_outputs(fn: Any, ctx: Any, compi
     output the runtime rebuilds (the input itself) is never the one detached; of two graph
     outputs, the one another output views stays the graph's."""
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], ctx=ctx, calls=2)
+
+
+def _views_of_a_custom_function_intermediate(x1):
+    t3 = SavedSquare.apply(x1.abs())
+    return t3.view_as(t3), t3.squeeze()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_views_of_a_custom_function_intermediate_can_be_written(compiler: str) -> None:
+    """Seed 8018: views of a custom Function's fresh output are rebuilt from it (the
+    caller may write them in place, as in eager), not returned as views made inside the
+    compiled Function (autograd refused the write: "a function that returns multiple
+    views")."""
+    assert_like_eager(
+        _views_of_a_custom_function_intermediate,
+        leaves(((4, 4), True)),
+        COMPILERS[compiler],
+        after=lambda outs: outs[0].mul_(2),
+        calls=2,
+    )

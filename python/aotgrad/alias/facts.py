@@ -195,7 +195,9 @@ def collect(
         facts.output_input.append(inp)
         facts.output_base.append(base)
         facts.output_base_output.append(base_out)
-        if isinstance(o, torch.Tensor) and _made_by_custom_function(o):
+        if isinstance(o, torch.Tensor) and _made_by_custom_function(
+            o, through_views=StorageWeakRef(o.untyped_storage()) in input_of_storage
+        ):
             facts.output_custom.add(j)
             candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
             if candidates and id(o) not in input_index:
@@ -305,16 +307,17 @@ def grad_fn_of(t: Any) -> Any:
         return STALE_VIEW
 
 
-def _made_by_custom_function(o: Any) -> bool:
+def _made_by_custom_function(o: Any, *, through_views: bool = False) -> bool:
     """A custom ``autograd.Function``'s output (Python or C++): even when it aliases an
     input or an intermediate, its gradient must pass through the Function's own backward,
     so it is a plain output of the graph (with a tangent), not a view to rebuild."""
     grad_fn = grad_fn_of(o)
     if grad_fn is STALE_VIEW:
         return True
-    # a view of one (``HalfGrad.apply(x).expand(...)``): its gradient passes through the
-    # Function's backward too
-    for _ in range(16):
+    # with ``through_views`` (an output that views an input), a view of one
+    # (``Half.apply(x).expand(...)``): its gradient passes through the Function's backward
+    # too. A view of an intermediate one is rebuilt from it, which keeps that path.
+    for _ in range(16 if through_views else 1):
         if grad_fn is None:
             return False
         if isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or (
@@ -383,9 +386,9 @@ def _output_row(
     same = input_index.get(id(o))
     if same is not None:
         return flags | OUT_IS_INPUT | OUT_ALIASES_INPUT, same, -1, -1
-    if _made_by_custom_function(o):
-        return flags, -1, -1, -1
     candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
+    if _made_by_custom_function(o, through_views=bool(candidates)):
+        return flags, -1, -1, -1
     if candidates:
         k = _containing_input(o, candidates, originals)
         if _reinterprets(o, originals[k]):
