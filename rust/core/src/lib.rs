@@ -3,6 +3,7 @@
 //! here; the pyo3 binding crate (`rust/binding`) is a thin layer over this crate.
 
 // First: the macros that declare the boundary's codes (used by the modules below).
+mod codes;
 pub mod vocab;
 
 pub mod alias;

@@ -5,7 +5,7 @@
 
 use crate::ids::{NodeId, OpId};
 
-crate::vocab::coded_enum! {
+crate::codes::coded_enum! {
     /// Node kinds, as encoded in the table's `kind` column.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum NodeKind {
@@ -22,7 +22,7 @@ crate::vocab::coded_enum! {
 
 /// Per-node flag bits (`docs/node_table.md`).
 pub mod flags {
-    crate::vocab::codes! { u32;
+    crate::codes::codes! { u32;
         SYMBOLIC_SIZE = 1 << 0;
         RANDOM = 1 << 1;
         VIEW = 1 << 2;

@@ -3,58 +3,12 @@
 //! fact bits (`crate::alias::facts`), alias verdicts (`crate::alias::rules`),
 //! placement bits and saved reasons (`crate::partition::result`).
 //!
-//! Those modules declare their codes with the two macros below, which also
-//! list every code by name; [`vocabulary`] gathers the lists. The binding
+//! Those modules declare their codes with the two macros of `crate::codes`,
+//! which also list every code by name; [`vocabulary`] gathers the lists. The binding
 //! exports them as `aotgrad._rust.VOCABULARY` (`{vocabulary: {NAME: code}}`)
 //! and `python/aotgrad/vocab.py` builds Python's enums from it at import,
 //! failing there if a name is missing on either side. Nothing is mirrored by
 //! hand.
-
-/// Declares `pub const NAME: $t = value;` for each entry, and `NAMED`: every
-/// one of them as `(name, value)`, in declaration order (what [`vocabulary`]
-/// exports). Constants declared outside the macro (masks, derived bits) stay
-/// out of `NAMED`.
-macro_rules! codes {
-    ($t:ty; $( $(#[$meta:meta])* $name:ident = $value:expr; )*) => {
-        $( $(#[$meta])* pub const $name: $t = $value; )*
-        /// Every code above with its name, in declaration order (`crate::vocab`).
-        pub const NAMED: &[(&str, $t)] = &[$( (stringify!($name), $name), )*];
-    };
-}
-pub(crate) use codes;
-
-/// Declares a `#[repr(u8)]` enum whose variants carry explicit codes, with
-/// `VARIANTS` (every variant and its name, in declaration order) and
-/// `from_u8` (the variant of a code, if any).
-macro_rules! coded_enum {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident {
-            $( $(#[$vmeta:meta])* $variant:ident = $code:literal, )*
-        }
-    ) => {
-        $(#[$meta])*
-        #[repr(u8)]
-        pub enum $name {
-            $( $(#[$vmeta])* $variant = $code, )*
-        }
-
-        impl $name {
-            /// Every variant with its name, in declaration order (`crate::vocab`).
-            pub const VARIANTS: &'static [(&'static str, Self)] =
-                &[$( (stringify!($variant), Self::$variant), )*];
-
-            /// The variant whose code is `code`, if any.
-            pub fn from_u8(code: u8) -> Option<Self> {
-                match code {
-                    $( $code => Some(Self::$variant), )*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-pub(crate) use coded_enum;
 
 use crate::alias::{input_bits, output_bits, InputVerdict, OutputVerdict};
 use crate::partition::{placement, SavedReason};

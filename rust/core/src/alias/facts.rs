@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 
 /// Bits of `input_flags`: what the function did to one flat tensor input.
 pub mod input_bits {
-    crate::vocab::codes! { u32;
+    crate::codes::codes! { u32;
         /// The input's data was written in place (`x.add_(1)`, `x[0] = 1`).
         MUTATES_DATA = 1 << 0;
         /// The input's sizes, strides or storage offset changed (`x.t_()`).
@@ -36,7 +36,7 @@ pub mod input_bits {
 
 /// Bits of `output_flags`: what one flat output is.
 pub mod output_bits {
-    crate::vocab::codes! { u32;
+    crate::codes::codes! { u32;
         /// A tensor (other outputs are Python scalars, `SymInt`s, `None`).
         IS_TENSOR = 1 << 0;
         /// The output requires grad.

@@ -5,7 +5,7 @@
 
 use super::facts::{input_bits as I, output_bits as O};
 
-crate::vocab::coded_enum! {
+crate::codes::coded_enum! {
     /// What the runtime does about one flat tensor input.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum InputVerdict {
@@ -38,7 +38,7 @@ crate::vocab::coded_enum! {
     }
 }
 
-crate::vocab::coded_enum! {
+crate::codes::coded_enum! {
     /// What one flat output is, for the runtime.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum OutputVerdict {

@@ -33,6 +33,7 @@ pub use rules::{OpClass, OpRules, PartitionOptions};
 mod budget;
 mod budget_solve;
 pub mod cost;
+mod cost_model;
 pub use budget::{memory_frontier, partition_memory_budget, BudgetSolution};
 pub use budget_solve::{activation_bytes, EXACT_MAX};
 pub use cost::{recompute_costs, CostModel};

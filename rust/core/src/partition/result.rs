@@ -4,7 +4,7 @@ use crate::ids::NodeId;
 
 /// Bits of [`Partition::placement`].
 pub mod placement {
-    crate::vocab::codes! { u8;
+    crate::codes::codes! { u8;
         /// The node is computed in (or is an input of) the forward graph.
         FORWARD = 1;
         /// The node is present in the backward graph: a placeholder if saved or a
@@ -13,7 +13,7 @@ pub mod placement {
     }
 }
 
-crate::vocab::coded_enum! {
+crate::codes::coded_enum! {
     /// Why a value is saved for the backward (the `saved_reason` column).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum SavedReason {

@@ -7,7 +7,7 @@
 //! interned op is resolved once per partition ([`OpRules::new`]), so per-node
 //! questions are array lookups.
 
-use super::cost::CostModel;
+use super::cost_model::CostModel;
 use super::op_tables;
 use crate::ids::NodeId;
 use crate::store::{flags, GraphStore, NodeKind};
