@@ -764,3 +764,22 @@ def test_views_of_a_custom_function_intermediate_can_be_written(compiler: str) -
         after=lambda outs: outs[0].mul_(2),
         calls=2,
     )
+
+
+def _saved_by_an_unreached_op(x0):
+    y = x0 * 2
+    z = y.sin().detach()  # sin saves y, but nothing differentiates through it
+    return y, z
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_output_saved_by_an_unreached_op_may_be_written(compiler: str) -> None:
+    """Soak seed 8339: eager checks only what a backward the outputs reach saved; an
+    output saved by an op outside that backward may be written before backward."""
+    assert_like_eager(
+        _saved_by_an_unreached_op,
+        leaves(((4, 4), True)),
+        COMPILERS[compiler],
+        after=lambda outs: outs[0].mul_(2),
+        calls=2,
+    )

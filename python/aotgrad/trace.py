@@ -740,8 +740,31 @@ def trace_joint(
         num_tokens=state.num_tokens,
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
         backward_error=state.stale[0] if state.stale else None,
-        saved_outputs=state.saved_outputs,
+        saved_outputs=[k for k in state.saved_outputs if _read_by_backward(gm, k)],
     )
+
+
+def _read_by_backward(gm: fx.GraphModule, k: int) -> bool:
+    """Whether the joint graph's backward reads forward output ``k`` (or a forward view
+    of it): eager saved it for a backward node the outputs reach. One saved by an op
+    whose backward the outputs never reach (``y.sin().detach()`` saves ``y``) is never
+    checked by eager, so it is not watched."""
+    outs = gm.graph.output_node().args[0]
+    node = outs[k] if isinstance(outs, (list, tuple)) and k < len(outs) else None
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, fx.Node) or n in seen:
+            continue
+        seen.add(n)
+        for user in n.users:
+            if user.op == "output":
+                continue
+            if user.meta.get(PARTITIONER_TAG) != TRACED_BY_FORWARD:
+                return True
+            if getattr(user.target, "is_view", False):
+                stack.append(user)
+    return False
 
 
 def trace_inference(
