@@ -161,8 +161,6 @@ def _layout(
     metadata_mutations = {
         i: facts.input_view[i] for i, v in enumerate(plan.inputs) if v in alias.METADATA_WRITE
     }
-    visible = alias.facts.IN_REQUIRES_GRAD
-    hidden = alias.facts.IN_MUTATIONS_HIDDEN
     specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
     bindings = _view_bindings(specs, fake_args)
     return ForwardLayout(
@@ -177,11 +175,7 @@ def _layout(
             plan.inputs[i] in alias.DIFFERENTIABLE_WRITE for i in plan.mutated_inputs
         ],
         metadata_mutations=metadata_mutations,
-        metadata_with_grad=[
-            i
-            for i in metadata_mutations
-            if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
-        ],
+        metadata_with_grad=_metadata_with_grad(facts, metadata_mutations),
         version_deltas=_version_deltas(facts),
         output_aliases=aliases,
         bindings=bindings,
@@ -207,6 +201,18 @@ def _layout(
         storage_sets=sorted(facts.input_storage_set),
         relaid_inputs=metadata.relaid_inputs,
     )
+
+
+def _metadata_with_grad(facts: alias.AliasFacts, metadata_mutations: dict) -> list[int]:
+    """Inputs whose new metadata autograd records (they require grad, and the change was
+    not hidden from autograd)."""
+    visible = alias.facts.IN_REQUIRES_GRAD
+    hidden = alias.facts.IN_MUTATIONS_HIDDEN
+    return [
+        i
+        for i in metadata_mutations
+        if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
+    ]
 
 
 def _version_deltas(facts: alias.AliasFacts) -> dict[int, int]:

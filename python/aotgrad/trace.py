@@ -445,6 +445,28 @@ def _requires_grad_changes(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> 
     }
 
 
+def _finish_facts(facts: Any, fake_args: Sequence[Any], resized: dict[int, int]) -> None:
+    """What the run's facts leave out: under inference mode autograd records nothing (no
+    write is one it sees); inputs with empty storage and the storage sizes set inside."""
+    if in_inference_mode():
+        seen = alias.facts.IN_REQUIRES_GRAD | alias.facts.IN_NEW_VALUE_REQUIRES_GRAD
+        facts.input_flags = [f & ~seen for f in facts.input_flags]
+    facts.input_storage_resize = {
+        **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
+        **resized,
+    }
+
+
+def _relaid_inputs(plan: Any, wrapped: Sequence[Any], fake_args: Sequence[Any]) -> list[int]:
+    """Written inputs whose new metadata covers other bytes (``TraceMetadata.relaid_inputs``)."""
+    return [
+        i
+        for i in plan.mutated_inputs
+        if plan.inputs[i] in alias.METADATA_WRITE
+        and not _covers_same_bytes(wrapped[i], fake_args[i])
+    ]
+
+
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -484,21 +506,10 @@ def collect_metadata(
             grad_mode=grad_mode,
             keep_in_graph=keep_input_mutations,
         )
-        if in_inference_mode():  # autograd records nothing: no write is one it sees
-            seen = alias.facts.IN_REQUIRES_GRAD | alias.facts.IN_NEW_VALUE_REQUIRES_GRAD
-            facts.input_flags = [f & ~seen for f in facts.input_flags]
-        facts.input_storage_resize = {
-            **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
-            **resizes.last,
-        }
+        _finish_facts(facts, fake_args, resizes.last)
         plan = alias.classify(facts)
         bases = [outs[k]._base for k in plan.intermediate_bases]
-        relaid = [
-            i
-            for i in plan.mutated_inputs
-            if plan.inputs[i] in alias.METADATA_WRITE
-            and not _covers_same_bytes(wrapped[i], fake_args[i])
-        ]
+        relaid = _relaid_inputs(plan, wrapped, fake_args)
         # in the caller's layout (see _layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [_from_functional(o) for o in [*outs, *bases, *new_values]]
