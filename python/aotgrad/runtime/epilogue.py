@@ -106,7 +106,7 @@ class Epilogue:
         relaid = layout.relaid_inputs
         # the new metadata first, the values then written through it; an input whose new
         # metadata covers other bytes gets its value in the caller's layout, then the
-        # new metadata (trace._layout_anchors)
+        # new metadata (trace.functional.layout_anchors)
         for i, view in layout.metadata_mutations.items():
             if i not in relaid:
                 replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)

@@ -1,0 +1,56 @@
+"""Finishing a traced graph: placeholder roles, flat codegen, dead code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.fx as fx
+
+from ..roles import PRIMAL, TANGENT
+from ..roles import ROLE_KEY as ROLE
+from ..vocab import MUTATED_KEY, STATIC_KEY
+
+
+def mark_roles(
+    gm: fx.GraphModule,
+    num_primals: int,
+    mutated: Sequence[int] = (),
+    static: Sequence[int] = (),
+) -> None:
+    """Record each placeholder's role, which primals the function overwrites (their
+    pre-mutation value is what the graph reads; the runtime writes the new one back) and
+    which are parameters/buffers (alive all step: free to save)."""
+    mutated_set, static_set = set(mutated), set(static)
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        node.meta[ROLE] = PRIMAL if i < num_primals else TANGENT
+        if i in mutated_set:
+            node.meta[MUTATED_KEY] = True
+        if i in static_set:
+            node.meta[STATIC_KEY] = True
+
+
+def flatten_codegen(gm: fx.GraphModule) -> None:
+    gm.graph._codegen = fx.graph.CodeGen()
+    gm.recompile()
+
+
+def _is_impure_keep_random(node: fx.Node) -> bool:
+    """DCE predicate: keep mutations, drop unused random ops (their values are not observable)."""
+    if node.op in ("placeholder", "output"):
+        return True
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.is_mutable
+    return False
+
+
+def clean(gm: fx.GraphModule) -> None:
+    """Drop ``aten.detach`` (autograd wraps the compiled graphs from outside, so inside
+    them a detach is the identity: keeping it costs a dispatch per call and makes two
+    names for one saved buffer), then dead code."""
+    for node in list(gm.graph.find_nodes(op="call_function", target=torch.ops.aten.detach.default)):
+        node.replace_all_uses_with(node.args[0])  # type: ignore[arg-type]
+        gm.graph.erase_node(node)
+    gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
+    gm.recompile()

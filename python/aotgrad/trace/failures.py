@@ -1,0 +1,70 @@
+"""torch's tracing failures as a ``TraceError`` naming the op and the user's line."""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..errors import TraceError, UnsupportedError
+
+_TORCH_DIRS = (torch.__file__.rsplit("/", 1)[0], __file__.rsplit("/", 2)[0])
+
+
+def _user_frame(tb: Any) -> str:
+    """The innermost frame of the traceback that is user code (not torch, not aotgrad)."""
+    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(_TORCH_DIRS)]
+    if not frames:
+        return "<unknown location>"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno} ({f.line})"
+
+
+def _failing_op(exc: BaseException) -> str:
+    func = getattr(exc, "func", None)
+    if func is not None:
+        return str(func)
+    return type(exc).__name__
+
+
+@contextlib.contextmanager
+def trace_errors(fn: Callable[..., Any]):
+    """Turn torch's tracing failures into a ``TraceError`` naming the op and the user's line."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        UnsupportedOperatorException,
+    )
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    try:
+        yield
+    except (TraceError, UnsupportedError):
+        raise
+    except UnsupportedOperatorException as e:
+        raise TraceError(
+            f"cannot trace {name}: op {_failing_op(e)} has no fake (meta) kernel; "
+            f"called at {_user_frame(e.__traceback__)}"
+        ) from e
+    except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        raise TraceError(
+            f"cannot trace {name}: op {_failing_op(e)} has a data-dependent output; "
+            f"called at {_user_frame(e.__traceback__)}"
+        ) from e
+    except GuardOnDataDependentSymNode as e:
+        raise TraceError(
+            f"cannot trace {name}: data-dependent control flow (a Python branch or "
+            f"conversion on a tensor's value) at {_user_frame(e.__traceback__)}"
+        ) from e
+    except RuntimeError as e:
+        msg = str(e)
+        if "data-dependent" in msg or "Cannot access data pointer" in msg or "item()" in msg:
+            raise TraceError(
+                f"cannot trace {name}: data-dependent operation at "
+                f"{_user_frame(e.__traceback__)}: {msg.splitlines()[0]}"
+            ) from e
+        raise

@@ -1,0 +1,111 @@
+"""Running the user's function functionalized on fakes: the tracing modes (and the lock
+make_fx needs), functional wrapping, effect-token chains, the caller's layout of inputs
+whose metadata the function changes."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+from ..eager_calls import EagerCalls
+from ..hops import checkpoint_regions, unsupported_hop_errors
+
+
+def to_functional(x: Any) -> Any:
+    return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
+
+
+def from_functional(x: Any) -> Any:
+    if isinstance(x, FunctionalTensor):
+        torch._sync(x)
+        return torch._from_functional_tensor(x.elem)
+    return x
+
+
+def layout_anchors(wrapped: Sequence[Any], indices: Any) -> dict[int, Any]:
+    """Views of inputs made before the function runs, in the layout the caller's tensor
+    has. An input whose data and metadata the function both changes (``x.t().add_(1);
+    x.t_()``) is written back by the runtime in that layout, then given its new metadata:
+    the value to write is the whole storage the input covered, which its new metadata may
+    no longer show (``x.as_strided_((2, 2), ...)``), or show in another order."""
+    return {
+        i: wrapped[i].view(wrapped[i].shape)
+        for i in indices
+        if isinstance(wrapped[i], torch.Tensor)
+    }
+
+
+def new_value(wrapped: Sequence[Any], anchors: dict[int, Any], i: int) -> Any:
+    """Input ``i``'s value after the function, in the caller's layout (see ``layout_anchors``)."""
+    return anchors.get(i, wrapped[i])
+
+
+def flat_call(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    originals: Sequence[Any] = (),
+    calls: EagerCalls | None = None,
+) -> list[Any]:
+    """``fn(*args)`` as a list; ``originals``: the inputs ``args`` stand in for."""
+    if calls is None:
+        calls = EagerCalls.for_inputs(args, originals)
+    with calls:
+        out = fn(*args)
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+class EffectChain:
+    """A chain of side-effect tokens. torch orders effectful ops (``aten._linalg_check_errors``,
+    ``print``-like ops) by threading a token through ``with_effects``; the chain starts at
+    an in-graph ``prims._make_token`` and its last token becomes a graph output, which
+    keeps the effectful ops alive through dead-code elimination and partitioning."""
+
+    def __init__(self) -> None:
+        from torch._higher_order_ops.effects import _EffectType
+
+        self.key = _EffectType.ORDERED
+        self.mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FUNCTIONAL)
+        self.first: Any = None
+        if self.mode is not None:
+            self.first = torch.ops.prims._make_token.default()
+            self.mode._tokens[self.key] = self.first
+
+    def finish(self) -> list[Any]:
+        """The chain's last token (unwrapped) if an effectful op used the chain, else []."""
+        if self.mode is None:
+            return []
+        last = self.mode._tokens.pop(self.key, None)
+        if last is None or last is self.first:
+            return []
+        return [from_functional(last)]
+
+
+# make_fx is not thread-safe: torch.fx's tracer keeps its patcher in a module
+# global (``torch.fx._symbolic_trace.CURRENT_PATCHER``) and patches
+# ``nn.Module.__call__`` process-wide, so two threads tracing at once fail with
+# "CURRENT_PATCHER is None". Every trace holds this lock (re-entrant: a traced
+# function may call another aotgrad function).
+TRACE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def tracing_modes(fake_mode: FakeTensorMode):
+    # unsupported_hop_errors is outermost: trace_errors has translated what it knows
+    with (
+        TRACE_LOCK,
+        unsupported_hop_errors(),
+        checkpoint_regions(),
+        fake_mode,
+        enable_python_dispatcher(),
+        FunctionalTensorMode(),
+    ):
+        yield

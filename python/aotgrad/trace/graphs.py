@@ -1,0 +1,155 @@
+"""What the trace stage hands on: the metadata pass's facts (``TraceMetadata``) and the
+traced graphs (``JointGraph``, ``InferenceGraph``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .. import alias
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """What the metadata pass learned about one flat forward output."""
+
+    is_tensor: bool
+    requires_grad: bool
+    #: The output gets a tangent in the backward (a differentiable float tensor).
+    needs_tangent: bool
+    #: A leaf that requires grad (``requires_grad_()`` on a fresh tensor or on a view of an
+    #: input without grad): nothing upstream to differentiate; the runtime returns it as a
+    #: leaf that requires grad, as eager does.
+    new_leaf: bool = False
+    #: A view a custom Function made (of its input, returned as-is) whose base was
+    #: written afterwards: eager returns it, and any use of it with grad raises
+    #: (``alias.views.stale_custom_view``). No tangent: nothing differentiates it.
+    stale_custom_view: bool = False
+
+
+@dataclass
+class TraceMetadata:
+    outputs: list[OutputInfo]
+    #: The flat outputs as fakes (shapes, dtypes, devices for tangents and guards).
+    fake_outputs: list[Any]
+    #: What each input and output is, aliasing-wise (classified in Rust).
+    plan: alias.AliasPlan
+    #: The graph's forward outputs as fakes: the user's, the intermediate bases the
+    #: runtime regenerates views from, the mutated inputs' new values.
+    fake_fwd_outputs: list[Any] = field(default_factory=list)
+    #: Grad mode at the call: the joint trace runs the function under it.
+    grad_mode: bool = True
+    #: Inputs whose ``requires_grad`` the function changed (``requires_grad_``,
+    #: ``detach_``), and the new flag: the runtime changes the real inputs alike.
+    requires_grad_changes: dict[int, bool] = field(default_factory=dict)
+    #: Of the inputs turned off, those the function called ``requires_grad_(False)`` on
+    #: (the others were ``detach_()``ed, which inference mode makes a no-op).
+    requires_grad_flag_off: list[int] = field(default_factory=list)
+    #: Written inputs whose new metadata covers other bytes than the caller's tensor
+    #: (``x.as_strided_((2, 2), ...)``): written back in the caller's layout (see
+    #: ``layout_anchors``). A permutation (``t_()``) covers the same bytes: its value is
+    #: written through the new metadata, which keeps autograd's view of it simple.
+    relaid_inputs: list[int] = field(default_factory=list)
+
+    @property
+    def needs_autograd(self) -> bool:
+        """An output (or an input's new value) has autograd history: the function needs
+        the joint graph even when its inputs do not require grad (an ``enable_grad``
+        block under ``no_grad``; a value that requires grad written into an input)."""
+        from ..alias.facts import IN_NEW_VALUE_REQUIRES_GRAD
+
+        return any(o.requires_grad and not o.new_leaf for o in self.outputs) or any(
+            f & IN_NEW_VALUE_REQUIRES_GRAD for f in self.plan.facts.input_flags
+        )
+
+    @property
+    def mutated_inputs(self) -> list[int]:
+        """Inputs whose new value the graph returns, in order."""
+        return self.plan.mutated_inputs
+
+    @property
+    def num_intermediate_bases(self) -> int:
+        return len(self.plan.intermediate_bases)
+
+    @property
+    def tangent_outputs(self) -> list[int]:
+        """Forward outputs (indices among user outputs, bases, new values) that get a
+        tangent: differentiable user outputs that alias nothing, intermediate bases that
+        require grad, and new values of inputs written with autograd history."""
+        plan = self.plan
+        n_user = len(self.outputs)
+        users = [
+            i
+            for i, info in enumerate(self.outputs)
+            if info.needs_tangent and plan.outputs[i] == alias.OutputVerdict.NON_ALIAS
+        ]
+        bases = [
+            n_user + s
+            for s, k in enumerate(plan.intermediate_bases)
+            if plan.facts.output_flags[k] & alias.facts.OUT_BASE_REQUIRES_GRAD
+        ]
+        start = n_user + self.num_intermediate_bases
+        values = [
+            start + m
+            for m, i in enumerate(self.mutated_inputs)
+            if plan.inputs[i] in alias.DIFFERENTIABLE_WRITE
+        ]
+        return users + bases + values
+
+
+@dataclass
+class JointGraph:
+    """A traced joint graph and the facts the later stages need.
+
+    Placeholders: ``num_primals`` primals, then one tangent per entry of
+    ``metadata.tangent_outputs``. Outputs: the user's flat outputs, then the
+    intermediate bases of aliased outputs, then the new values of mutated inputs
+    (``metadata.mutated_inputs``), then effect tokens —
+    together the ``num_fwd_outputs`` forward outputs — then one gradient per primal
+    (``None`` where the primal needs no gradient), then the new values of inputs the
+    backward writes (``backward_mutations``), then the backward's effect token if it has
+    effectful ops.
+    """
+
+    gm: fx.GraphModule
+    metadata: TraceMetadata
+    fake_mode: FakeTensorMode
+    fake_primals: list[Any]
+    fake_tangents: list[Any]
+    num_user_outputs: int
+    num_fwd_outputs: int
+    #: Effect tokens among the forward outputs (last); the backward may output one more.
+    num_tokens: int = 0
+    #: Inputs the backward writes, and how many in-place ops it runs on each: their new
+    #: values are backward outputs after the gradients (before the effect token).
+    backward_mutations: dict[int, int] = field(default_factory=dict)
+    #: Eager's error when its backward would read a saved tensor written after it was
+    #: saved (the version check): the compiled backward raises it.
+    backward_error: str | None = None
+    #: User outputs eager's autograd saves for the backward (``exp``'s result): written
+    #: after the call, eager's backward raises; the compiled one must too, whatever its
+    #: partition saved instead.
+    saved_outputs: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_primals(self) -> int:
+        return len(self.fake_primals)
+
+    @property
+    def joint_inputs(self) -> list[list[Any]]:
+        return [list(self.fake_primals), list(self.fake_tangents)]
+
+
+@dataclass
+class InferenceGraph:
+    """A traced forward-only graph: outputs are the user's, then mutated inputs' new values."""
+
+    gm: fx.GraphModule
+    metadata: TraceMetadata
+    fake_mode: FakeTensorMode
+    fake_primals: list[Any]
+    num_user_outputs: int

@@ -1,0 +1,241 @@
+"""The joint pass: forward and backward of the function traced into one graph
+(``JointGraph``), the backward recorded by ``torch.autograd.grad`` on tangent placeholders."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+
+from .. import alias
+from ..hops import refuse_deferred_autograd_errors
+from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
+from .cleanup import clean, flatten_codegen, mark_roles
+from .failures import trace_errors
+from .functional import (
+    EffectChain,
+    flat_call,
+    from_functional,
+    layout_anchors,
+    new_value,
+    to_functional,
+    tracing_modes,
+)
+from .graphs import JointGraph, TraceMetadata
+
+
+def _tangent_like(o: torch.Tensor) -> torch.Tensor:
+    # Tangents are contiguous; the runtime makes the real ones contiguous too.
+    return torch.empty(o.shape, dtype=o.dtype, device=o.device)
+
+
+def _stale_message(t: Any, version: int) -> str:
+    return (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; "
+        f"expected version {version} instead (raised as eager raises it; aotgrad traced it)"
+    )
+
+
+def _tag_traced_by_forward() -> None:
+    """Tag the nodes traced so far as the forward's, as torch's joint tracer does: the
+    default partition computes the later ones in the backward (``vocab.PARTITIONER_TAG``)."""
+    mode = get_proxy_mode()
+    if mode is not None:
+        for node in mode.tracer.graph.nodes:
+            node.meta.setdefault(PARTITIONER_TAG, TRACED_BY_FORWARD)
+
+
+class _JointTrace:
+    """What one joint trace learns as it runs: the forward decides which inputs run on a
+    clone and how many effect tokens it leaves; the backward, which inputs it writes and
+    whether it reads a saved tensor that was written after it was saved."""
+
+    def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
+        self.fn = fn
+        self.fake_args = fake_args
+        self.metadata = meta
+        plan = meta.plan
+        # Inputs that require grad and are written: the function runs on a clone, so that
+        # autograd.grad differentiates with respect to the value from before the write.
+        self.requires_grad = [getattr(a, "requires_grad", False) for a in fake_args]
+        self.cloned = {
+            i
+            for i, v in enumerate(plan.inputs)
+            if self.requires_grad[i] and v != alias.InputVerdict.UNMUTATED
+        }
+        self.num_tokens = 0
+        self.written_in_backward: list[int] = []
+        self.backward_version_deltas: list[int] = []
+        self.stale: list[str] = []
+        self.relaid = meta.relaid_inputs
+        self.packed: set[int] = set()
+        self.saved_outputs: list[int] = []
+
+    def run(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The traced function: the forward, then the backward of its differentiable
+        outputs (``JointGraph`` says what it returns)."""
+        plan = self.metadata.plan
+        fp = [to_functional(p) for p in primals]
+        ft = [to_functional(t) for t in tangents]
+        chain = EffectChain()
+        with torch.enable_grad():
+            call = [p.clone() if i in self.cloned else p for i, p in enumerate(fp)]
+            anchors = layout_anchors(call, self.relaid)
+        outs = self._forward(call)
+        fwd_tokens = chain.finish()
+        self.saved_outputs = [
+            k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and id(o) in self.packed
+        ]
+        _tag_traced_by_forward()
+        self.num_tokens = len(fwd_tokens)
+        chain = EffectChain()  # the backward orders its own effects
+        fwd_values = [
+            *outs,
+            *(outs[k]._base for k in plan.intermediate_bases),
+            *(new_value(call, anchors, i) for i in self.metadata.mutated_inputs),
+        ]
+        per_primal = self._backward(fp, ft, call, fwd_values)
+        fwd = [from_functional(v) for v in fwd_values]
+        bwd = [from_functional(g) for g in per_primal]
+        # Inputs the backward writes (a custom Function's backward updating a saved input):
+        # their new values follow the gradients; the runtime copies them in.
+        bwd += [from_functional(call[i]) for i in self.written_in_backward]
+        return fwd + fwd_tokens, bwd + chain.finish()
+
+    def _forward(self, call: list[Any]) -> list[Any]:
+        """The function, under the caller's grad mode (its own enable_grad / no_grad
+        blocks decide what has autograd history, as in eager), saved tensors checked."""
+        with (
+            torch.set_grad_enabled(self.metadata.grad_mode),
+            torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
+        ):
+            return flat_call(self.fn, call, self.fake_args)
+
+    # Saved tensors keep their version: one written after it was saved fails eager's
+    # check when the backward reads it, so the compiled backward raises as eager does
+    # (the trace itself goes on: the forward alone must still work).
+    def _pack(self, t: Any) -> Any:
+        self.packed.add(id(t))
+        return t, t._version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+    def _unpack(self, saved: tuple[Any, int, Any]) -> Any:
+        t, version, layout = saved
+        if t._version == version:
+            return t
+        if not self.stale:
+            self.stale.append(_stale_message(t, version))
+        # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
+        # on the layout it saved (it raises before it runs anyway)
+        if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
+            return t.as_strided(*layout)
+        return t
+
+    def _backward(
+        self, fp: list[Any], ft: list[Any], call: list[Any], fwd_values: list[Any]
+    ) -> list[Any]:
+        """One gradient per primal (None where it needs none), recording which inputs
+        the backward writes and how many times."""
+        needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
+        diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
+        refuse_deferred_autograd_errors(diff_outs)
+        versions = alias.facts.versions(call)
+        grads: Sequence[Any] = ()
+        if needs and diff_outs:
+            # eager's backward runs where the caller calls it, outside the forward's
+            # autocast: its ops keep the dtypes of what they differentiate (an
+            # autocast(enabled=False) block's matmul has a float32 backward)
+            with torch._C._DisableAutocast():
+                grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
+        after = alias.facts.versions(call)
+        for i, (a, b) in enumerate(zip(versions, after)):
+            if a != b:
+                self.written_in_backward.append(i)
+                self.backward_version_deltas.append(b - a)
+        it = iter(grads)
+        return [
+            (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
+            for p in fp
+        ]
+
+    def refuse_backward_mutations(self) -> None:
+        """Inputs the backward writes that the forward writes too, or that require grad:
+        not supported (the rule table refuses)."""
+        plan = self.metadata.plan
+        refused = [
+            i
+            for i in self.written_in_backward
+            if plan.inputs[i] != alias.InputVerdict.UNMUTATED or self.requires_grad[i]
+        ]
+        if refused:
+            alias.refuse_backward_mutations(plan, refused)
+
+
+def trace_joint(
+    fn: Callable[..., Any],
+    fake_args: Sequence[Any],
+    fake_mode: FakeTensorMode,
+    metadata: TraceMetadata,
+    decompositions: dict[Any, Any] | None = None,
+    static_inputs: Sequence[int] = (),
+) -> JointGraph:
+    """Trace forward and backward of ``fn`` into one graph (see ``JointGraph``)."""
+    state = _JointTrace(fn, fake_args, metadata)
+
+    def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+        return state.run(primals, tangents)  # make_fx names placeholders after these
+
+    with fake_mode:
+        fake_tangents = [
+            _tangent_like(metadata.fake_fwd_outputs[i]) for i in metadata.tangent_outputs
+        ]
+    with tracing_modes(fake_mode), trace_errors(fn):
+        gm = make_fx(joint, decomposition_table=decompositions or {})(
+            list(fake_args), fake_tangents
+        )
+    state.refuse_backward_mutations()
+    flatten_codegen(gm)
+    clean(gm)
+    mark_roles(gm, len(fake_args), metadata.mutated_inputs, static_inputs)
+    num_user_outputs = len(metadata.outputs)
+    num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(metadata.mutated_inputs)
+    return JointGraph(
+        gm=gm,
+        metadata=metadata,
+        fake_mode=fake_mode,
+        fake_primals=list(fake_args),
+        fake_tangents=fake_tangents,
+        num_user_outputs=num_user_outputs,
+        num_fwd_outputs=num_fwd + state.num_tokens,
+        num_tokens=state.num_tokens,
+        backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
+        backward_error=state.stale[0] if state.stale else None,
+        saved_outputs=[k for k in state.saved_outputs if _read_by_backward(gm, k)],
+    )
+
+
+def _read_by_backward(gm: fx.GraphModule, k: int) -> bool:
+    """Whether the joint graph's backward reads forward output ``k`` (or a forward view
+    of it): eager saved it for a backward node the outputs reach. One saved by an op
+    whose backward the outputs never reach (``y.sin().detach()`` saves ``y``) is never
+    checked by eager, so it is not watched."""
+    outs = gm.graph.output_node().args[0]
+    node = outs[k] if isinstance(outs, (list, tuple)) and k < len(outs) else None
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, fx.Node) or n in seen:
+            continue
+        seen.add(n)
+        for user in n.users:
+            if user.op == "output":
+                continue
+            if user.meta.get(PARTITIONER_TAG) != TRACED_BY_FORWARD:
+                return True
+            if getattr(user.target, "is_view", False):
+                stack.append(user)
+    return False

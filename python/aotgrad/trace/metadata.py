@@ -1,0 +1,220 @@
+"""The metadata pass: run the function once on fakes, functionalized, and learn what its
+outputs are (which need tangents, which are new leaves) and the alias facts that
+``aotgrad.alias`` classifies (which inputs it writes, which outputs view what)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .. import alias
+from ..eager_calls import EagerCalls, in_inference_mode
+from ..errors import UnsupportedError
+from .failures import trace_errors
+from .functional import EffectChain, flat_call, from_functional, to_functional, tracing_modes
+from .graphs import OutputInfo, TraceMetadata
+
+
+def _empty_storage(a: Any) -> bool:
+    return isinstance(a, torch.Tensor) and a.numel() > 0 and a.untyped_storage().nbytes() == 0
+
+
+def _covers_same_bytes(a: Any, b: Any) -> bool:
+    """Whether two layouts of one storage cover the same elements: the same count, each
+    dense (no overlap, no gap) from the same first element. Unknown (symbolic): no."""
+    try:
+        if a.numel() != b.numel():
+            return False
+        if a.numel() == 0:
+            return True
+        dense = torch._prims_common.is_non_overlapping_and_dense_or_false
+        return bool(
+            dense(a)
+            and dense(b)
+            and a.storage_offset() == b.storage_offset()
+            and all(s >= 0 for s in (*a.stride(), *b.stride()))
+        )
+    except Exception:  # a data-dependent or symbolic size: write back in the caller's layout
+        return False
+
+
+_RESIZE_OPS = (
+    torch.ops.inductor.resize_storage_bytes_,
+    torch.ops.inductor.resize_storage_bytes_.default,
+)
+
+
+class _StorageResizes(torch.overrides.TorchFunctionMode):
+    """Records ``inductor.resize_storage_bytes_`` calls on the inputs (or views of them):
+    under functionalization the op resizes the traced value directly, so nothing else
+    remembers it. ``last``: input index → the size it was last resized to."""
+
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        super().__init__()
+        self.index = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+        self.last: dict[int, int] = {}
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func in _RESIZE_OPS and args:
+            t = args[0]
+            i = self.index.get(id(t), self.index.get(id(t._base), -1))
+            if i >= 0:
+                size = args[1] if len(args) > 1 else kwargs["new_size"]
+                if not isinstance(size, int):
+                    raise UnsupportedError(
+                        f"input {i}'s storage is resized to a symbolic size: not supported"
+                    )
+                self.last[i] = size
+        return func(*args, **(kwargs or {}))
+
+
+def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
+    """Whether the autograd graph from ``grad_fn`` accumulates into one of ``leaves`` (ids)."""
+    stack, seen = [grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None and id(variable) in leaves:
+            return True
+        stack.extend(n for n, _ in node.next_functions)
+    return False
+
+
+def _refuse_outputs_of_new_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]) -> None:
+    """A leaf the function makes (``t = x.detach().requires_grad_()``) may be returned
+    itself or viewed, but an output computed from it would need the compiled backward to accumulate
+    into a tensor that exists only once the forward ran: refused, not given without its
+    history (eager's output requires grad and its backward fills ``t.grad``)."""
+    leaves = {id(t) for t in new_leaves}
+    if not leaves:
+        return
+    for k, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor) or o.grad_fn is None:
+            continue
+        if o._is_view() and id(o._base) in leaves:
+            continue  # rebuilt at runtime as a view of the leaf itself
+        if _reaches(o.grad_fn, leaves):
+            raise UnsupportedError(
+                f"output {k} is computed from a tensor the function made a leaf that "
+                "requires grad (x.detach().requires_grad_(), or a factory called with "
+                "requires_grad=True): its gradient would not reach that leaf; make the "
+                "leaf outside the compiled function and pass it in"
+            )
+
+
+def _output_info(o: Any) -> OutputInfo:
+    if not isinstance(o, torch.Tensor):
+        return OutputInfo(False, False, False)
+    rg = bool(o.requires_grad)
+    grad_fn = alias.facts.grad_fn_of(o)
+    if rg and grad_fn is alias.facts.STALE_VIEW:
+        return OutputInfo(True, True, False, stale_custom_view=True)
+    if rg and grad_fn is None:
+        return OutputInfo(True, True, False, new_leaf=True)
+    return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
+
+
+def _input_output_info(o: Any) -> OutputInfo:
+    """An output that is an input object: the runtime returns the real input itself."""
+    rg = bool(o.requires_grad)
+    return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
+
+
+def _requires_grad_changes(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> dict[int, bool]:
+    """``requires_grad_()`` / ``detach_()`` on an input (not a write of a value that
+    requires grad: that input gets its history from the write, which the runtime replays)."""
+    return {
+        i: bool(w.requires_grad)
+        for i, (w, a) in enumerate(zip(wrapped, fake_args))
+        if isinstance(a, torch.Tensor)
+        and bool(w.requires_grad) != bool(a.requires_grad)
+        and (not w.requires_grad or alias.facts.grad_fn_of(w) is None)
+    }
+
+
+def _finish_facts(facts: Any, fake_args: Sequence[Any], resized: dict[int, int]) -> None:
+    """What the run's facts leave out: under inference mode autograd records nothing (no
+    write is one it sees); inputs with empty storage and the storage sizes set inside."""
+    if in_inference_mode():
+        seen = alias.facts.IN_REQUIRES_GRAD | alias.facts.IN_NEW_VALUE_REQUIRES_GRAD
+        facts.input_flags = [f & ~seen for f in facts.input_flags]
+    facts.input_storage_resize = {
+        **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
+        **resized,
+    }
+
+
+def _relaid_inputs(plan: Any, wrapped: Sequence[Any], fake_args: Sequence[Any]) -> list[int]:
+    """Written inputs whose new metadata covers other bytes (``TraceMetadata.relaid_inputs``)."""
+    return [
+        i
+        for i in plan.mutated_inputs
+        if plan.inputs[i] in alias.METADATA_WRITE
+        and not _covers_same_bytes(wrapped[i], fake_args[i])
+    ]
+
+
+def collect_metadata(
+    fn: Callable[..., Any],
+    fake_args: Sequence[Any],
+    fake_mode: FakeTensorMode,
+    *,
+    keep_input_mutations: bool = False,
+) -> TraceMetadata:
+    """Run ``fn`` once on fakes, functionalized; record mutations and output facts and
+    classify them (``aotgrad.alias``). ``keep_input_mutations``: a forward-only graph
+    that writes into its inputs itself."""
+    grad_mode = torch.is_grad_enabled()
+    shape_env = fake_mode.shape_env
+    # Data-dependent ops (nonzero, item) make unbacked symbols here; only the traced run's
+    # belong in the graph, so this run's are not left pending.
+    suppress_pending = (
+        shape_env.ignore_fresh_unbacked_symbols() if shape_env else contextlib.nullcontext()
+    )
+    with tracing_modes(fake_mode), suppress_pending, trace_errors(fn):
+        wrapped = [to_functional(a) for a in fake_args]
+        before = alias.facts.snapshot(wrapped)
+        chain = EffectChain()
+        calls = EagerCalls.for_inputs(wrapped, fake_args)
+        with _StorageResizes(wrapped) as resizes:
+            outs = flat_call(fn, wrapped, calls=calls)
+        chain.finish()
+        _refuse_outputs_of_new_leaves(outs, calls.new_leaves)
+        input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
+        outputs = [
+            _output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs
+        ]
+        rg_changes = _requires_grad_changes(wrapped, fake_args)
+        facts = alias.collect(
+            wrapped,
+            fake_args,
+            outs,
+            before,
+            grad_mode=grad_mode,
+            keep_in_graph=keep_input_mutations,
+        )
+        _finish_facts(facts, fake_args, resizes.last)
+        plan = alias.classify(facts)
+        bases = [outs[k]._base for k in plan.intermediate_bases]
+        relaid = _relaid_inputs(plan, wrapped, fake_args)
+        # in the caller's layout (see layout_anchors): the input's own fake has it
+        new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
+        fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
+    flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
+    return TraceMetadata(
+        outputs,
+        fake_fwd[: len(outs)],
+        plan,
+        fake_fwd,
+        grad_mode,
+        rg_changes,
+        flag_off,
+        relaid,
+    )
