@@ -191,6 +191,25 @@ def test_input_leaves_autograd_under_each_mode(fn: Any, mode: str) -> None:
         assert_like_eager(fn, make, compiler, ctx=ctx, calls=2)
 
 
+def _detach_clone_after_use(x0):
+    t1 = x0.sum()
+    x0.detach_()  # t1 was computed before: its gradient still reaches the leaf (seed 9164)
+    return x0.transpose(0, 1), t1.expand(2), t1
+
+
+def _flag_off_leaf_after_use(x0):
+    t1 = x0.sum()
+    x0.requires_grad_(False)  # eager's AccumulateGrad then skips the leaf: no gradient
+    return x0 * 2, t1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_input_detached_after_use_keeps_what_it_computed(compiler: str) -> None:
+    assert_like_eager(_detach_clone_after_use, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+    make = leaves(((4, 4), True))
+    assert_like_eager(_flag_off_leaf_after_use, make, COMPILERS[compiler], calls=2)
+
+
 # ------------------------------- custom Functions whose output views an input's bytes
 
 

@@ -62,11 +62,19 @@ class _JointTrace:
         plan = meta.plan
         # Inputs that require grad and are written: the function runs on a clone, so that
         # autograd.grad differentiates with respect to the value from before the write.
+        # So do those it detach_()es: what it computed from them before still reaches
+        # the caller's tensor (requires_grad_(False) on a leaf stops its gradient: eager's
+        # AccumulateGrad skips a leaf that no longer requires grad).
         self.requires_grad = [getattr(a, "requires_grad", False) for a in fake_args]
+        detached = {
+            i
+            for i, flag in meta.requires_grad_changes.items()
+            if not flag and i not in meta.requires_grad_flag_off
+        }
         self.cloned = {
             i
             for i, v in enumerate(plan.inputs)
-            if self.requires_grad[i] and v != alias.InputVerdict.UNMUTATED
+            if self.requires_grad[i] and (v != alias.InputVerdict.UNMUTATED or i in detached)
         }
         self.num_tokens = 0
         self.written_in_backward: list[int] = []
