@@ -210,6 +210,40 @@ def test_input_detached_after_use_keeps_what_it_computed(compiler: str) -> None:
     assert_like_eager(_flag_off_leaf_after_use, make, COMPILERS[compiler], calls=2)
 
 
+# ------------------------- views laid out as eager's after a write through them
+
+
+def _column_major(rg: bool) -> Any:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.empty_strided((4, 4), (1, 4), dtype=torch.float64)
+        x.copy_(torch.randn(4, 4, dtype=torch.float64)).requires_grad_(rg)
+        return ([x.clone()], [x]) if rg else ([x], [])
+
+    return make
+
+
+def _write_through_view_of_input(x):
+    t = x.unflatten(-1, (2, 2))
+    t.masked_fill_(t > 0, 0.5)  # functionalization regenerates t from a new base
+    return t.transpose(0, 1), t[1:3]  # eager: strides (8, 1, 4) and (1, 8, 4) (seed 9244)
+
+
+def _write_through_view_of_intermediate(x):
+    t = x * 1  # column-major, as x
+    v = t.unflatten(-1, (2, 2))
+    v.masked_fill_(v > 0, 0.5)
+    return v.transpose(0, 1), t.sum()  # the view's values were read in another order
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [True, False])
+@pytest.mark.parametrize(
+    "fn", [_write_through_view_of_input, _write_through_view_of_intermediate]
+)
+def test_view_written_through_keeps_eager_layout(fn: Any, rg: bool, compiler: str) -> None:
+    assert_like_eager(fn, _column_major(rg), COMPILERS[compiler], calls=2)
+
+
 # ------------------------------- custom Functions whose output views an input's bytes
 
 

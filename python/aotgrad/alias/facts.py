@@ -38,7 +38,7 @@ from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.voca
     OUT_VIEW_OF_INTERMEDIATE,
 )
 from .storage import byte_range, overlap_groups
-from .views import ViewSpec
+from .views import ViewSpec, eager_layout
 
 
 @dataclass
@@ -205,9 +205,12 @@ def collect(
                 view = ViewSpec.of(o, originals[k], check_base=False)
                 facts.custom_view_of_input[j] = (k, view)
         if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
-            facts.output_view[j] = ViewSpec.of(o, originals[inp], check_base=False)
+            shown = o if inp in facts.input_view else eager_layout(o, originals[inp])
+            facts.output_view[j] = ViewSpec.of(shown, originals[inp], check_base=False)
         elif flags & OUT_VIEW_OF_INTERMEDIATE:
-            facts.output_view[j] = ViewSpec.of(o, o._base, check_base=True)
+            base = o._base
+            shown = eager_layout(o, base)
+            facts.output_view[j] = ViewSpec.of(shown, base, check_base=True)
             if o._base.requires_grad and grad_fn_of(o._base) is None:
                 facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
         if isinstance(o, torch.Tensor):

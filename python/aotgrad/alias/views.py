@@ -52,6 +52,34 @@ class ViewSpec:
         return all(isinstance(v, int) for v in items)
 
 
+def eager_layout(view: Any, base: torch.Tensor) -> Any:
+    """``view`` (a functional view of ``base``, its root) as eager lays it out: the view
+    ops functionalization recorded, replayed on a meta tensor laid out as ``base``. After
+    a write through a view, the functional tensor's own strides are regenerated from a
+    new base and can differ from eager's (``x.unflatten(-1, (2, 2)).masked_fill_(...)``
+    on a column-major input). ``view`` itself where the ops cannot be replayed (symbolic
+    sizes or arguments, no record)."""
+    from torch._C import _functionalization
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    if not isinstance(view, FunctionalTensor):
+        return view
+    try:
+        layout = (tuple(base.shape), tuple(base.stride()), base.storage_offset())
+        if not all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])):
+            return view
+        sequence = _functionalization.get_view_meta_sequence(view.elem)
+        if not sequence or any(vm.has_symbolic_inputs for vm in sequence):
+            return view
+        with _disable_current_modes():
+            meta = torch.empty(0, dtype=base.dtype, device="meta").as_strided(*layout)
+            out = _functionalization.apply_view_meta_sequence(meta, sequence)
+    except Exception:  # no record of how the view was made: its own metadata
+        return view
+    return out if tuple(out.shape) == tuple(view.shape) else view
+
+
 def bindings_of(fake_args: Sequence[Any]) -> list[Binding]:
     """Where each size symbol of the fake inputs is found on the real ones."""
     out: list[Binding] = []
