@@ -237,9 +237,7 @@ def _write_through_view_of_intermediate(x):
 
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize("rg", [True, False])
-@pytest.mark.parametrize(
-    "fn", [_write_through_view_of_input, _write_through_view_of_intermediate]
-)
+@pytest.mark.parametrize("fn", [_write_through_view_of_input, _write_through_view_of_intermediate])
 def test_view_written_through_keeps_eager_layout(fn: Any, rg: bool, compiler: str) -> None:
     assert_like_eager(fn, _column_major(rg), COMPILERS[compiler], calls=2)
 
