@@ -109,6 +109,9 @@ def observe(
             _tensor_facts(o, args) if isinstance(o, torch.Tensor) else o for o in outs
         ]
         rec["same_object"] = [[o is p for p in outs] for o in outs if isinstance(o, torch.Tensor)]
+        rec["base_is_output"] = [
+            [o._base is p for p in outs] for o in outs if isinstance(o, torch.Tensor)
+        ]
         rec["output_versions"] = [_version(o) for o in outs if isinstance(o, torch.Tensor)]
         rec["inputs"] = [
             {**_tensor_facts(a, []), "version": _version(a)} if isinstance(a, torch.Tensor) else a

@@ -785,16 +785,29 @@ def _detached_before_its_viewed_twin(x0):
     return t2.detach(), t2.unsqueeze(0), t2
 
 
+def _detached_and_a_view_of_the_unreturned_original(x0):
+    t1 = torch.maximum(x0, x0)
+    return t1.detach(), t1.chunk(2, -1)[1]  # the chunk's base is t1, not t1.detach()
+
+
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize(
-    "fn", [_input_through_to_and_detached, _detached_before_its_viewed_twin], ids=["to", "view"]
+    "fn",
+    [
+        _input_through_to_and_detached,
+        _detached_before_its_viewed_twin,
+        _detached_and_a_view_of_the_unreturned_original,
+    ],
+    ids=["to", "view", "base"],
 )
 @pytest.mark.parametrize("ctx", [contextlib.nullcontext, torch.no_grad], ids=["grad", "no_grad"])
 def test_one_graph_value_for_detached_and_plain_outputs(fn: Any, ctx: Any, compiler: str) -> None:
-    """Seeds 8262, 8166: the graph returns one value for ``t`` and ``t.detach()``. An
-    output the runtime rebuilds (the input itself) is never the one detached; of two graph
-    outputs, the one another output views stays the graph's."""
+    """Seeds 8262, 8166, 9099: the graph returns one value for ``t`` and ``t.detach()``.
+    An output the runtime rebuilds (the input itself) is never the one detached; of two
+    graph outputs, the one another output views stays the graph's; an intermediate base
+    (``t`` unreturned) is never a detached output."""
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], ctx=ctx, calls=2)
+    assert_like_eager(fn, leaves(((4, 4), False)), COMPILERS[compiler], ctx=ctx, calls=2)
 
 
 def _views_of_a_custom_function_intermediate(x1):

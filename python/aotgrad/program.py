@@ -319,8 +319,13 @@ def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
     returns distinct objects (``t`` and ``t.detach()``: a detach is the identity inside
     the graph): the runtime makes each a detached alias of its own. Of one value, the
     output another rebuilt output views stays the graph's (eager's ``t.unsqueeze(0)`` has
-    ``t`` for base, not ``t.detach()``); otherwise the first does."""
-    outs = list(fw.graph.output_node().args[0])[: layout.num_user_outputs]  # type: ignore[arg-type]
+    ``t`` for base, not ``t.detach()``); otherwise the first does. An intermediate base
+    of the same value is eager's ``t`` itself: the user outputs of it are all detached
+    (``t.detach(), t.chunk(2)[1]``: the chunk's base is not the detached output)."""
+    n_user = layout.num_user_outputs
+    fwd = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
+    outs = fwd[:n_user]
+    bases = set(fwd[n_user : n_user + layout.num_intermediate_bases])
     # rebuilt by the runtime (an input, a view of one, ...): not the graph's value
     rebuilt = {a.index for a in layout.output_aliases}
     viewed = {
@@ -333,7 +338,10 @@ def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
         if isinstance(node, fx.Node) and j not in layout.same_as and j not in rebuilt:
             groups.setdefault(node, []).append(j)
     merged = []
-    for members in groups.values():
+    for node, members in groups.items():
+        if node in bases:
+            merged += members
+            continue
         owner = next((j for j in members if j in viewed), members[0])
         merged += [j for j in members if j != owner]
     return sorted(merged)

@@ -92,6 +92,7 @@ class Epilogue:
                     outs[k] = outs[k].clone()
         if layout.merged_outputs:
             taken = {id(o) for j, o in enumerate(outs) if j not in layout.merged_outputs}
+            taken |= {id(b) for b in fwd[self.n_user : self.values_start]}
             for k in layout.merged_outputs:
                 if id(outs[k]) in taken:
                     outs[k] = outs[k].detach()
