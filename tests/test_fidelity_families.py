@@ -210,6 +210,22 @@ def test_input_detached_after_use_keeps_what_it_computed(compiler: str) -> None:
     assert_like_eager(_flag_off_leaf_after_use, make, COMPILERS[compiler], calls=2)
 
 
+def _out_overlapping_its_input(x0):
+    t1 = -x0
+    torch.mul(t1, 2, out=t1.t())  # eager: "...refer to a single memory location" (seed 9047)
+    return (t1,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [True, False])
+def test_out_overlapping_an_input_raises_as_eager(rg: bool, compiler: str) -> None:
+    make = leaves(((4, 4), rg))
+    assert_like_eager(_out_overlapping_its_input, make, COMPILERS[compiler], calls=2)
+    assert_like_eager(
+        _out_overlapping_its_input, make, COMPILERS[compiler], ctx=torch.inference_mode
+    )
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -6,7 +6,7 @@ tensor refer to a single memory location", "more than one element of the written
 tensor refers to a single memory location") never run; and the traced stand-in of a
 leaf input is not a leaf, so autograd's "a leaf Variable that requires grad is being
 used in an in-place operation" (or a view of one) does not fire. ``inplace_error``
-answers what eager would raise, if anything, for one in-place call:
+answers what eager would raise, if anything, for one in-place or ``out=`` call:
 
 - overlap: the call is replayed on small CPU tensors with the same sizes, strides and
   storage offsets, the tensors that share the written tensor's storage sharing one
@@ -52,8 +52,9 @@ def _extent(t: torch.Tensor) -> int:
     return t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
 
 
-def _overlap_error(func: Any, args: Any, kwargs: dict) -> EagerRefusal | None:
-    written = args[0]
+def _overlap_error(
+    func: Any, args: Any, kwargs: dict, written: torch.Tensor
+) -> EagerRefusal | None:
     flat, spec = tree_flatten((args, kwargs))
     tensors = [t for t in flat if isinstance(t, torch.Tensor)]
     if not all(_static(t) for t in tensors):
@@ -95,6 +96,9 @@ def inplace_error(
     """What eager raises for ``func(*args, **kwargs)`` before running it, if it is an
     in-place call that tracing would let through; ``leaves``: ``id``s of the stand-ins of
     leaf inputs that require grad."""
+    out = kwargs.get("out") if kwargs else None
+    if isinstance(out, torch.Tensor):  # ``torch.mul(t, 2, out=t.t())``: the overlap check
+        return _overlap_error(func, args, kwargs, out)
     if not args or not isinstance(args[0], torch.Tensor) or not _is_inplace(func):
         return None
     written = args[0]
@@ -108,4 +112,4 @@ def inplace_error(
                 "a view of a leaf Variable that requires grad is being used in an in-place "
                 "operation."
             )
-    return _overlap_error(func, args, kwargs)
+    return _overlap_error(func, args, kwargs, written)
