@@ -226,6 +226,31 @@ def test_out_overlapping_an_input_raises_as_eager(rg: bool, compiler: str) -> No
     )
 
 
+def _stale_save_off_the_path(x0, x1, x2):
+    x0.addcmul_(x0, x0)  # saves x0, then writes it: stale, but only x0's history reads it
+    return (torch.mm(x1, x2),)
+
+
+def _stale_save_on_the_path(x0, x1, x2):
+    x0.addcmul_(x0, x0)
+    return torch.mm(x1, x2), x0 * 1  # the caller's backward reaches the stale read
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_stale_save_off_the_path, _stale_save_on_the_path])
+def test_stale_saved_tensor_raises_only_where_eager_reads_it(fn: Any, compiler: str) -> None:
+    """Seed 9096: a saved tensor written afterwards fails eager's check only when its
+    backward runs; the compiled backward raised whatever the caller differentiated."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        l0, x1, x2 = (torch.randn(4, 4, dtype=torch.float64) for _ in range(3))
+        l0.requires_grad_(True)
+        x2.requires_grad_(True)
+        return [l0.clone().t(), x1, x2], [l0, x2]
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -205,6 +205,12 @@ class _TrainingPlan:
         # tangents and not all: otherwise grads stay materialised (no per-call cost).
         every = set(range(len(tangent_outputs)))
         self.track_unreached = any(deps and set(deps) != every for deps in self.grad_tangents)
+        # eager's stale-tensor error comes only from the outputs whose backward reads it
+        self.stale_tangents = set(layout.backward_error_tangents)
+        if self.stale is not None and self.stale_tangents != every:
+            self.track_unreached = True
+        else:
+            self.stale_tangents = every
 
     def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         outs = self.fw(list(args))
@@ -256,11 +262,11 @@ class _TrainingPlan:
         return fwd
 
     def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
-        if self.stale is not None:
-            raise RuntimeError(self.stale)
         if self.watched:
             _check_watched(ctx.watched, self.expected)
         tangents, missing = self._tangents(ctx, grads)
+        if self.stale is not None and not self.stale_tangents.issubset(missing):
+            raise RuntimeError(self.stale)
         args = [*ctx.saved_tensors, *ctx.symints, *tangents]
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.

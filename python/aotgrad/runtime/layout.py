@@ -108,6 +108,8 @@ class ForwardLayout:
     grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
     #: Eager's error for a backward that reads a saved tensor written after it was saved.
     backward_error: str | None = None
+    #: The tangents whose outputs lead the backward to that read (the others' do not).
+    backward_error_tangents: tuple[int, ...] = ()
     #: User outputs eager saves for the backward (``trace.JointGraph.saved_outputs``) that
     #: the runtime returns as the compiled forward made them: the backward checks that
     #: their version is still the one the call left (eager's saved-tensor check).

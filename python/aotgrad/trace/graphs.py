@@ -129,6 +129,9 @@ class JointGraph:
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.
     backward_error: str | None = None
+    #: The tangents (by position) whose outputs' backward reads that stale tensor: eager
+    #: raises only when the caller's backward reaches one of them.
+    backward_error_tangents: tuple[int, ...] = ()
     #: User outputs eager's autograd saves for the backward (``exp``'s result): written
     #: after the call, eager's backward raises; the compiled one must too, whatever its
     #: partition saved instead.

@@ -33,6 +33,27 @@ def _tangent_like(o: torch.Tensor) -> torch.Tensor:
     return torch.empty(o.shape, dtype=o.dtype, device=o.device)
 
 
+def _reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
+    """The positions of ``outs`` whose autograd graph reaches one of ``nodes``; all of
+    them where a node is unknown (None)."""
+    if any(n is None for n in nodes):
+        return tuple(range(len(outs)))
+    wanted = {id(n) for n in nodes}
+    found = []
+    for k, o in enumerate(outs):
+        stack, seen = [getattr(o, "grad_fn", None)], set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            if id(node) in wanted:
+                found.append(k)
+                break
+            seen.add(id(node))
+            stack.extend(n for n, _ in node.next_functions)
+    return tuple(found)
+
+
 def _stale_message(t: Any, version: int) -> str:
     return (
         "one of the variables needed for gradient computation has been modified by an "
@@ -80,6 +101,10 @@ class _JointTrace:
         self.written_in_backward: list[int] = []
         self.backward_version_deltas: list[int] = []
         self.stale: list[str] = []
+        # the backward nodes that read a stale saved tensor, and the tangents (by
+        # position) whose outputs reach one: eager raises only if its backward runs them
+        self.stale_nodes: list[Any] = []
+        self.stale_tangents: tuple[int, ...] = ()
         self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
         self.saved_outputs: list[int] = []
@@ -137,6 +162,7 @@ class _JointTrace:
             return t
         if not self.stale:
             self.stale.append(_stale_message(t, version))
+        self.stale_nodes.append(torch._C._current_autograd_node())
         # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
         # on the layout it saved (it raises before it runs anyway)
         if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
@@ -159,6 +185,8 @@ class _JointTrace:
             # autocast(enabled=False) block's matmul has a float32 backward)
             with torch._C._DisableAutocast():
                 grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
+        if self.stale:
+            self.stale_tangents = _reaching(diff_outs, self.stale_nodes)
         after = alias.facts.versions(call)
         for i, (a, b) in enumerate(zip(versions, after)):
             if a != b:
@@ -222,6 +250,7 @@ def trace_joint(
         num_tokens=state.num_tokens,
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
         backward_error=state.stale[0] if state.stale else None,
+        backward_error_tangents=state.stale_tangents,
         saved_outputs=[k for k in state.saved_outputs if _read_by_backward(gm, k)],
     )
 
