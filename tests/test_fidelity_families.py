@@ -251,6 +251,31 @@ def test_stale_saved_tensor_raises_only_where_eager_reads_it(fn: Any, compiler: 
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
 
 
+def _views_of_an_input_a_function_wrote(x0, x1):
+    t1 = DirtyMul.apply(x1)  # x1 now carries DirtyMul's history
+    t3 = x1[0]  # an ordinary view of x1, made outside the Function
+    return x1[1:3], t3.squeeze(), t1.detach()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_views_of_an_input_a_custom_function_marked_dirty(compiler: str) -> None:
+    """Seed 9141: a view of an input a custom Function wrote (``mark_dirty``) is an
+    ordinary view: eager lets the caller write it in place (it came back as the output of
+    a routing Function, which autograd refuses to let be written)."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        l0, l1 = (torch.randn(4, 4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        return [l0.clone(), l1.clone()], [l0, l1]
+
+    assert_like_eager(
+        _views_of_an_input_a_function_wrote,
+        make,
+        COMPILERS[compiler],
+        calls=2,
+        after=lambda outs: outs[1].mul_(2),
+    )
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

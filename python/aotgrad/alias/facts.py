@@ -187,16 +187,20 @@ def collect(
         if isinstance(o, torch.Tensor):
             output_index.setdefault(id(o), j)
     base_groups: dict[int, int] = {}
+    # the inputs' own grad_fns: a custom Function that marked an input dirty is one
+    dirty = {id(grad_fn_of(w)) for w in wrapped if isinstance(w, torch.Tensor)}
     for j, o in enumerate(outputs):
         flags, inp, base, base_out = _output_row(
-            o, input_index, input_of_storage, originals, output_index, base_groups
+            o, input_index, input_of_storage, originals, output_index, base_groups, dirty
         )
         facts.output_flags.append(flags)
         facts.output_input.append(inp)
         facts.output_base.append(base)
         facts.output_base_output.append(base_out)
         if isinstance(o, torch.Tensor) and _made_by_custom_function(
-            o, through_views=StorageWeakRef(o.untyped_storage()) in input_of_storage
+            o,
+            through_views=StorageWeakRef(o.untyped_storage()) in input_of_storage,
+            dirty=dirty,
         ):
             facts.output_custom.add(j)
             candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
@@ -310,13 +314,20 @@ def grad_fn_of(t: Any) -> Any:
         return STALE_VIEW
 
 
-def _made_by_custom_function(o: Any, *, through_views: bool = False) -> bool:
+def _made_by_custom_function(
+    o: Any, *, through_views: bool = False, dirty: set[int] | frozenset[int] = frozenset()
+) -> bool:
     """A custom ``autograd.Function``'s output (Python or C++): even when it aliases an
     input or an intermediate, its gradient must pass through the Function's own backward,
-    so it is a plain output of the graph (with a tangent), not a view to rebuild."""
+    so it is a plain output of the graph (with a tangent), not a view to rebuild.
+    ``dirty``: ids of the inputs' own grad_fns; a view whose walk ends at one views an
+    input the Function wrote (``mark_dirty``): the input carries the Function's history
+    once written back, so the view is an ordinary view of it (eager's, written in place
+    freely)."""
     grad_fn = grad_fn_of(o)
     if grad_fn is STALE_VIEW:
         return True
+    start = grad_fn
     # with ``through_views`` (an output that views an input), a view of one
     # (``Half.apply(x).expand(...)``): its gradient passes through the Function's backward
     # too. A view of an intermediate one is rebuilt from it, which keeps that path.
@@ -326,7 +337,7 @@ def _made_by_custom_function(o: Any, *, through_views: bool = False) -> bool:
         if isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or (
             type(grad_fn).__name__ == "CppFunction"
         ):
-            return True
+            return grad_fn is start or id(grad_fn) not in dirty
         if type(grad_fn).__name__ not in _VIEW_BACKWARDS or not o._is_view():
             return False
         grad_fn = grad_fn.next_functions[0][0] if grad_fn.next_functions else None
@@ -380,6 +391,7 @@ def _output_row(
     originals: Sequence[Any],
     output_index: dict[int, int],
     base_groups: dict[int, int],
+    dirty: set[int],
 ) -> tuple[int, int, int, int]:
     if not isinstance(o, torch.Tensor):
         return 0, -1, -1, -1
@@ -390,7 +402,7 @@ def _output_row(
     if same is not None:
         return flags | OUT_IS_INPUT | OUT_ALIASES_INPUT, same, -1, -1
     candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
-    if _made_by_custom_function(o, through_views=bool(candidates)):
+    if _made_by_custom_function(o, through_views=bool(candidates), dirty=dirty):
         return flags, -1, -1, -1
     if candidates:
         k = _containing_input(o, candidates, originals)
