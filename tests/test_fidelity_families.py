@@ -276,6 +276,44 @@ def test_views_of_an_input_a_custom_function_marked_dirty(compiler: str) -> None
     )
 
 
+def _overlapping_views_reshaped_and_a_new_leaf(x0, x1):
+    x1.detach().requires_grad_()  # a leaf made inside, not returned
+    x0.squeeze_(0)
+    x1.t_()
+    return (x1,)
+
+
+def _disjoint_views_written_in_enable_grad(x0, x1):
+    with torch.enable_grad():
+        x0.t().copy_(x1 * 2)  # the caller made x0 with grad on: eager lets it be written
+    return x0.sum()
+
+
+def _views_of_one_base(rows: tuple[slice, slice]) -> Any:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+        base = leaf.clone()
+        return [base[rows[0]], base[rows[1]]], [leaf]
+
+    return make
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_views_of_one_base_written_in_a_no_grad_call(compiler: str) -> None:
+    """Seeds 9130, 9336: called under no_grad with inputs the caller made (with grad on)
+    as views of one base: the traced members were made under the caller's no_grad, so
+    eager's view checks fired where eager's own did not."""
+    overlapping = _views_of_one_base((slice(0, 4), slice(2, 6)))
+    disjoint = _views_of_one_base((slice(0, 4), slice(4, 8)))
+    for fn, make in (
+        (_overlapping_views_reshaped_and_a_new_leaf, overlapping),
+        (_disjoint_views_written_in_enable_grad, disjoint),
+        (_disjoint_views_written_in_enable_grad, overlapping),
+    ):
+        assert_like_eager(fn, make, COMPILERS[compiler], ctx=torch.no_grad)
+        assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -40,6 +40,16 @@ def _root(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
 
 
+def _made_under_no_grad(t: torch.Tensor) -> bool:
+    meta = torch._C._autograd.CreationMeta
+    return t._is_view() and torch._C._autograd._get_creation_meta(t) == meta.NO_GRAD_MODE
+
+
+def _member(base: torch.Tensor, layout: Layout, no_grad: bool) -> torch.Tensor:
+    with torch.set_grad_enabled(not no_grad):
+        return base.as_strided(*layout)
+
+
 @dataclass(frozen=True)
 class _Group:
     #: Graph-input positions of the members (replaced by the group's base).
@@ -47,6 +57,10 @@ class _Group:
     views: tuple[Layout, ...]
     #: True: the base is the members' common ``._base``; False: a flat storage view.
     common_base: bool
+    #: Per member, whether the caller made it under ``no_grad`` (autograd's creation
+    #: meta): the traced member is made alike, so that eager's checks on writing
+    #: through it (with grad on, in an ``enable_grad`` block) are the caller's.
+    no_grad_views: tuple[bool, ...] = ()
 
     @classmethod
     def of(cls, tensors: Sequence[Any], members: tuple[int, ...]) -> _Group:
@@ -59,7 +73,8 @@ class _Group:
             )
         if len({tensors[i].dtype for i in members}) != 1:
             raise UnsupportedError(f"inputs {names} overlap in memory with different dtypes")
-        return cls(members, tuple(_layout(tensors[i]) for i in members), common)
+        no_grad = tuple(_made_under_no_grad(tensors[i]) for i in members)
+        return cls(members, tuple(_layout(tensors[i]) for i in members), common, no_grad)
 
     def base(self, tensors: Sequence[Any]) -> torch.Tensor:
         first = tensors[self.members[0]]
@@ -156,7 +171,8 @@ class SyntheticBase:
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
             for g, base in zip(groups, graph_inputs):
-                built.update(zip(g.members, (base.as_strided(*v) for v in g.views)))
+                made = (_member(base, v, ng) for v, ng in zip(g.views, g.no_grad_views))
+                built.update(zip(g.members, made))
             versions = {i: t._version for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
             out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))

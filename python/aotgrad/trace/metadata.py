@@ -96,11 +96,16 @@ def _refuse_outputs_of_new_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]
     if not leaves:
         return
     for k, o in enumerate(outs):
-        if not isinstance(o, torch.Tensor) or o.grad_fn is None:
+        if not isinstance(o, torch.Tensor):
+            continue
+        # read as eager would not: a view whose grad_fn eager refuses to read (a no_grad
+        # view written with grad on) is not computed from anything here
+        grad_fn = alias.facts.grad_fn_of(o)
+        if grad_fn is None or grad_fn is alias.facts.STALE_VIEW:
             continue
         if o._is_view() and id(o._base) in leaves:
             continue  # rebuilt at runtime as a view of the leaf itself
-        if _reaches(o.grad_fn, leaves):
+        if _reaches(grad_fn, leaves):
             raise UnsupportedError(
                 f"output {k} is computed from a tensor the function made a leaf that "
                 "requires grad (x.detach().requires_grad_(), or a factory called with "
