@@ -314,6 +314,37 @@ def test_views_of_one_base_written_in_a_no_grad_call(compiler: str) -> None:
         assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
 
 
+def _branches_on_grad_mode(x0):
+    with torch.enable_grad():
+        with torch.no_grad():
+            inner = torch.is_grad_enabled()  # False, under inference mode too
+        outer = torch.is_grad_enabled()
+    return x0 * (2 if inner else 3) * (5 if outer else 7)
+
+
+def _branch_on_grad_mode_writing_views_of_one_base(x0, x1):
+    x1.mul_(2)
+    if torch.is_grad_enabled():  # False under inference mode (seed 9522)
+        x0.add_(100)
+    return (x0 * 1,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("mode", ["inference_mode", "no_grad", "grad"])
+def test_grad_mode_blocks_as_eager_sees_them(mode: str, compiler: str) -> None:
+    """Under inference mode the trace runs each torch call in a no_grad block of its own;
+    the function's own grad-mode switches went through one too, which undid them."""
+    ctx = {
+        "inference_mode": torch.inference_mode,
+        "no_grad": torch.no_grad,
+        "grad": contextlib.nullcontext,
+    }[mode]
+    compiled = COMPILERS[compiler]
+    assert_like_eager(_branches_on_grad_mode, leaves(((3,), True)), compiled, ctx=ctx)
+    disjoint = _views_of_one_base((slice(0, 4), slice(4, 8)))
+    assert_like_eager(_branch_on_grad_mode_writing_views_of_one_base, disjoint, compiled, ctx=ctx)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

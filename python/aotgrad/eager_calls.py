@@ -127,9 +127,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         inference = getattr(_calls, "inference", False)
-        if inference and torch.is_grad_enabled():
+        if inference and torch.is_grad_enabled() and func is not torch._C._set_grad_enabled:
             # under inference mode autograd records and checks nothing, even inside the
-            # function's enable_grad blocks
+            # function's enable_grad blocks (a grad-mode switch itself is let through: in
+            # a no_grad block of ours, the mode it sets would be undone on the way out)
             with torch.no_grad():
                 return self.__torch_function__(func, types, args, kwargs)
         if func is _DETACH_ and args:

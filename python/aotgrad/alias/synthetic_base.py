@@ -46,7 +46,8 @@ def _made_under_no_grad(t: torch.Tensor) -> bool:
 
 
 def _member(base: torch.Tensor, layout: Layout, no_grad: bool) -> torch.Tensor:
-    with torch.set_grad_enabled(not no_grad):
+    # (not set_grad_enabled: under the tracing modes it leaves grad mode on at exit)
+    with torch.no_grad() if no_grad else torch.enable_grad():
         return base.as_strided(*layout)
 
 
