@@ -910,6 +910,29 @@ def test_view_of_a_custom_function_output_keeps_its_backward(compiler: str) -> N
     )
 
 
+def _view_of_identity_function_on_an_intermediate(x0):
+    t1 = x0 * 1
+    t3 = Half.apply(t1)  # a view of t1 made in the Function: backward g / 2
+    return (t3[0],)  # t3[0]._base is t1: rebuilt from it, the gradient skipped Half
+
+
+def _view_of_identity_function_and_its_input(x0):
+    t1 = torch.lerp(x0, x0.exp(), 0.3)
+    t3 = Half.apply(t1)
+    return t3[0], t1, t3.t()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_view_of_identity_function_on_an_intermediate, _view_of_identity_function_and_its_input]
+)
+def test_view_of_a_custom_function_output_of_an_intermediate(fn: Any, compiler: str) -> None:
+    """Seed 9465: a view of a custom Function's output that is itself a view of the
+    Function's input (an intermediate) keeps the Function's backward: the gradient was
+    twice eager's."""
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
 def _input_through_to_and_detached(x1):
     t1 = x1.to(torch.float64)  # already float64: x1 itself
     return x1.detach(), t1, x1

@@ -328,16 +328,23 @@ def _made_by_custom_function(
     if grad_fn is STALE_VIEW:
         return True
     start = grad_fn
-    # with ``through_views`` (an output that views an input), a view of one
-    # (``Half.apply(x).expand(...)``): its gradient passes through the Function's backward
-    # too. A view of an intermediate one is rebuilt from it, which keeps that path.
-    for _ in range(16 if through_views else 1):
+    # a view of one (``Half.apply(x).expand(...)``): its gradient passes through the
+    # Function's backward too. Where that Function made the view's base, the view is
+    # rebuilt from the base, which keeps that path (``Square.apply(x).view_as(...)``);
+    # where it returned a view of its own input (``Half.apply(t)[0]``, whose ``._base`` is
+    # ``t``), rebuilding it from ``t`` would bypass it: a plain output of the graph.
+    # ``through_views``: an output that views an input (always walked).
+    base = o._base if o._is_view() else None
+    base_fn = grad_fn_of(base) if base is not None else None
+    for _ in range(16 if through_views or base is not None else 1):
         if grad_fn is None:
             return False
         if isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or (
             type(grad_fn).__name__ == "CppFunction"
         ):
-            return grad_fn is start or id(grad_fn) not in dirty
+            if grad_fn is start:
+                return True
+            return id(grad_fn) not in dirty and (through_views or grad_fn is not base_fn)
         if type(grad_fn).__name__ not in _VIEW_BACKWARDS or not o._is_view():
             return False
         grad_fn = grad_fn.next_functions[0][0] if grad_fn.next_functions else None
