@@ -345,6 +345,37 @@ def test_grad_mode_blocks_as_eager_sees_them(mode: str, compiler: str) -> None:
     assert_like_eager(_branch_on_grad_mode_writing_views_of_one_base, disjoint, compiled, ctx=ctx)
 
 
+def _product_of_an_autocast_result(x0, x1):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t2 = torch.mm(x1, x1)  # bfloat16
+    x0.matmul(t2)  # unused; eager: "expected m1 and m2 to have the same dtype" (seed 9438)
+    return (x0 * 2,)
+
+
+def _linear_of_mixed_dtypes(x0, x1):
+    torch.nn.functional.linear(x0, x1)  # unused: the graph never runs it
+    return x0 * x1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_product_of_an_autocast_result, _linear_of_mixed_dtypes])
+@pytest.mark.parametrize("mode", ["grad", "autocast"])
+def test_matrix_product_of_two_dtypes_as_eager(fn: Any, mode: str, compiler: str) -> None:
+    """Fake kernels of the matrix products check no dtypes: eager raises where the trace
+    ran (and under an enclosing autocast neither raises)."""
+    ctx = (
+        (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+        if mode == "autocast"
+        else contextlib.nullcontext
+    )
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x0 = torch.randn(4, 4, requires_grad=True)  # float32: the trace's mm gives float32
+        return [x0, torch.randn(4, 4, dtype=torch.float64)], [x0]
+
+    assert_like_eager(fn, make, COMPILERS[compiler], ctx=ctx, calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

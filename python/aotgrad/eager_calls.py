@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from .dtype_checks import dtype_error
 from .errors import EagerRefusal
 from .inplace_checks import inplace_error
 
@@ -140,6 +141,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 raise EagerRefusal(_DETACH_VIEW)
         # under inference mode autograd checks nothing (no leaf refusals)
         refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
+        if refusal is None:
+            refusal = dtype_error(func, args, kwargs)
         if refusal is not None:
             raise refusal
         if func is _REQUIRES_GRAD_ and args:

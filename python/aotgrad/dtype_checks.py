@@ -1,0 +1,65 @@
+"""Eager's dtype refusals that fake kernels let through.
+
+The meta kernels of the matrix products check shapes, not dtypes: on fakes,
+``x.matmul(t)`` with ``x`` float32 and ``t`` bfloat16 (from an autocast block) returns a
+float32 result, where eager raises "expected m1 and m2 to have the same dtype". So a
+matrix product whose tensor arguments have more than one dtype is replayed on small CPU
+zeros of the same shapes and dtypes, under the caller's autocast state, and eager's own
+kernel decides (never above ``_REPLAY_LIMIT`` elements, never with symbolic sizes, never
+for tensors off the CPU under an autocast of their device: the CPU replay could not
+mirror it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from .errors import EagerRefusal
+
+__all__ = ["dtype_error"]
+
+#: Matrix products by name (torch.*, Tensor.*, torch.nn.functional.*).
+_PRODUCTS = frozenset(
+    {
+        "mm", "matmul", "__matmul__", "__rmatmul__", "bmm", "addmm", "addmm_", "baddbmm",
+        "baddbmm_", "addbmm", "addbmm_", "mv", "addmv", "addmv_", "dot", "vdot", "linear",
+        "inner", "outer", "ger", "tensordot", "einsum", "chain_matmul", "bilinear",
+    }
+)  # fmt: skip
+_REPLAY_LIMIT = 1 << 16
+
+
+def _static(t: torch.Tensor) -> bool:
+    return all(isinstance(n, int) for n in t.shape)
+
+
+def dtype_error(func: Any, args: Any, kwargs: dict) -> EagerRefusal | None:
+    """What eager raises for a matrix product of tensors of several dtypes, if anything."""
+    if getattr(func, "__name__", "") not in _PRODUCTS:
+        return None
+    flat, spec = tree_flatten((args, kwargs))
+    tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+    if len({t.dtype for t in tensors}) < 2:
+        return None
+    if not all(_static(t) and t.numel() <= _REPLAY_LIMIT for t in tensors):
+        return None
+    devices = {t.device.type for t in tensors} - {"cpu", "meta"}
+    if any(torch.is_autocast_enabled(d) for d in devices):
+        return None
+    with _disable_current_modes(), torch.no_grad():
+        replay = [
+            torch.zeros(x.shape, dtype=x.dtype) if isinstance(x, torch.Tensor) else x for x in flat
+        ]
+        r_args, r_kwargs = tree_unflatten(replay, spec)
+        try:
+            func(*r_args, **r_kwargs)
+        except RuntimeError as e:
+            if "dtype" in str(e) or "scalar type" in str(e):
+                return EagerRefusal(str(e))
+        except Exception:  # the op refuses the stand-ins otherwise: no dtype verdict
+            pass
+    return None
