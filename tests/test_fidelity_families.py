@@ -999,6 +999,27 @@ def test_one_graph_value_for_detached_and_plain_outputs(fn: Any, ctx: Any, compi
     assert_like_eager(fn, leaves(((4, 4), False)), COMPILERS[compiler], ctx=ctx, calls=2)
 
 
+def _detached_first_then_twice_the_original(x0):
+    t1 = x0 * 1.5
+    x0.add_(x0)
+    return t1.detach(), x0, t1, t1  # the last two are one object, the first another
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [True, False])
+def test_detached_output_is_not_the_original_returned_twice(rg: bool, compiler: str) -> None:
+    """Seed 9495: of one graph value returned as ``t.detach()``, ``t``, ``t``, the runtime
+    kept the first for the graph's and detached ``t``: ``t is t`` held for the wrong pair."""
+    make = leaf_clone(4, 4) if rg else leaves(((4, 4), False))
+    assert_like_eager(
+        _detached_first_then_twice_the_original,
+        make,
+        COMPILERS[compiler],
+        calls=2,
+        after=lambda outs: outs[2].mul_(2),
+    )
+
+
 def _views_of_a_custom_function_intermediate(x1):
     t3 = SavedSquare.apply(x1.abs())
     return t3.view_as(t3), t3.squeeze()

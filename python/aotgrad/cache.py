@@ -43,8 +43,9 @@ from . import graph_records, guards
 from .program import AotOptions, CompiledArtifact, PartitionedProgram
 
 #: 2: graphs stored node by node (graph_records), no longer re-traced;
-#: 3: each node's fake value described (``describe_values``), rebuilt without running ops.
-FORMAT = 4
+#: 3: each node's fake value described (``describe_values``), rebuilt without running ops;
+#: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs.
+FORMAT = 5
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 

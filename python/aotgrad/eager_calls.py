@@ -83,6 +83,7 @@ def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
 _DATA = torch._C.TensorBase.__dict__["data"]
 _DETACH_ = torch.Tensor.detach_
+_DETACH = (torch.Tensor.detach, torch.detach)
 _DETACH_VIEW = (
     "Can't detach views in-place. Use detach() instead. If you are using "
     "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
@@ -114,6 +115,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
         #: a factory called with ``requires_grad=True``), in the order it made them.
         self.new_leaves: list[torch.Tensor] = []
+        #: Results of ``detach()`` (the graph drops the detach: one value for ``t`` and
+        #: ``t.detach()``; the runtime tells them apart).
+        self.detached: list[torch.Tensor] = []
 
     @classmethod
     def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
@@ -147,6 +151,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             raise refusal
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
+        if func in _DETACH:
+            result = func(*args, **kwargs)
+            self.detached.append(result)
+            return result
         if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__":
             _assign_data(*args)
             return None

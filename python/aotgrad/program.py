@@ -196,6 +196,7 @@ def _layout(
         output_versions=facts.output_version,
         requires_grad_changes=metadata.requires_grad_changes,
         requires_grad_flag_off=metadata.requires_grad_flag_off,
+        detached_outputs=metadata.detached_outputs,
         enable_grad=not metadata.grad_mode,
         storage_resizes=facts.input_storage_resize,
         storage_sets=sorted(facts.input_storage_set),
@@ -319,7 +320,8 @@ def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
     returns distinct objects (``t`` and ``t.detach()``: a detach is the identity inside
     the graph): the runtime makes each a detached alias of its own. Of one value, the
     output another rebuilt output views stays the graph's (eager's ``t.unsqueeze(0)`` has
-    ``t`` for base, not ``t.detach()``); otherwise the first does. An intermediate base
+    ``t`` for base, not ``t.detach()``); otherwise the first that is no ``detach()``
+    result does. An intermediate base
     of the same value is eager's ``t`` itself: the user outputs of it are all detached
     (``t.detach(), t.chunk(2)[1]``: the chunk's base is not the detached output)."""
     n_user = layout.num_user_outputs
@@ -342,7 +344,8 @@ def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
         if node in bases:
             merged += members
             continue
-        owner = next((j for j in members if j in viewed), members[0])
+        plain = [j for j in members if j not in layout.detached_outputs] or members
+        owner = next((j for j in members if j in viewed), plain[0])
         merged += [j for j in members if j != owner]
     return sorted(merged)
 

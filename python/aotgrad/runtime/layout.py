@@ -98,6 +98,8 @@ class ForwardLayout:
     #: Of those turned off, the ones by ``requires_grad_(False)`` (the others:
     #: ``detach_()``, a no-op on autograd under inference mode, as in eager).
     requires_grad_flag_off: list[int] = field(default_factory=list)
+    #: User outputs that are results of ``detach()`` (``trace.TraceMetadata``).
+    detached_outputs: list[int] = field(default_factory=list)
     #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
     #: the autograd.Function runs with grad mode on.
     enable_grad: bool = False

@@ -53,6 +53,8 @@ class TraceMetadata:
     #: ``layout_anchors``). A permutation (``t_()``) covers the same bytes: its value is
     #: written through the new metadata, which keeps autograd's view of it simple.
     relaid_inputs: list[int] = field(default_factory=list)
+    #: User outputs that are results of ``detach()`` (``EagerCalls.detached``).
+    detached_outputs: list[int] = field(default_factory=list)
 
     @property
     def needs_autograd(self) -> bool:

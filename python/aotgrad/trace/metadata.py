@@ -213,6 +213,7 @@ def collect_metadata(
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
     flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
+    detached = {id(t) for t in calls.detached}
     return TraceMetadata(
         outputs,
         fake_fwd[: len(outs)],
@@ -222,4 +223,5 @@ def collect_metadata(
         rg_changes,
         flag_off,
         relaid,
+        [k for k, o in enumerate(outs) if id(o) in detached],
     )
