@@ -376,6 +376,38 @@ def test_matrix_product_of_two_dtypes_as_eager(fn: Any, mode: str, compiler: str
     assert_like_eager(fn, make, COMPILERS[compiler], ctx=ctx, calls=2)
 
 
+def _save_one_view_write_the_other(x0, x1):
+    t1 = x0.abs()  # saves x0
+    with torch.no_grad():
+        x1.sin_()  # x0 and x1 views of one base: one version counter in eager (seed 9612)
+    return (t1,)
+
+
+def _save_then_write_the_same_tensor_passed_twice(x0, x1):
+    t1 = x0.exp()  # saves its result... and x0.abs() saves x0
+    t2 = x0.abs()
+    with torch.no_grad():
+        x1.mul_(2)
+    return t1, t2
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_inputs_sharing_a_version_counter(compiler: str) -> None:
+    """A write to one input makes what was saved of another stale when the two share
+    eager's version counter (views of one base, one tensor passed twice): eager's
+    backward raises; traced, each input had a counter of its own."""
+    disjoint = _views_of_one_base((slice(0, 4), slice(4, 8)))
+
+    def twice() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        x = leaf.clone()
+        return [x, x], [leaf]
+
+    compiled = COMPILERS[compiler]
+    assert_like_eager(_save_one_view_write_the_other, disjoint, compiled, calls=2)
+    assert_like_eager(_save_then_write_the_same_tensor_passed_twice, twice, compiled, calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -33,6 +33,19 @@ def _tangent_like(o: torch.Tensor) -> torch.Tensor:
     return torch.empty(o.shape, dtype=o.dtype, device=o.device)
 
 
+def _version_sharing(fake_args: Sequence[Any]) -> dict[int, list[int]]:
+    """Per input that shares eager's version counter with others (views of one base, a
+    base and its views, one tensor passed twice), the others' positions."""
+    roots: dict[int, list[int]] = {}
+    for i, a in enumerate(fake_args):
+        if isinstance(a, torch.Tensor):
+            root = a if a._base is None else a._base
+            roots.setdefault(id(root), []).append(i)
+    return {
+        i: [j for j in group if j != i] for group in roots.values() if len(group) > 1 for i in group
+    }
+
+
 def _reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
     """The positions of ``outs`` whose autograd graph reaches one of ``nodes``; all of
     them where a node is unknown (None)."""
@@ -54,10 +67,10 @@ def _reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
     return tuple(found)
 
 
-def _stale_message(t: Any, version: int) -> str:
+def _stale_message(t: Any, now: int, version: int) -> str:
     return (
         "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; "
+        f"inplace operation: [{t.dtype} {list(t.shape)}] is at version {now}; "
         f"expected version {version} instead (raised as eager raises it; aotgrad traced it)"
     )
 
@@ -108,6 +121,10 @@ class _JointTrace:
         self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
         self.saved_outputs: list[int] = []
+        # inputs that share eager's version counter (views of one base): a write to one
+        # makes what was saved of another stale; traced, each input has a counter of its own
+        self.sharing = _version_sharing(fake_args)
+        self.call: list[Any] = []
 
     def run(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         """The traced function: the forward, then the backward of its differentiable
@@ -119,6 +136,7 @@ class _JointTrace:
         with torch.enable_grad():
             call = [p.clone() if i in self.cloned else p for i, p in enumerate(fp)]
             anchors = layout_anchors(call, self.relaid)
+        self.call = call
         outs = self._forward(call)
         fwd_tokens = chain.finish()
         self.saved_outputs = [
@@ -154,20 +172,33 @@ class _JointTrace:
     # (the trace itself goes on: the forward alone must still work).
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
-        return t, t._version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        version = t._version + self._shared_writes(t)
+        return t, version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
     def _unpack(self, saved: tuple[Any, int, Any]) -> Any:
         t, version, layout = saved
-        if t._version == version:
+        now = t._version + self._shared_writes(t)
+        if now == version:
             return t
         if not self.stale:
-            self.stale.append(_stale_message(t, version))
+            self.stale.append(_stale_message(t, now, version))
         self.stale_nodes.append(torch._C._current_autograd_node())
         # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
         # on the layout it saved (it raises before it runs anyway)
         if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
             return t.as_strided(*layout)
         return t
+
+    def _shared_writes(self, t: Any) -> int:
+        """Writes to the other inputs that share the counter of the input ``t`` is (or
+        views), if any: eager counts them on ``t`` too."""
+        if not self.sharing:
+            return 0
+        root = t if t._base is None else t._base
+        i = next((i for i, c in enumerate(self.call) if c is root), None)
+        if i is None or i not in self.sharing:
+            return 0
+        return sum(self.call[j]._version for j in self.sharing[i])
 
     def _backward(
         self, fp: list[Any], ft: list[Any], call: list[Any], fwd_values: list[Any]
