@@ -408,6 +408,24 @@ def test_inputs_sharing_a_version_counter(compiler: str) -> None:
     assert_like_eager(_save_then_write_the_same_tensor_passed_twice, twice, compiled, calls=2)
 
 
+def _mask_assign_zero_dim(x0, x1):
+    t = x0 * 2
+    t[t > 0] = 0.0  # eager reads the 0-dim mask's value; traced it was data-dependent
+    with torch.no_grad():
+        x1[x1 > 0] = x0.detach()  # seeds 9387, 9669
+    return t, x1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_boolean_mask_assignment_on_a_zero_dim_tensor(compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x0 = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+        x1 = torch.tensor(0.5, dtype=torch.float64)
+        return [x0, x1], [x0]
+
+    assert_like_eager(_mask_assign_zero_dim, make, COMPILERS[compiler], calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -84,6 +84,29 @@ _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
 _DATA = torch._C.TensorBase.__dict__["data"]
 _DETACH_ = torch.Tensor.detach_
 _DETACH = (torch.Tensor.detach, torch.detach)
+_SETITEM = torch.Tensor.__setitem__
+_MASKED_FILL_ = torch.Tensor.masked_fill_
+
+
+def _zero_dim_mask(args: Any) -> bool:
+    """``__setitem__(x, mask, v)``: a 0-dim ``x``, a 0-dim bool mask, a number or a
+    0-dim tensor for value."""
+    if len(args) != 3:
+        return False
+    x, key, value = args
+    return (
+        isinstance(x, torch.Tensor)
+        and x.dim() == 0
+        and isinstance(key, torch.Tensor)
+        and key.dtype == torch.bool
+        and key.dim() == 0
+        and (
+            isinstance(value, (int, float, bool))
+            or (isinstance(value, torch.Tensor) and value.dim() == 0)
+        )
+    )
+
+
 _DETACH_VIEW = (
     "Can't detach views in-place. Use detach() instead. If you are using "
     "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
@@ -151,6 +174,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             raise refusal
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
+        if func is _SETITEM and _zero_dim_mask(args):
+            # ``x[x > 0] = v`` on a 0-dim ``x``: eager reads the mask's value (a Python
+            # branch, data-dependent when traced); a masked fill is the same write
+            return self.__torch_function__(_MASKED_FILL_, types, args, kwargs)
         if func in _DETACH:
             result = func(*args, **kwargs)
             self.detached.append(result)
