@@ -426,6 +426,31 @@ def test_boolean_mask_assignment_on_a_zero_dim_tensor(compiler: str) -> None:
     assert_like_eager(_mask_assign_zero_dim, make, COMPILERS[compiler], calls=2)
 
 
+def _shrunk_then_written(x1):
+    x1.as_strided_((2, 2), (4, 1))  # covers other bytes: written back in the caller's layout
+    x1[0].sin_()
+    return (x1.diagonal(),)
+
+
+def _shrunk_under_no_grad_then_written(x0):
+    with torch.no_grad():
+        x0.as_strided_((2, 2), (4, 1))
+        t1 = x0.tanh()
+    x0[:, 0].mul_(t1.sum())  # eager's backward: "CopySlices returned an invalid gradient"
+    return x0.sin(), x0, t1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_shrunk_then_written, _shrunk_under_no_grad_then_written])
+@pytest.mark.parametrize("rg", [True, False])
+def test_input_shrunk_by_as_strided_then_written(fn: Any, rg: bool, compiler: str) -> None:
+    """Seeds 10085, 10159: with an input that requires grad, the trace failed (a view(4,
+    4) of the layout anchor replayed on the shrunk input), or raised at the call what
+    eager raises in its backward."""
+    make = leaf_clone(4, 4) if rg else leaves(((4, 4), False))
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -35,8 +35,11 @@ def layout_anchors(wrapped: Sequence[Any], indices: Any) -> dict[int, Any]:
     x.t_()``) is written back by the runtime in that layout, then given its new metadata:
     the value to write is the whole storage the input covered, which its new metadata may
     no longer show (``x.as_strided_((2, 2), ...)``), or show in another order."""
+    # as_strided, not view: autograd regenerates a view whose base changed metadata in
+    # place by replaying it on the base, and only absolute geometry survives
+    # ``x.as_strided_((2, 2), ...)`` (a view(4, 4) of 4 elements fails)
     return {
-        i: wrapped[i].view(wrapped[i].shape)
+        i: wrapped[i].as_strided(wrapped[i].shape, wrapped[i].stride(), wrapped[i].storage_offset())
         for i in indices
         if isinstance(wrapped[i], torch.Tensor)
     }

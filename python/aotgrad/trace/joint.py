@@ -189,6 +189,19 @@ class _JointTrace:
             return t.as_strided(*layout)
         return t
 
+    def _grad(self, outs: list[Any], needs: list[Any], tangents: list[Any]) -> Sequence[Any]:
+        """``autograd.grad``; where autograd's engine refuses a gradient it computed (the
+        shape check after an input's metadata changed under no_grad), eager raises that
+        in its backward: so does the compiled one, and the forward still works."""
+        try:
+            with torch._C._DisableAutocast():
+                return torch.autograd.grad(outs, needs, tangents, allow_unused=True)
+        except RuntimeError as e:
+            if "returned an invalid gradient" not in str(e):
+                raise
+            self.stale, self.stale_nodes = [str(e)], [None]
+            return ()
+
     def _shared_writes(self, t: Any) -> int:
         """Writes to the other inputs that share the counter of the input ``t`` is (or
         views), if any: eager counts them on ``t`` too."""
@@ -214,8 +227,7 @@ class _JointTrace:
             # eager's backward runs where the caller calls it, outside the forward's
             # autocast: its ops keep the dtypes of what they differentiate (an
             # autocast(enabled=False) block's matmul has a float32 backward)
-            with torch._C._DisableAutocast():
-                grads = torch.autograd.grad(diff_outs, needs, ft, allow_unused=True)
+            grads = self._grad(diff_outs, needs, ft)
         if self.stale:
             self.stale_tangents = _reaching(diff_outs, self.stale_nodes)
         after = alias.facts.versions(call)
