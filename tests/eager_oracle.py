@@ -130,6 +130,12 @@ def observe(
                     [(o.float() * _cotangent(o, k)).sum() for k, o in enumerate(diff)]
                 )
                 rec["grads"] = [None if x.grad is None else x.grad.clone() for x in leaves]
+                # leaves the function made and returned: the backward fills their .grad
+                rec["output_leaf_grads"] = [
+                    None if o.grad is None else o.grad.clone()
+                    for o in outs
+                    if isinstance(o, torch.Tensor) and o.is_leaf and o.requires_grad
+                ]
                 rec["inputs_after_backward"] = [
                     {"value": a.detach().clone(), "version": a._version}
                     if isinstance(a, torch.Tensor) and a.untyped_storage().nbytes()

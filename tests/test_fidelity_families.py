@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 import torch
 
-import aotgrad
-from aotgrad.errors import UnsupportedError
 from eager_oracle import COMPILERS, DirtyMul, Half, assert_like_eager, leaf_clone, leaves
 
 
@@ -882,17 +880,54 @@ def _factory_leaf_times_input(x0):
     return w * x0
 
 
+def _leaf_made_inside_and_its_views(x0):
+    t = x0.detach().requires_grad_()  # shares x0's storage
+    y = t.cumsum(-1)
+    return y * 2, t[1:], t  # the leaf, returned, is the one y's gradient fills
+
+
+def _leaf_made_inside_unreturned(x0):
+    with torch.enable_grad():
+        t = x0.detach().requires_grad_()
+    return t.exp() * x0  # requires grad even where x0 does not (seeds 9028, 9084)
+
+
 @pytest.mark.parametrize(
-    "fn", [_computed_from_a_leaf_made_inside, _factory_leaf_times_input], ids=["detach", "factory"]
+    "fn",
+    [
+        _computed_from_a_leaf_made_inside,
+        _factory_leaf_times_input,
+        _leaf_made_inside_and_its_views,
+        _leaf_made_inside_unreturned,
+    ],
+    ids=["detach", "factory", "views", "unreturned"],
 )
-def test_output_computed_from_a_leaf_made_inside_is_refused(fn: Any) -> None:
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [True, False])
+@pytest.mark.parametrize("ctx", [contextlib.nullcontext, torch.no_grad], ids=["grad", "no_grad"])
+def test_output_computed_from_a_leaf_made_inside(
+    fn: Any, compiler: str, rg: bool, ctx: Any
+) -> None:
     """Seed 6207: eager's output requires grad and its backward fills the inner leaf's
-    ``.grad``; aotgrad refuses by name rather than return it without that history.
-    Under Dynamo the program runs as eager's."""
-    x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
-    with pytest.raises(UnsupportedError, match="made a leaf"):
-        aotgrad.aot_function(fn, aotgrad.nop)(x)
-    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS["dynamo-aotgrad_eager"], calls=2)
+    ``.grad`` (it was refused): the runtime passes a stand-in leaf into the compiled
+    Function, which the backward's gradient for it reaches, and returns that leaf where
+    the function returns it."""
+
+    if (
+        fn is _leaf_made_inside_and_its_views
+        and ctx is torch.no_grad
+        and compiler.startswith("aot")
+    ):
+        pytest.xfail(
+            "open: under no_grad nothing is computed from the leaf, and the view of it is "
+            "rebuilt from a leaf of its own, not from the leaf returned (._base differs)"
+        )
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=rg)
+        return [x], [x] if rg else []
+
+    assert_like_eager(fn, make, COMPILERS[compiler], ctx=ctx, calls=2)
 
 
 def _input_made_to_require_grad(x0):

@@ -197,6 +197,7 @@ def _layout(
         requires_grad_changes=metadata.requires_grad_changes,
         requires_grad_flag_off=metadata.requires_grad_flag_off,
         detached_outputs=metadata.detached_outputs,
+        inner_leaves=metadata.inner_leaves,
         enable_grad=not metadata.grad_mode,
         storage_resizes=facts.input_storage_resize,
         storage_sets=sorted(facts.input_storage_set),
@@ -424,7 +425,7 @@ def build_program(
         and k not in layout.custom_views
         and k not in layout.new_leaves
     ]
-    layout.grad_tangents = _grad_tangents(bw_gm, len(fake_args))
+    layout.grad_tangents = _grad_tangents(bw_gm, len(fake_args) + len(layout.inner_leaves))
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)
     return program

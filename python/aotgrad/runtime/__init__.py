@@ -188,6 +188,7 @@ class _TrainingPlan:
         self.nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
         self.bw_written = layout.backward_mutations
         self.grad_tangents = layout.grad_tangents
+        self.n_leaves = len(layout.inner_leaves)
         self.stale = layout.backward_error
         self.watched = watched = layout.watched_outputs
         self.expected = [layout.output_versions.get(k, 0) for k in watched]
@@ -213,7 +214,8 @@ class _TrainingPlan:
             self.stale_tangents = every
 
     def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        outs = self.fw(list(args))
+        # the stand-ins of inner leaves come last: inputs of the Function, not of the graph
+        outs = self.fw(list(args[: len(args) - self.n_leaves]))
         self._save(ctx, args, outs)
         return self._mark_outputs(ctx, args, tuple(outs[: self.n_fwd]))
 
@@ -332,9 +334,23 @@ def make_training_function(
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         before = epilogue.prepare(args)
-        return epilogue(args, apply(*args), before)
+        if not layout.inner_leaves:
+            return epilogue(args, apply(*args), before)
+        leaves = [_stand_in_leaf(leaf) for leaf in layout.inner_leaves]
+        return epilogue(args, apply(*args, *leaves), before, leaves)
 
     return run_and_replay
+
+
+def _stand_in_leaf(leaf: Any) -> torch.Tensor:
+    """A leaf of the shape, dtype and device of an inner leaf (``layout.inner_leaves``),
+    backed by one element (zero strides): the gradient autograd checks against it and
+    accumulates into it needs no more; the epilogue gives it the leaf's value where the
+    caller sees it."""
+    t = torch.empty_strided(
+        leaf.shape, (0,) * len(leaf.shape), dtype=leaf.dtype, device=leaf.device
+    )
+    return t.requires_grad_(True)
 
 
 def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:

@@ -43,8 +43,20 @@ class Epilogue:
         self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.versioned = list(layout.version_deltas.items())
         self.rebuilt = {a.index for a in layout.output_aliases}
+        inner = {self.n_user + s for leaf in layout.inner_leaves for s in leaf.bases}
+        # inner leaves returned, and views of one that shares an input's bytes: made of
+        # the stand-in (``_returned_leaves``)
+        self.leaf_rebuilt = {
+            *(k for leaf in layout.inner_leaves for k in leaf.outputs),
+            *(
+                a.index
+                for a in layout.output_aliases
+                if a.verdict == OutputVerdict.ALIAS_OF_INPUT
+                and any(a.index in leaf.views for leaf in layout.inner_leaves)
+            ),
+        }
         self.leaf_bases = sorted(
-            {self.n_user + a.source for a in layout.output_aliases if a.base_leaf}
+            {self.n_user + a.source for a in layout.output_aliases if a.base_leaf} - inner
         )
         self.rebuilt |= {*layout.stale_views, *layout.custom_views}
         specs = [a.view for a in layout.output_aliases if a.view is not None]
@@ -67,7 +79,9 @@ class Epilogue:
         # Inference tensors have no version counter (-1: nothing to set).
         return [-1 if args[i].is_inference() else args[i]._version for i, _ in self.versioned]
 
-    def __call__(self, args: Sequence[Any], fwd: Sequence[Any], before: list[int]) -> tuple:
+    def __call__(
+        self, args: Sequence[Any], fwd: Sequence[Any], before: list[int], leaves: Sequence[Any] = ()
+    ) -> tuple:
         layout = self.layout
         spec = _identity if self.static else Evaluator(layout.bindings, args).spec
         # made before the writes below, which make them stale as eager's are
@@ -77,7 +91,9 @@ class Epilogue:
             if src is not None
         }
         self._write_inputs(args, fwd, spec, before)
-        outs = self._rebuild_outputs(args, fwd, spec)
+        if leaves:
+            fwd = self._leaf_bases(fwd, leaves)
+        outs = self._rebuild_outputs(args, fwd, spec, leaves)
         for k in layout.stale_views:
             stale = early.get(k)
             version = layout.output_versions.get(k, 0)
@@ -142,11 +158,46 @@ class Epilogue:
                 else:
                     args[i].detach_()
 
-    def _rebuild_outputs(self, args: Sequence[Any], fwd: Sequence[Any], spec: Any) -> list[Any]:
+    def _returned_leaves(
+        self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, outs: list, leaves: Sequence[Any]
+    ) -> None:
+        """Inner leaves returned: their stand-ins, given the value (an alias of an input,
+        ``x.detach().requires_grad_()``, rebuilt first), before other outputs view them."""
+        aliases = {a.index: a for a in self.layout.output_aliases}
+        for leaf, stand_in in zip(self.layout.inner_leaves, leaves):
+            for k in leaf.outputs:
+                value = outs[k]
+                if k in aliases:
+                    value = self._rebuild(aliases[k], args, fwd, outs, spec)
+                stand_in.data = value.detach()
+                outs[k] = stand_in
+            for k in leaf.views:  # views of a leaf that shares an input's bytes
+                a = aliases.get(k)
+                if a is not None and a.verdict == OutputVerdict.ALIAS_OF_INPUT:
+                    view = spec(a.view)
+                    at = args[a.source].storage_offset() + view.offset
+                    outs[k] = stand_in.as_strided(view.size, view.stride, at)
+
+    def _leaf_bases(self, fwd: Sequence[Any], leaves: Sequence[Any]) -> Sequence[Any]:
+        """Intermediate bases that are inner leaves: the stand-in, given their value, so
+        that the outputs viewing them view the leaf the gradient fills."""
+        fwd = list(fwd)
+        for leaf, stand_in in zip(self.layout.inner_leaves, leaves):
+            for s in leaf.bases:
+                stand_in.data = fwd[self.n_user + s].detach()
+                fwd[self.n_user + s] = stand_in
+        return fwd
+
+    def _rebuild_outputs(
+        self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, leaves: Sequence[Any] = ()
+    ) -> list[Any]:
         """The user outputs: fresh ones with eager's version count, aliases rebuilt as
-        real views, leaves made inside the function requiring grad."""
+        real views, leaves made inside the function requiring grad (an inner leaf
+        returned is its stand-in, the one its gradient fills, before views are made of it)."""
         layout = self.layout
         outs = list(fwd[: self.n_user])
+        if leaves:
+            self._returned_leaves(args, fwd, spec, outs, leaves)
         versions = layout.output_versions
         for k, v in versions.items():
             if k not in self.rebuilt:
@@ -156,7 +207,8 @@ class Epilogue:
             for k in self.leaf_bases:
                 fwd[k] = fwd[k].detach().requires_grad_(True)
         for a in layout.output_aliases:
-            outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
+            if not (leaves and a.index in self.leaf_rebuilt):
+                outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         for k in layout.new_leaves:
             if not outs[k].requires_grad:
                 outs[k].requires_grad_(True)

@@ -100,6 +100,10 @@ class ForwardLayout:
     requires_grad_flag_off: list[int] = field(default_factory=list)
     #: User outputs that are results of ``detach()`` (``trace.TraceMetadata``).
     detached_outputs: list[int] = field(default_factory=list)
+    #: Leaves the function makes that outputs are computed from (``trace.InnerLeaf``):
+    #: the runtime passes a stand-in leaf per entry into the compiled Function, after the
+    #: graph's inputs, and the backward returns its gradient after the inputs' ones.
+    inner_leaves: list[Any] = field(default_factory=list)
     #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
     #: the autograd.Function runs with grad mode on.
     enable_grad: bool = False
@@ -152,6 +156,7 @@ class ForwardLayout:
             or self.version_deltas
             or self.output_aliases
             or self.new_leaves
+            or self.inner_leaves
             or self.same_as
             or self.merged_outputs
             or self.output_versions

@@ -30,6 +30,22 @@ class OutputInfo:
     stale_custom_view: bool = False
 
 
+@dataclass(frozen=True)
+class InnerLeaf:
+    """A leaf the function makes that outputs are computed from. The runtime passes a
+    stand-in leaf of this shape, dtype and device into the compiled Function (the
+    backward returns its gradient), and gives it the value of the user outputs that are
+    the leaf and of the intermediate bases that are (outputs view it)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+    device: Any
+    outputs: list[int]
+    bases: list[int]
+    #: User outputs that view the leaf (``t[1:]``), rebuilt as views of the stand-in.
+    views: list[int] = field(default_factory=list)
+
+
 @dataclass
 class TraceMetadata:
     outputs: list[OutputInfo]
@@ -55,6 +71,10 @@ class TraceMetadata:
     relaid_inputs: list[int] = field(default_factory=list)
     #: User outputs that are results of ``detach()`` (``EagerCalls.detached``).
     detached_outputs: list[int] = field(default_factory=list)
+    #: Of the leaves the function makes, in order, those outputs are computed from
+    #: (positions in ``EagerCalls.new_leaves``), and what the runtime needs of each.
+    inner_leaf_positions: list[int] = field(default_factory=list)
+    inner_leaves: list[InnerLeaf] = field(default_factory=list)
 
     @property
     def needs_autograd(self) -> bool:

@@ -12,6 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from .. import alias
+from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
 from .cleanup import clean, flatten_codegen, mark_roles
@@ -125,6 +126,7 @@ class _JointTrace:
         # makes what was saved of another stale; traced, each input has a counter of its own
         self.sharing = _version_sharing(fake_args)
         self.call: list[Any] = []
+        self.inner_leaves: list[Any] = []
 
     def run(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         """The traced function: the forward, then the backward of its differentiable
@@ -161,11 +163,14 @@ class _JointTrace:
     def _forward(self, call: list[Any]) -> list[Any]:
         """The function, under the caller's grad mode (its own enable_grad / no_grad
         blocks decide what has autograd history, as in eager), saved tensors checked."""
+        calls = EagerCalls.for_inputs(call, self.fake_args)
         with (
             torch.set_grad_enabled(self.metadata.grad_mode),
             torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
         ):
-            return flat_call(self.fn, call, self.fake_args)
+            outs = flat_call(self.fn, call, self.fake_args, calls)
+        self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
+        return outs
 
     # Saved tensors keep their version: one written after it was saved fails eager's
     # check when the backward reads it, so the compiled backward raises as eager does
@@ -216,9 +221,11 @@ class _JointTrace:
     def _backward(
         self, fp: list[Any], ft: list[Any], call: list[Any], fwd_values: list[Any]
     ) -> list[Any]:
-        """One gradient per primal (None where it needs none), recording which inputs
+        """One gradient per primal (None where it needs none), then one per inner leaf
+        (``InnerLeaf``), recording which inputs
         the backward writes and how many times."""
         needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
+        needs += self.inner_leaves  # their gradients follow the primals' (``InnerLeaf``)
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
         refuse_deferred_autograd_errors(diff_outs)
         versions = alias.facts.versions(call)
@@ -236,10 +243,11 @@ class _JointTrace:
                 self.written_in_backward.append(i)
                 self.backward_version_deltas.append(b - a)
         it = iter(grads)
-        return [
+        per_primal = [
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
             for p in fp
         ]
+        return per_primal + [next(it, None) for _ in self.inner_leaves]
 
     def refuse_backward_mutations(self) -> None:
         """Inputs the backward writes that the forward writes too, or that require grad:

@@ -16,7 +16,7 @@ from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
 from .failures import trace_errors
 from .functional import EffectChain, flat_call, from_functional, to_functional, tracing_modes
-from .graphs import OutputInfo, TraceMetadata
+from .graphs import InnerLeaf, OutputInfo, TraceMetadata
 
 
 def _empty_storage(a: Any) -> bool:
@@ -87,31 +87,53 @@ def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
     return False
 
 
-def _refuse_outputs_of_new_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]) -> None:
-    """A leaf the function makes (``t = x.detach().requires_grad_()``) may be returned
-    itself or viewed, but an output computed from it would need the compiled backward to accumulate
-    into a tensor that exists only once the forward ran: refused, not given without its
-    history (eager's output requires grad and its backward fills ``t.grad``)."""
-    leaves = {id(t) for t in new_leaves}
-    if not leaves:
-        return
-    for k, o in enumerate(outs):
-        if not isinstance(o, torch.Tensor):
-            continue
-        # read as eager would not: a view whose grad_fn eager refuses to read (a no_grad
-        # view written with grad on) is not computed from anything here
-        grad_fn = alias.facts.grad_fn_of(o)
-        if grad_fn is None or grad_fn is alias.facts.STALE_VIEW:
-            continue
-        if o._is_view() and id(o._base) in leaves:
-            continue  # rebuilt at runtime as a view of the leaf itself
-        if _reaches(grad_fn, leaves):
-            raise UnsupportedError(
-                f"output {k} is computed from a tensor the function made a leaf that "
-                "requires grad (x.detach().requires_grad_(), or a factory called with "
-                "requires_grad=True): its gradient would not reach that leaf; make the "
-                "leaf outside the compiled function and pass it in"
+def _inner_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]) -> list[int]:
+    """Of the leaves the function makes (``t = x.detach().requires_grad_()``, a factory
+    called with ``requires_grad=True``), in order, the positions of those an output is
+    computed from (``t.cumsum(-1)``; not a view of ``t``, rebuilt at runtime as a view of
+    the leaf itself). Eager's output requires grad and its backward fills ``t.grad``: the
+    runtime passes a leaf of its own per such tensor into the compiled Function, which
+    the backward's gradient for it reaches (``InnerLeaf``)."""
+    found: list[int] = []
+    for j, leaf in enumerate(new_leaves):
+        for o in outs:
+            if not isinstance(o, torch.Tensor) or (o._is_view() and o._base is leaf):
+                continue
+            # read as eager would not: a view whose grad_fn eager refuses to read (a no_grad
+            # view written with grad on) is not computed from anything here
+            grad_fn = alias.facts.grad_fn_of(o)
+            if grad_fn is None or grad_fn is alias.facts.STALE_VIEW:
+                continue
+            if _reaches(grad_fn, {id(leaf)}):
+                if not all(isinstance(n, int) for n in leaf.shape):
+                    raise UnsupportedError(
+                        "an output is computed from a tensor the function made a leaf that "
+                        "requires grad, with symbolic sizes: not supported; make the leaf "
+                        "outside the compiled function and pass it in"
+                    )
+                found.append(j)
+                break
+    return found
+
+
+def _inner_leaf_facts(
+    outs: Sequence[Any], new_leaves: Sequence[Any], found: list[int], bases: Sequence[Any]
+) -> list[InnerLeaf]:
+    out = []
+    for j in found:
+        leaf = new_leaves[j]
+        fake = from_functional(leaf)
+        out.append(
+            InnerLeaf(
+                tuple(int(n) for n in leaf.shape),
+                fake.dtype,
+                fake.device,
+                [k for k, o in enumerate(outs) if o is leaf],
+                [s for s, b in enumerate(bases) if b is leaf],
+                [k for k, o in enumerate(outs) if o._is_view() and o._base is leaf],
             )
+        )
+    return out
 
 
 def _output_info(o: Any) -> OutputInfo:
@@ -124,6 +146,11 @@ def _output_info(o: Any) -> OutputInfo:
     if rg and grad_fn is None:
         return OutputInfo(True, True, False, new_leaf=True)
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
+
+
+def _outputs_info(outs: Sequence[Any], wrapped: Sequence[Any]) -> list[OutputInfo]:
+    input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
+    return [_output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs]
 
 
 def _input_output_info(o: Any) -> OutputInfo:
@@ -191,11 +218,8 @@ def collect_metadata(
         with _StorageResizes(wrapped) as resizes:
             outs = flat_call(fn, wrapped, calls=calls)
         chain.finish()
-        _refuse_outputs_of_new_leaves(outs, calls.new_leaves)
-        input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
-        outputs = [
-            _output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs
-        ]
+        inner = _inner_leaves(outs, calls.new_leaves)
+        outputs = _outputs_info(outs, wrapped)
         rg_changes = _requires_grad_changes(wrapped, fake_args)
         facts = alias.collect(
             wrapped,
@@ -212,6 +236,7 @@ def collect_metadata(
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
+        leaves = _inner_leaf_facts(outs, calls.new_leaves, inner, bases)
     flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
     detached = {id(t) for t in calls.detached}
     return TraceMetadata(
@@ -224,4 +249,6 @@ def collect_metadata(
         flag_off,
         relaid,
         [k for k, o in enumerate(outs) if id(o) in detached],
+        inner,
+        leaves,
     )
