@@ -449,6 +449,55 @@ def test_input_shrunk_by_as_strided_then_written(fn: Any, rg: bool, compiler: st
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
 
 
+def _relu_in_place_of_an_input(x0, x2):
+    t1 = x2 * 2
+    x0.t().relu_()  # relu saves its result: x0's bytes, at the version the call leaves
+    return t1, x0.reshape(2, -1)
+
+
+def _matmul_of_an_input(x0, x2):
+    return x2 * 3, x0.view(-1), x2 @ x0  # mm saves x0; outs[1] views it
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_relu_in_place_of_an_input, _matmul_of_an_input])
+@pytest.mark.parametrize("written", [0, 1])
+def test_input_saved_by_eager_and_written_after_the_call(
+    fn: Any, written: int, compiler: str
+) -> None:
+    """Seed 9835: an input eager's backward saves (itself or a view of it), written
+    after the call: eager's backward raises when it reaches that saved tensor (not when
+    the caller differentiates only outputs whose backward never reads it)."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        l0, x2 = (torch.randn(4, 4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        return [l0.clone(), x2], [l0, x2]
+
+    def write(outs: list[Any]) -> None:
+        with torch.no_grad():
+            outs[written].mul_(2)
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2, after=write)
+
+
+def _write_in_enable_grad_block(x0, x1, x3):
+    with torch.enable_grad():
+        x1.lerp_(x3, 0.5)  # x1 gains x3's history, under a no_grad call too (seed 10253)
+    return x0, x1.t(), x1.transpose(0, 1)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rows", [(slice(0, 4), slice(2, 6)), (slice(0, 4), slice(4, 8))])
+def test_input_written_in_an_enable_grad_block_of_a_no_grad_call(rows: Any, compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+        x3 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        base = leaf.clone()
+        return [base[rows[0]], base[rows[1]], x3], [leaf, x3]
+
+    assert_like_eager(_write_in_enable_grad_block, make, COMPILERS[compiler], ctx=torch.no_grad)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -415,6 +415,7 @@ def build_program(
     layout.backward_mutations = joint.backward_mutations
     layout.backward_error = joint.backward_error
     layout.backward_error_tangents = joint.backward_error_tangents
+    layout.watched_inputs = joint.watched_inputs
     rebuilt = {a.index for a in layout.output_aliases}
     layout.watched_outputs = [
         k

@@ -158,13 +158,14 @@ def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: A
         torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
 
 
-def _check_watched(tensors: list[Any], expected: list[int]) -> None:
-    """Eager's saved-tensor check for outputs it saves (``layout.watched_outputs``)."""
+def _check_watched(tensors: list[Any], expected: list[int], what: str = "an output") -> None:
+    """Eager's saved-tensor check for outputs and inputs it saves (``layout.watched_outputs``,
+    ``layout.watched_inputs``)."""
     for t, v in zip(tensors, expected):
         if not t.is_inference() and t._version != v:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified "
-                f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is an output "
+                f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is {what} "
                 f"of the compiled function, is at version {t._version}; expected version "
                 f"{v} instead"
             )
@@ -212,6 +213,10 @@ class _TrainingPlan:
             self.track_unreached = True
         else:
             self.stale_tangents = every
+        # inputs eager saves, checked when the caller's backward reaches their reads
+        self.watched_inputs = {i: set(ts) for i, ts in layout.watched_inputs.items()}
+        if any(ts != every for ts in self.watched_inputs.values()):
+            self.track_unreached = True
 
     def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         # the stand-ins of inner leaves come last: inputs of the Function, not of the graph
@@ -237,7 +242,23 @@ class _TrainingPlan:
             ctx.zeros = [_zeros_like(outs[i]) for i in self.tangent_outputs]
         if self.bw_written:
             ctx.bw_written = [args[i] for i in self.bw_written]
+        ctx.watched_inputs = ()  # set once the call is over (``note_watched_inputs``)
         ctx.symints = tuple(saved[self.n_tensors :])
+
+    def note_watched_inputs(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
+        """After the call (the epilogue's writes and version counts done): the inputs
+        eager saves, at the version the call leaves them, on the backward node (a custom
+        Function's ctx is its node: the grad_fn of the forward's differentiable outputs)."""
+        node = next(
+            (o.grad_fn for o in fwd if isinstance(o, torch.Tensor) and o.grad_fn is not None),
+            None,
+        )
+        if node is not None and hasattr(node, "watched_inputs"):
+            node.watched_inputs = [
+                (args[i], args[i]._version, ts)
+                for i, ts in self.watched_inputs.items()
+                if not args[i].is_inference()
+            ]
 
     def _keep_unsettled(self, outs: Sequence[Any]) -> None:
         """A graph's kernels are the same every call: the fresh outputs it returns at the
@@ -269,6 +290,9 @@ class _TrainingPlan:
         tangents, missing = self._tangents(ctx, grads)
         if self.stale is not None and not self.stale_tangents.issubset(missing):
             raise RuntimeError(self.stale)
+        if self.watched_inputs:
+            reached = [(t, v) for t, v, ts in ctx.watched_inputs if not ts.issubset(missing)]
+            _check_watched([t for t, _ in reached], [v for _, v in reached], "an input")
         args = [*ctx.saved_tensors, *ctx.symints, *tangents]
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
@@ -324,20 +348,27 @@ def make_training_function(
             with torch.enable_grad():
                 return CompiledFunction.apply(*args)
 
-    if layout.plain:
+    watch = plan.note_watched_inputs if layout.watched_inputs else None
+    if layout.plain and watch is None:
 
         def run(*args: Any) -> tuple[Any, ...]:
             return apply(*args)[:n_user]
 
         return run
-    epilogue = Epilogue(layout)
+    epilogue = None if layout.plain else Epilogue(layout)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
+        if epilogue is None:
+            fwd = apply(*args)
+            watch(args, fwd)  # type: ignore[misc]
+            return fwd[:n_user]
         before = epilogue.prepare(args)
-        if not layout.inner_leaves:
-            return epilogue(args, apply(*args), before)
         leaves = [_stand_in_leaf(leaf) for leaf in layout.inner_leaves]
-        return epilogue(args, apply(*args, *leaves), before, leaves)
+        fwd = apply(*args, *leaves)
+        outs = epilogue(args, fwd, before, leaves)
+        if watch is not None:
+            watch(args, fwd)
+        return outs
 
     return run_and_replay
 

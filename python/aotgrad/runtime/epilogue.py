@@ -139,7 +139,10 @@ class Epilogue:
                 with torch.no_grad():
                     target.set_(value)
             elif with_grad:
-                target.copy_(value)  # autograd records the write (CopyBackwards)
+                # autograd records the write (CopyBackwards), under a no_grad call too
+                # when the function wrote it in an enable_grad block
+                with torch.enable_grad():
+                    target.copy_(value)
             else:
                 with torch.no_grad():
                     target.copy_(value)

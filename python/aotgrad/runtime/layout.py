@@ -120,6 +120,9 @@ class ForwardLayout:
     #: the runtime returns as the compiled forward made them: the backward checks that
     #: their version is still the one the call left (eager's saved-tensor check).
     watched_outputs: list[int] = field(default_factory=list)
+    #: Inputs eager saves at the version the call leaves them (``trace.JointGraph``), and
+    #: the tangents whose backward reads them: the backward checks their version.
+    watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Forward outputs (by position) the backward reads too, and the version count eager
     #: leaves them at: set before they are saved (``program._versions_before_saving``).
     versions_before_saving: dict[int, int] = field(default_factory=dict)

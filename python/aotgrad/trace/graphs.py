@@ -154,6 +154,10 @@ class JointGraph:
     #: The tangents (by position) whose outputs' backward reads that stale tensor: eager
     #: raises only when the caller's backward reaches one of them.
     backward_error_tangents: tuple[int, ...] = ()
+    #: Inputs eager's autograd saves (itself or a view) at the version the call leaves
+    #: them, and which tangents lead the backward to read them: written after the call,
+    #: eager's backward raises when it reaches such a read.
+    watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: User outputs eager's autograd saves for the backward (``exp``'s result): written
     #: after the call, eager's backward raises; the compiled one must too, whatever its
     #: partition saved instead.

@@ -127,6 +127,11 @@ class _JointTrace:
         self.sharing = _version_sharing(fake_args)
         self.call: list[Any] = []
         self.inner_leaves: list[Any] = []
+        # inputs eager saved (itself or a view of it) at the version the call leaves it,
+        # whose saved value the backward reads: per input, the backward nodes reading it
+        self.saved_inputs: dict[int, list[Any]] = {}
+        self.final_versions: list[int] = []
+        self.watched_inputs: dict[int, tuple[int, ...]] = {}
 
     def run(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         """The traced function: the forward, then the backward of its differentiable
@@ -140,6 +145,7 @@ class _JointTrace:
             anchors = layout_anchors(call, self.relaid)
         self.call = call
         outs = self._forward(call)
+        self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
         self.saved_outputs = [
             k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and id(o) in self.packed
@@ -184,6 +190,7 @@ class _JointTrace:
         t, version, layout = saved
         now = t._version + self._shared_writes(t)
         if now == version:
+            self._note_input_read(t, version)
             return t
         if not self.stale:
             self.stale.append(_stale_message(t, now, version))
@@ -206,6 +213,20 @@ class _JointTrace:
                 raise
             self.stale, self.stale_nodes = [str(e)], [None]
             return ()
+
+    def _input_of(self, t: Any) -> int | None:
+        root = t if t._base is None else t._base
+        return next((i for i, c in enumerate(self.call) if c is root), None)
+
+    def _version_of(self, c: Any) -> int:
+        return c._version + self._shared_writes(c) if isinstance(c, torch.Tensor) else 0
+
+    def _note_input_read(self, t: Any, version: int) -> None:
+        """The backward reads a saved input (or a view of one) saved at the version the
+        call leaves it: written after the call, eager's backward raises."""
+        i = self._input_of(t)
+        if i is not None and i < len(self.final_versions) and self.final_versions[i] == version:
+            self.saved_inputs.setdefault(i, []).append(torch._C._current_autograd_node())
 
     def _shared_writes(self, t: Any) -> int:
         """Writes to the other inputs that share the counter of the input ``t`` is (or
@@ -237,6 +258,9 @@ class _JointTrace:
             grads = self._grad(diff_outs, needs, ft)
         if self.stale:
             self.stale_tangents = _reaching(diff_outs, self.stale_nodes)
+        self.watched_inputs = {
+            i: _reaching(diff_outs, nodes) for i, nodes in self.saved_inputs.items()
+        }
         after = alias.facts.versions(call)
         for i, (a, b) in enumerate(zip(versions, after)):
             if a != b:
@@ -302,6 +326,7 @@ def trace_joint(
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
         backward_error=state.stale[0] if state.stale else None,
         backward_error_tangents=state.stale_tangents,
+        watched_inputs=state.watched_inputs,
         saved_outputs=[k for k in state.saved_outputs if _read_by_backward(gm, k)],
     )
 
