@@ -498,6 +498,28 @@ def test_input_written_in_an_enable_grad_block_of_a_no_grad_call(rows: Any, comp
     assert_like_eager(_write_in_enable_grad_block, make, COMPILERS[compiler], ctx=torch.no_grad)
 
 
+def _views_of_a_saved_intermediate(x0):
+    t2 = torch.sigmoid(x0 * 2)  # sigmoid saves its result, returned only through views
+    return t2[:, 1], t2.view_as(t2)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("written", [0, 1, None])
+def test_intermediate_saved_by_eager_written_through_a_view(written: Any, compiler: str) -> None:
+    """Seed 10491: an intermediate eager saves, returned only as views and written
+    through one after the call: eager's backward raises; the compiled one ran."""
+
+    def write(outs: list[Any]) -> None:
+        if written is not None:
+            with torch.no_grad():
+                outs[written].mul_(2)
+
+    make = leaf_clone(4, 4)
+    assert_like_eager(
+        _views_of_a_saved_intermediate, make, COMPILERS[compiler], calls=2, after=write
+    )
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

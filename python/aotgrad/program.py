@@ -416,6 +416,7 @@ def build_program(
     layout.backward_error = joint.backward_error
     layout.backward_error_tangents = joint.backward_error_tangents
     layout.watched_inputs = joint.watched_inputs
+    layout.watched_bases = [layout.num_user_outputs + s for s in joint.saved_bases]
     rebuilt = {a.index for a in layout.output_aliases}
     layout.watched_outputs = [
         k

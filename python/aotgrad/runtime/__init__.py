@@ -215,6 +215,7 @@ class _TrainingPlan:
             self.stale_tangents = every
         # inputs eager saves, checked when the caller's backward reaches their reads
         self.watched_inputs = {i: set(ts) for i, ts in layout.watched_inputs.items()}
+        self.watched_bases = layout.watched_bases
         if any(ts != every for ts in self.watched_inputs.values()):
             self.track_unreached = True
 
@@ -242,23 +243,28 @@ class _TrainingPlan:
             ctx.zeros = [_zeros_like(outs[i]) for i in self.tangent_outputs]
         if self.bw_written:
             ctx.bw_written = [args[i] for i in self.bw_written]
-        ctx.watched_inputs = ()  # set once the call is over (``note_watched_inputs``)
+        ctx.watched_inputs = ctx.watched_bases = ()  # set when the call is over (``note_watched``)
         ctx.symints = tuple(saved[self.n_tensors :])
 
-    def note_watched_inputs(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
-        """After the call (the epilogue's writes and version counts done): the inputs
-        eager saves, at the version the call leaves them, on the backward node (a custom
-        Function's ctx is its node: the grad_fn of the forward's differentiable outputs)."""
+    def note_watched(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
+        """After the call (the epilogue's writes and version counts done): the inputs and
+        intermediate bases eager saves, at the version the call leaves them, on the
+        backward node (a custom Function's ctx is its node: the grad_fn of the forward's
+        differentiable outputs)."""
         node = next(
             (o.grad_fn for o in fwd if isinstance(o, torch.Tensor) and o.grad_fn is not None),
             None,
         )
-        if node is not None and hasattr(node, "watched_inputs"):
-            node.watched_inputs = [
-                (args[i], args[i]._version, ts)
-                for i, ts in self.watched_inputs.items()
-                if not args[i].is_inference()
-            ]
+        if node is None or not hasattr(node, "watched_inputs"):
+            return
+        node.watched_inputs = [
+            (args[i], args[i]._version, ts)
+            for i, ts in self.watched_inputs.items()
+            if not args[i].is_inference()
+        ]
+        node.watched_bases = [
+            (fwd[k], fwd[k]._version) for k in self.watched_bases if not fwd[k].is_inference()
+        ]
 
     def _keep_unsettled(self, outs: Sequence[Any]) -> None:
         """A graph's kernels are the same every call: the fresh outputs it returns at the
@@ -293,6 +299,9 @@ class _TrainingPlan:
         if self.watched_inputs:
             reached = [(t, v) for t, v, ts in ctx.watched_inputs if not ts.issubset(missing)]
             _check_watched([t for t, _ in reached], [v for _, v in reached], "an input")
+        if self.watched_bases:
+            bases = ctx.watched_bases
+            _check_watched([t for t, _ in bases], [v for _, v in bases], "a base of outputs")
         args = [*ctx.saved_tensors, *ctx.symints, *tangents]
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
@@ -348,7 +357,7 @@ def make_training_function(
             with torch.enable_grad():
                 return CompiledFunction.apply(*args)
 
-    watch = plan.note_watched_inputs if layout.watched_inputs else None
+    watch = plan.note_watched if layout.watched_inputs or layout.watched_bases else None
     if layout.plain and watch is None:
 
         def run(*args: Any) -> tuple[Any, ...]:

@@ -123,6 +123,9 @@ class ForwardLayout:
     #: Inputs eager saves at the version the call leaves them (``trace.JointGraph``), and
     #: the tangents whose backward reads them: the backward checks their version.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Forward outputs that are intermediate bases eager saves (``JointGraph.saved_bases``):
+    #: the backward checks their version is the one the call left.
+    watched_bases: list[int] = field(default_factory=list)
     #: Forward outputs (by position) the backward reads too, and the version count eager
     #: leaves them at: set before they are saved (``program._versions_before_saving``).
     versions_before_saving: dict[int, int] = field(default_factory=dict)

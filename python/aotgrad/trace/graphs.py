@@ -162,6 +162,9 @@ class JointGraph:
     #: after the call, eager's backward raises; the compiled one must too, whatever its
     #: partition saved instead.
     saved_outputs: list[int] = field(default_factory=list)
+    #: Intermediate bases (by position) eager saves, which outputs view: written through
+    #: a view after the call, eager's backward raises.
+    saved_bases: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property

@@ -122,6 +122,7 @@ class _JointTrace:
         self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
         self.saved_outputs: list[int] = []
+        self.saved_bases: list[int] = []
         # inputs that share eager's version counter (views of one base): a write to one
         # makes what was saved of another stale; traced, each input has a counter of its own
         self.sharing = _version_sharing(fake_args)
@@ -149,6 +150,9 @@ class _JointTrace:
         fwd_tokens = chain.finish()
         self.saved_outputs = [
             k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and id(o) in self.packed
+        ]
+        self.saved_bases = [
+            s for s, k in enumerate(plan.intermediate_bases) if id(outs[k]._base) in self.packed
         ]
         _tag_traced_by_forward()
         self.num_tokens = len(fwd_tokens)
@@ -328,6 +332,7 @@ def trace_joint(
         backward_error_tangents=state.stale_tangents,
         watched_inputs=state.watched_inputs,
         saved_outputs=[k for k in state.saved_outputs if _read_by_backward(gm, k)],
+        saved_bases=[s for s in state.saved_bases if _read_by_backward(gm, num_user_outputs + s)],
     )
 
 
