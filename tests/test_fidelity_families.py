@@ -984,16 +984,6 @@ def test_output_computed_from_a_leaf_made_inside(
     Function, which the backward's gradient for it reaches, and returns that leaf where
     the function returns it."""
 
-    if (
-        fn is _leaf_made_inside_and_its_views
-        and ctx is torch.no_grad
-        and compiler.startswith("aot")
-    ):
-        pytest.xfail(
-            "open: under no_grad nothing is computed from the leaf, and the view of it is "
-            "rebuilt from a leaf of its own, not from the leaf returned (._base differs)"
-        )
-
     def make() -> tuple[list[Any], list[torch.Tensor]]:
         x = torch.randn(4, 4, dtype=torch.float64, requires_grad=rg)
         return [x], [x] if rg else []

@@ -281,7 +281,7 @@ def _output_object_facts(
         elif base is not wrapped[inp] and base is not wrapped[inp]._base:
             facts.output_detached[j] = 2
             k = output_index.get(id(base), -1)
-            if 0 <= k < j:  # a view of an earlier output (``t = x.detach(); t.t()``)
+            if k >= 0 and k != j:  # a view of another output (``t = x.detach(); t.t()``)
                 facts.output_detached_base[j] = k
     if j in facts.output_view and o._is_view():
         meta = torch._C._autograd._get_creation_meta(o)

@@ -43,6 +43,8 @@ class Epilogue:
         self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.versioned = list(layout.version_deltas.items())
         self.rebuilt = {a.index for a in layout.output_aliases}
+        self.aliases_first = [a for a in layout.output_aliases if a.detached_base < 0]
+        self.aliases_last = [a for a in layout.output_aliases if a.detached_base >= 0]
         inner = {self.n_user + s for leaf in layout.inner_leaves for s in leaf.bases}
         # inner leaves returned, and views of one that shares an input's bytes: made of
         # the stand-in (``_returned_leaves``)
@@ -209,12 +211,17 @@ class Epilogue:
             fwd = list(fwd)
             for k in self.leaf_bases:
                 fwd[k] = fwd[k].detach().requires_grad_(True)
-        for a in layout.output_aliases:
+        # views of another output (``a.detached_base``) last: made of that output as the
+        # caller gets it (rebuilt, a leaf that requires grad)
+        for a in self.aliases_first:
             if not (leaves and a.index in self.leaf_rebuilt):
                 outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         for k in layout.new_leaves:
             if not outs[k].requires_grad:
                 outs[k].requires_grad_(True)
+        for a in self.aliases_last:
+            if not (leaves and a.index in self.leaf_rebuilt):
+                outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         return outs
 
     def _set_versions(self, args: Sequence[Any], before: list[int]) -> None:
