@@ -520,6 +520,29 @@ def test_intermediate_saved_by_eager_written_through_a_view(written: Any, compil
     )
 
 
+def _as_strided_of_a_diagonal_of_an_input(x0):
+    t1 = x0.diagonal()
+    # reaches x0[0, :4], off the diagonal: eager's backward gives those no gradient
+    return (x0 * x0).var(0), t1.t(), t1.as_strided((2, 2), (1, 2))
+
+
+def _as_strided_of_a_slice_of_an_intermediate(x0):
+    t = x0 * 2
+    return t[1].as_strided((2, 3), (4, 1)), t.sum()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_as_strided_of_a_diagonal_of_an_input, _as_strided_of_a_slice_of_an_intermediate]
+)
+def test_as_strided_of_a_view_differentiates_as_eager(fn: Any, compiler: str) -> None:
+    """Seed 20262: an output ``v.as_strided(...)`` of a view ``v`` was rebuilt as one
+    as_strided of the base, whose backward reaches base elements ``v`` does not cover:
+    eager's (and torch's AOT Autograd's) gradient there is zero. Silently wrong before."""
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], calls=2)
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -209,12 +209,13 @@ def collect(
                 view = ViewSpec.of(o, originals[k], check_base=False)
                 facts.custom_view_of_input[j] = (k, view)
         if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
-            shown = o if inp in facts.input_view else eager_layout(o, originals[inp])
-            facts.output_view[j] = ViewSpec.of(shown, originals[inp], check_base=False)
+            base = originals[inp]
+            shown, through = (o, []) if inp in facts.input_view else eager_layout(o, base)
+            facts.output_view[j] = ViewSpec.of(shown, base, check_base=False, through=through)
         elif flags & OUT_VIEW_OF_INTERMEDIATE:
             base = o._base
-            shown = eager_layout(o, base)
-            facts.output_view[j] = ViewSpec.of(shown, base, check_base=True)
+            shown, through = eager_layout(o, base)
+            facts.output_view[j] = ViewSpec.of(shown, base, check_base=True, through=through)
             if o._base.requires_grad and grad_fn_of(o._base) is None:
                 facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
         if isinstance(o, torch.Tensor):

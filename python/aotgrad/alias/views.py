@@ -36,14 +36,20 @@ class ViewSpec:
     #: The strides the base must have (a base returned by a compiled graph is
     #: checked against them); None for an input base, whose strides are guarded.
     base_stride: tuple[Any, ...] | None = None
+    #: Layouts (relative to the base, static) the view is taken through, in order: what
+    #: an ``as_strided`` in eager's chain was applied to (``eager_layout``).
+    through: tuple[Any, ...] = ()
 
     @classmethod
-    def of(cls, view: torch.Tensor, base: torch.Tensor, *, check_base: bool) -> ViewSpec:
+    def of(
+        cls, view: torch.Tensor, base: torch.Tensor, *, check_base: bool, through: Any = ()
+    ) -> ViewSpec:
         return cls(
             tuple(_plain(s) for s in view.shape),
             tuple(_plain(s) for s in view.stride()),
             _plain(view.storage_offset() - base.storage_offset()),
             tuple(_plain(s) for s in base.stride()) if check_base else None,
+            tuple(cls.of(m, base, check_base=False) for m in through),
         )
 
     @property
@@ -52,32 +58,40 @@ class ViewSpec:
         return all(isinstance(v, int) for v in items)
 
 
-def eager_layout(view: Any, base: torch.Tensor) -> Any:
+def eager_layout(view: Any, base: torch.Tensor) -> tuple[Any, list[Any]]:
     """``view`` (a functional view of ``base``, its root) as eager lays it out: the view
     ops functionalization recorded, replayed on a meta tensor laid out as ``base``. After
     a write through a view, the functional tensor's own strides are regenerated from a
     new base and can differ from eager's (``x.unflatten(-1, (2, 2)).masked_fill_(...)``
     on a column-major input). ``view`` itself where the ops cannot be replayed (symbolic
-    sizes or arguments, no record)."""
+    sizes or arguments, no record).
+
+    Also the layouts an ``as_strided`` in the chain was taken of (``x.diagonal()
+    .as_strided(...)``): its backward gives gradient only to the elements its input
+    covers, so the runtime passes through them (``ViewSpec.through``), as eager did."""
     from torch._C import _functionalization
     from torch._subclasses.functional_tensor import FunctionalTensor
     from torch.utils._python_dispatch import _disable_current_modes
 
     if not isinstance(view, FunctionalTensor):
-        return view
+        return view, []
     try:
         layout = (tuple(base.shape), tuple(base.stride()), base.storage_offset())
         if not all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])):
-            return view
+            return view, []
         sequence = _functionalization.get_view_meta_sequence(view.elem)
         if not sequence or any(vm.has_symbolic_inputs for vm in sequence):
-            return view
+            return view, []
+        through = []
         with _disable_current_modes():
-            meta = torch.empty(0, dtype=base.dtype, device="meta").as_strided(*layout)
-            out = _functionalization.apply_view_meta_sequence(meta, sequence)
+            out = torch.empty(0, dtype=base.dtype, device="meta").as_strided(*layout)
+            for k, vm in enumerate(sequence):
+                if k and type(vm).__name__.startswith("as_strided"):
+                    through.append(out)
+                out = _functionalization.apply_view_meta_sequence(out, [vm])
     except Exception:  # no record of how the view was made: its own metadata
-        return view
-    return out if tuple(out.shape) == tuple(view.shape) else view
+        return view, []
+    return (out, through) if tuple(out.shape) == tuple(view.shape) else (view, [])
 
 
 def bindings_of(fake_args: Sequence[Any]) -> list[Binding]:
@@ -194,7 +208,11 @@ def detached_alias(
 def _view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     if tuple(base.shape) == spec.size and tuple(base.stride()) == spec.stride and spec.offset == 0:
         return base.view(base.shape)  # the whole base, still a view of it
-    return base.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
+    at = base.storage_offset()
+    t = base
+    for s in spec.through:
+        t = t.as_strided(s.size, s.stride, at + s.offset)
+    return t.as_strided(spec.size, spec.stride, at + spec.offset)
 
 
 def replay_metadata(t: torch.Tensor, spec: ViewSpec, *, record: bool = False) -> None:
