@@ -1214,6 +1214,19 @@ def test_detached_output_is_not_the_original_returned_twice(rg: bool, compiler: 
     )
 
 
+def _view_of_a_detached_leaf_beside_the_original(x0):
+    t1 = -x0
+    t2 = t1.detach().requires_grad_()  # one graph value with t1
+    return t2[:, 1], t1  # t1 keeps its history (seed 21248: it lost it, and x0 its grad)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_original_beside_a_detached_leaf_of_it(compiler: str) -> None:
+    fn = _view_of_a_detached_leaf_beside_the_original
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], calls=2)
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], ctx=torch.no_grad)
+
+
 def _views_of_a_custom_function_intermediate(x1):
     t3 = SavedSquare.apply(x1.abs())
     return t3.view_as(t3), t3.squeeze()

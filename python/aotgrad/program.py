@@ -322,9 +322,10 @@ def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
     the graph): the runtime makes each a detached alias of its own. Of one value, the
     output another rebuilt output views stays the graph's (eager's ``t.unsqueeze(0)`` has
     ``t`` for base, not ``t.detach()``); otherwise the first that is no ``detach()``
-    result does. An intermediate base
-    of the same value is eager's ``t`` itself: the user outputs of it are all detached
-    (``t.detach(), t.chunk(2)[1]``: the chunk's base is not the detached output)."""
+    result does. Beside an intermediate base of the same value, the user outputs that are
+    ``detach()`` results are detached (``t.detach(), t.chunk(2)[1]``: the chunk's base
+    is not the detached output); the others are ``t`` itself (``t, t.detach()
+    .requires_grad_()[:, 1]``: the base is the detached one, a leaf of its own)."""
     n_user = layout.num_user_outputs
     fwd = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
     outs = fwd[:n_user]
@@ -342,8 +343,8 @@ def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
             groups.setdefault(node, []).append(j)
     merged = []
     for node, members in groups.items():
-        if node in bases:
-            merged += members
+        if node in bases:  # the base is eager's t: its detach() results are detached
+            merged += [j for j in members if j in layout.detached_outputs]
             continue
         plain = [j for j in members if j not in layout.detached_outputs] or members
         owner = next((j for j in members if j in viewed), plain[0])

@@ -133,6 +133,21 @@ def _separate_non_differentiable(
     return tuple(out) if changed else fwd
 
 
+def _distinct_differentiable(fwd: tuple[Any, ...], tangent_outputs: Sequence[int]) -> tuple:
+    """Differentiable outputs as objects of their own: the graph returns one tensor for
+    two when they have one value (``t`` and the base ``t.detach().requires_grad_()`` of a
+    returned view), and autograd would give both gradients to one output."""
+    seen: set[int] = set()
+    out = None
+    for i in tangent_outputs:
+        t = fwd[i]
+        if id(t) in seen:
+            out = list(fwd) if out is None else out
+            out[i] = t.detach()
+        seen.add(id(t))
+    return fwd if out is None else tuple(out)
+
+
 def _zeros_like(t: torch.Tensor) -> Callable[[], torch.Tensor]:
     """A zero tangent for ``t``, made only if needed (contiguous, as the graph expects)."""
     shape, dtype, device = t.shape, t.dtype, t.device
@@ -282,6 +297,7 @@ class _TrainingPlan:
     def _mark_outputs(self, ctx: Any, args: tuple[Any, ...], fwd: tuple[Any, ...]) -> Any:
         if self.fresh:
             fwd = _unview(fwd, self.fresh)
+        fwd = _distinct_differentiable(fwd, self.tangent_outputs)
         if self.nondiff:
             fwd = _separate_non_differentiable(fwd, self.nondiff, args)
             marks = [fwd[i] for i in self.nondiff if isinstance(fwd[i], torch.Tensor)]
