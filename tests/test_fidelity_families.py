@@ -543,6 +543,24 @@ def test_as_strided_of_a_view_differentiates_as_eager(fn: Any, compiler: str) ->
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
 
 
+def _detached_saved_result(x0):
+    y = x0.exp()  # exp saves y; y.detach() shares y's version counter
+    return y.sum(), y.detach()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_detached_output_of_a_saved_tensor_written_after_the_call(compiler: str) -> None:
+    """A write after the call to ``y.detach()`` is a write to what eager saved: eager's
+    backward raises (a partition that recomputed exp did not)."""
+
+    def write(outs: list[Any]) -> None:
+        outs[1].add_(1)
+
+    assert_like_eager(
+        _detached_saved_result, leaves(((3,), True)), COMPILERS[compiler], calls=2, after=write
+    )
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

@@ -141,6 +141,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Results of ``detach()`` (the graph drops the detach: one value for ``t`` and
         #: ``t.detach()``; the runtime tells them apart).
         self.detached: list[torch.Tensor] = []
+        #: Per ``detach()`` result (by id), the tensor it detached (one version counter).
+        self.detached_from: dict[int, torch.Tensor] = {}
 
     @classmethod
     def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
@@ -181,6 +183,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if func in _DETACH:
             result = func(*args, **kwargs)
             self.detached.append(result)
+            if args and isinstance(args[0], torch.Tensor):
+                self.detached_from[id(result)] = args[0]
             return result
         if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__":
             _assign_data(*args)

@@ -128,6 +128,7 @@ class _JointTrace:
         self.sharing = _version_sharing(fake_args)
         self.call: list[Any] = []
         self.inner_leaves: list[Any] = []
+        self.detached_from: dict[int, Any] = {}
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
         self.saved_inputs: dict[int, list[Any]] = {}
@@ -148,8 +149,14 @@ class _JointTrace:
         outs = self._forward(call)
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
+        # an output that is a detach() of a saved tensor shares its version counter: a
+        # write to it after the call is a write to what eager saved
+        source = self.detached_from
         self.saved_outputs = [
-            k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and id(o) in self.packed
+            k
+            for k, o in enumerate(outs)
+            if isinstance(o, torch.Tensor)
+            and (id(o) in self.packed or id(source.get(id(o))) in self.packed)
         ]
         self.saved_bases = [
             s for s, k in enumerate(plan.intermediate_bases) if id(outs[k]._base) in self.packed
@@ -180,6 +187,7 @@ class _JointTrace:
         ):
             outs = flat_call(self.fn, call, self.fake_args, calls)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
+        self.detached_from = calls.detached_from
         return outs
 
     # Saved tensors keep their version: one written after it was saved fails eager's
