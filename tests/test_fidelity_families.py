@@ -586,9 +586,22 @@ def _write_through_view_of_intermediate(x):
     return v.transpose(0, 1), t.sum()  # the view's values were read in another order
 
 
+def _view_of_an_intermediate_transposed_in_place(x):
+    t1 = -x
+    t1.transpose_(0, 1)  # its own metadata changed: views of it follow the transpose
+    return t1.expand(2, 4, 4), t1[1:3]  # eager strides (0, 1, 4), (1, 4) (seed 22080)
+
+
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize("rg", [True, False])
-@pytest.mark.parametrize("fn", [_write_through_view_of_input, _write_through_view_of_intermediate])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _write_through_view_of_input,
+        _write_through_view_of_intermediate,
+        _view_of_an_intermediate_transposed_in_place,
+    ],
+)
 def test_view_written_through_keeps_eager_layout(fn: Any, rg: bool, compiler: str) -> None:
     assert_like_eager(fn, _column_major(rg), COMPILERS[compiler], calls=2)
 

@@ -80,6 +80,10 @@ def eager_layout(view: Any, base: torch.Tensor) -> tuple[Any, list[Any]]:
         if not all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])):
             return view, []
         sequence = _functionalization.get_view_meta_sequence(view.elem)
+        if isinstance(base, FunctionalTensor):
+            # a base whose metadata the function changed in place (``t.transpose_(0, 1)``)
+            # is itself recorded as views of its storage: the view's own ops follow those
+            sequence = sequence[len(_functionalization.get_view_meta_sequence(base.elem)) :]
         if not sequence or any(vm.has_symbolic_inputs for vm in sequence):
             return view, []
         through = []
