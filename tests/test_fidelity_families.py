@@ -561,6 +561,21 @@ def test_detached_output_of_a_saved_tensor_written_after_the_call(compiler: str)
     )
 
 
+def _views_made_in_an_enable_grad_block(x0):
+    with torch.enable_grad():
+        m = x0.unbind(0)
+        d = x0.diagonal()
+    return m[2], m[3].squeeze(), d.t()  # with a grad_fn in eager under a no_grad call
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_views_made_in_an_enable_grad_block_of_a_no_grad_call(compiler: str) -> None:
+    """Seed 22830: rebuilt under the caller's no_grad, the views had no path to the
+    input: the caller's backward left the leaf's gradient None, eager's filled it."""
+    fn = _views_made_in_an_enable_grad_block
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], ctx=torch.no_grad, calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

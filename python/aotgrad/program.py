@@ -244,6 +244,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             detached_base=facts.output_detached_base.get(k, -1),
             base_leaf=k in facts.output_base_leaf,
             tracked=k in facts.output_tracked_view,
+            with_grad=not metadata.grad_mode and k in facts.output_has_grad_fn,
             grad_through_base=(
                 v == alias.OutputVerdict.ALIAS_OF_INPUT
                 and metadata.grad_mode

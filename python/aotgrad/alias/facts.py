@@ -64,6 +64,8 @@ class AliasFacts:
     #: Of those made under ``no_grad``, the ones with a ``grad_fn`` all the same (a view
     #: taken with grad on of a view made under ``no_grad``: the meta is inherited).
     output_tracked_view: set[int] = field(default_factory=set)
+    #: Outputs with a ``grad_fn`` (autograd history) as the function returned them.
+    output_has_grad_fn: set[int] = field(default_factory=set)
     #: Outputs made inside a ``torch.inference_mode()`` block: inference tensors in eager.
     output_inference: set[int] = field(default_factory=set)
     #: Per output that is an earlier output object (``return t, t``), that output.
@@ -284,6 +286,9 @@ def _output_object_facts(
             k = output_index.get(id(base), -1)
             if k >= 0 and k != j:  # a view of another output (``t = x.detach(); t.t()``)
                 facts.output_detached_base[j] = k
+    grad_fn = grad_fn_of(o)
+    if grad_fn is not None and grad_fn is not STALE_VIEW:
+        facts.output_has_grad_fn.add(j)
     if j in facts.output_view and o._is_view():
         meta = torch._C._autograd._get_creation_meta(o)
         if meta != torch._C._autograd.CreationMeta.DEFAULT:

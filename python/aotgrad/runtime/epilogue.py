@@ -5,6 +5,7 @@ eager's, and outputs that alias inputs or intermediates rebuilt as real views
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -271,7 +272,8 @@ class Epilogue:
             leaf = a.index in self.layout.new_leaves
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
         requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
-        out = regenerate(base, spec(a.view), requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
+        with torch.enable_grad() if a.with_grad else contextlib.nullcontext():
+            out = regenerate(base, spec(a.view), requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
         if a.tracked and out.requires_grad:
             # eager's is a view (with grad on) of a view made under no_grad: its grad_fn
             # ends at that view, which autograd takes for a leaf, not at the base
