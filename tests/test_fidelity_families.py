@@ -576,6 +576,22 @@ def test_views_made_in_an_enable_grad_block_of_a_no_grad_call(compiler: str) -> 
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], ctx=torch.no_grad, calls=2)
 
 
+def _view_of_a_transpose(x0):
+    return x0.t().view(-1)  # eager: RuntimeError (torch's reference raised ValueError)
+
+
+def _leaf_made_inside_beside_a_number(x0):
+    t = x0.detach().requires_grad_()
+    return t * 2, 3, None  # non-tensor outputs beside an output computed from the leaf
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_view_of_a_transpose, _leaf_made_inside_beside_a_number])
+def test_errors_and_non_tensor_outputs_as_eager(fn: Any, compiler: str) -> None:
+    """Soak seeds 20062 (the error's type) and 22475 (an AttributeError on the number)."""
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], calls=2)
+
+
 # ------------------------- views laid out as eager's after a write through them
 
 

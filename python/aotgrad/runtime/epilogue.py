@@ -58,8 +58,19 @@ class Epilogue:
                 and any(a.index in leaf.views for leaf in layout.inner_leaves)
             ),
         }
+        # views of an intermediate base that is a leaf made inside (a base of its own
+        # among the graph's outputs: not a user output, not an input)
+        slots = (
+            OutputVerdict.ALIAS_OF_INTERMEDIATE,
+            OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+        )
         self.leaf_bases = sorted(
-            {self.n_user + a.source for a in layout.output_aliases if a.base_leaf} - inner
+            {
+                self.n_user + a.source
+                for a in layout.output_aliases
+                if a.base_leaf and a.verdict in slots
+            }
+            - inner
         )
         self.rebuilt |= {*layout.stale_views, *layout.custom_views}
         specs = [a.view for a in layout.output_aliases if a.view is not None]

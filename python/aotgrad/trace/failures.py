@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..errors import TraceError, UnsupportedError
+from ..errors import EagerRefusal, TraceError, UnsupportedError
 
 _TORCH_DIRS = (torch.__file__.rsplit("/", 1)[0], __file__.rsplit("/", 2)[0])
 
@@ -67,4 +67,10 @@ def trace_errors(fn: Callable[..., Any]):
                 f"cannot trace {name}: data-dependent operation at "
                 f"{_user_frame(e.__traceback__)}: {msg.splitlines()[0]}"
             ) from e
+        raise
+    except ValueError as e:
+        # torch's reference view raises ValueError where eager's kernel raises
+        # RuntimeError ("view size is not compatible with input tensor's size and stride")
+        if str(e).startswith("Cannot view a tensor"):
+            raise EagerRefusal(str(e)) from e
         raise

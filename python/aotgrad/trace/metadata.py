@@ -130,7 +130,11 @@ def _inner_leaf_facts(
                 fake.device,
                 [k for k, o in enumerate(outs) if o is leaf],
                 [s for s, b in enumerate(bases) if b is leaf],
-                [k for k, o in enumerate(outs) if o._is_view() and o._base is leaf],
+                [
+                    k
+                    for k, o in enumerate(outs)
+                    if isinstance(o, torch.Tensor) and o._is_view() and o._base is leaf
+                ],
             )
         )
     return out
