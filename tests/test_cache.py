@@ -372,8 +372,10 @@ def test_fake_values_are_rebuilt_as_recorded_without_running_ops():
     propagated = _read_back(program)
     with mock.patch.object(mode, "dispatch", wraps=mode.dispatch) as propagation:
         cache.restore_fake_values(propagated, fake_args, mode)
-    # Only the inputs (detached) and views of them go through the mode.
-    assert dispatched.call_count < propagation.call_count / 4
+    # Only the inputs (detached) and views of them go through the mode: no op computes.
+    ran = {str(c.args[0]) for c in dispatched.call_args_list}
+    assert ran <= {"aten.as_strided.default", "aten.detach.default", "prim.device.default"}, ran
+    assert dispatched.call_count < propagation.call_count
 
     def meta(v):
         if isinstance(v, torch.Tensor):

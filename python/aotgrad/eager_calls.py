@@ -39,7 +39,8 @@ from torch.utils._pytree import tree_flatten
 
 from .dtype_checks import dtype_error
 from .errors import EagerRefusal
-from .inplace_checks import inplace_error
+from .inplace_checks import inplace_error, written_tensor
+from .restrides import Restrides, value_offset, within
 
 __all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
 
@@ -86,6 +87,22 @@ _DETACH_ = torch.Tensor.detach_
 _DETACH = (torch.Tensor.detach, torch.detach)
 _SETITEM = torch.Tensor.__setitem__
 _MASKED_FILL_ = torch.Tensor.masked_fill_
+_AS_STRIDED = (torch.Tensor.as_strided, torch.as_strided)
+_AS_STRIDED_ = (torch.Tensor.as_strided_, torch.as_strided_)
+#: In-place by name, writing metadata only.
+_METADATA_WRITES = frozenset(
+    {"as_strided_", "t_", "transpose_", "squeeze_", "unsqueeze_", "swapdims_", "swapaxes_"}
+)
+
+
+def _from_base(t: Any) -> bool:
+    """Whether ``as_strided`` of the view ``t`` may be taken from ``t._base`` instead
+    (``EagerCalls._as_strided_from_base``)."""
+    return (
+        isinstance(t, torch.Tensor)
+        and t._base is not None
+        and (t.requires_grad == t._base.requires_grad or not t.requires_grad)
+    )
 
 
 def _zero_dim_mask(args: Any) -> bool:
@@ -143,16 +160,23 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.detached: list[torch.Tensor] = []
         #: Per ``detach()`` result (by id), the tensor it detached (one version counter).
         self.detached_from: dict[int, torch.Tensor] = {}
+        #: Per leaf input's stand-in (by id), its autograd node when the function starts.
+        self.leaf_grad_fns: dict[int, Any] = {}
+        #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
+        self.restrides = Restrides(())
 
     @classmethod
     def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
         """``args`` stand in for ``originals``: the ones for leaves that require grad."""
         pairs = [(a, o) for a, o in zip(args, originals) if isinstance(o, torch.Tensor)]
-        return cls(
+        calls = cls(
             frozenset(id(a) for a, o in pairs if o.is_leaf and o.requires_grad),
             frozenset(id(a) for a, o in pairs if o._is_view()),
             frozenset(id(a) for a, _ in pairs),
         )
+        calls.restrides = Restrides([a for a, _ in pairs])
+        calls.leaf_grad_fns = {id(a): a.grad_fn for a, o in pairs if id(a) in calls.leaves}
+        return calls
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -168,12 +192,18 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 return args[0]
             if id(args[0]) in self.views:
                 raise EagerRefusal(_DETACH_VIEW)
+            self._leaf_written_before(args[0])
         # under inference mode autograd checks nothing (no leaf refusals)
         refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
         if refusal is None:
             refusal = dtype_error(func, args, kwargs)
         if refusal is not None:
             raise refusal
+        written = written_tensor(func, args, kwargs)
+        if written is not None and getattr(func, "__name__", "") not in _METADATA_WRITES:
+            self.restrides.check_write(written)
+        if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
+            return self._as_strided(func, args, kwargs)
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
         if func is _SETITEM and _zero_dim_mask(args):
@@ -199,6 +229,43 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return func(*args, **kwargs)
         return _call_with_out(func, args, kwargs, out)
 
+    def _as_strided(self, func: Any, args: Any, kwargs: dict) -> Any:
+        """``as_strided`` / ``as_strided_`` with the storage offset in the functional
+        value's coordinates (``aotgrad.restrides``). ``v.as_strided(...)`` of a view,
+        on elements of ``v`` only (beyond them, eager's gradient stops at ``v``'s), is
+        taken from ``v._base`` (functionalization bans a write through a view chain with
+        an ``as_strided`` after its first step), as eager's view of ``v`` would be: not
+        requiring grad where ``v`` does not (a view made under no_grad), with ``v``'s
+        creation meta (a view of one of several outputs, of a no_grad view, raises on an
+        in-place write as ``v`` does)."""
+        t = args[0]
+        named = dict(zip(("size", "stride", "storage_offset"), args[1:]), **kwargs)
+        size, stride = named["size"], named["stride"]
+        inplace = func in _AS_STRIDED_
+        offset = self.restrides.restride(
+            "as_strided_" if inplace else "as_strided",
+            t,
+            size,
+            stride,
+            named.get("storage_offset"),
+        )
+        if inplace or not _from_base(t) or not within(t, size, stride, offset):
+            return func(t, size, stride, offset)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and t.requires_grad):
+            view = func(t._base, size, stride, offset)
+        torch._C._autograd._set_creation_meta(view, torch._C._autograd._get_creation_meta(t))
+        return view
+
+    def _leaf_written_before(self, t: Any) -> None:
+        """Before ``t`` leaves autograd (``detach_()``, ``requires_grad_(False)``): a leaf
+        input's stand-in whose autograd node changed was written where autograd saw it (a
+        custom Function's ``mark_dirty``), which eager refused then; after this call the
+        trace's facts no longer show it."""
+        if id(t) in self.leaves and t.grad_fn is not self.leaf_grad_fns.get(id(t), t.grad_fn):
+            raise EagerRefusal(
+                "a leaf Variable that requires grad has been used in an in-place operation."
+            )
+
     def _requires_grad(self, func: Any, args: Any, kwargs: dict) -> Any:
         """``t.requires_grad_(flag)``: on a leaf input's stand-in, ``requires_grad_(False)``
         is ``detach_()`` (recorded); on a tensor made inside, a new leaf (recorded)."""
@@ -206,6 +273,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if id(t) in self.leaves:
             flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
             if not flag and t.requires_grad:
+                self._leaf_written_before(t)
                 self.flag_off.add(id(t))
                 return t.detach_()
             return func(*args, **kwargs)
@@ -240,17 +308,52 @@ def _call_with_out(func: Any, args: Any, kwargs: dict, out: torch.Tensor) -> Any
     if result.shape == out.shape:
         out.copy_(result)
         return out
-    offset = out.storage_offset()
+    offset = value_offset(out)
     if (offset + result.numel()) * out.element_size() > out.untyped_storage().nbytes():
         return func(*args, **kwargs)  # eager grows the storage: not replayed
     strides = _contiguous_strides(result.shape)
-    # eager's resize of an out= view is no write (only the copy is): the view's new
-    # metadata, then the write through a view of the same bytes taken from the base
-    # (writing through the restrided view itself would scatter into its old view,
-    # which torch supports only for contiguous views under autograd)
+    # eager's resize of an out= view is no write (only the copy is): the write goes
+    # through a view of the same bytes, then the view gets its new metadata
+    target = _same_bytes(out, offset, result.shape)
+    if target is None and out._base is not None:
+        target = _same_bytes(out._base, offset, result.shape)
+    if target is None:
+        # the view's new metadata, then the write through a view of the same bytes
+        # taken from the base (writing through the restrided view itself would scatter
+        # into its old view, which torch supports only for contiguous views under autograd)
+        with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
+            out.as_strided_(result.shape, strides, offset)
+        target = out if out._base is None else out._base.as_strided(result.shape, strides, offset)
+        target.copy_(result)
+        return out
+    target.copy_(result)
     with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
         out.as_strided_(result.shape, strides, offset)
-    (out if out._base is None else out._base.as_strided(result.shape, strides, offset)).copy_(
-        result
-    )
     return out
+
+
+def _same_bytes(t: torch.Tensor, offset: int, shape: torch.Size) -> torch.Tensor | None:
+    """The ``numel(shape)`` elements of ``t``'s storage from ``offset`` on, as a view of
+    ``t`` of that shape made without ``as_strided`` (functionalization bans a write
+    through a view chain with an ``as_strided`` after its first step): ``t``'s dims by
+    falling stride, the leading ones at index 0, the contiguous rest flattened and
+    sliced. None where those elements are not all ``t``'s own."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n == 0 or t.numel() == 0:
+        return None
+    for d in reversed(range(t.dim())):
+        if t.shape[d] == 1:
+            t = t.select(d, 0)
+    if any(s == 0 for s in t.stride()):
+        return None
+    t = t.permute(sorted(range(t.dim()), key=lambda d: -t.stride(d)))
+    run, k = 1, t.dim()
+    while k > 0 and t.stride(k - 1) == run:
+        run *= t.shape[k - 1]
+        k -= 1
+    start = offset - value_offset(t)
+    if start < 0 or start + n > run:
+        return None
+    return t[(0,) * k].reshape(-1)[start : start + n].view(shape)

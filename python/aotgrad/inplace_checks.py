@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import EagerRefusal
 
-__all__ = ["inplace_error"]
+__all__ = ["inplace_error", "written_tensor"]
 
 #: In-place by name, but no write autograd or TensorIterator checks.
 _NOT_WRITES = frozenset({"requires_grad_", "detach_", "share_memory_", "retain_grad_"})
@@ -87,6 +87,17 @@ def _overlap_error(
                 return EagerRefusal(str(e))
         except Exception:  # the op itself refuses the stand-ins: no overlap verdict
             pass
+    return None
+
+
+def written_tensor(func: Any, args: Any, kwargs: dict) -> torch.Tensor | None:
+    """The tensor ``func(*args, **kwargs)`` writes in place (its ``out=`` or its first
+    argument), if it is an in-place or ``out=`` call."""
+    out = kwargs.get("out") if kwargs else None
+    if isinstance(out, torch.Tensor):
+        return out
+    if args and isinstance(args[0], torch.Tensor) and _is_inplace(func):
+        return args[0]
     return None
 
 

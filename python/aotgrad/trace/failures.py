@@ -62,6 +62,14 @@ def trace_errors(fn: Callable[..., Any]):
         ) from e
     except RuntimeError as e:
         msg = str(e)
+        if "as_strided() is non-compositional" in msg:
+            # functionalization replays a write into its view chain step by step, and an
+            # as_strided step after the first cannot be inverted
+            raise UnsupportedError(
+                f"cannot trace {name}: a write through a view made by as_strided of a view "
+                "(of a tensor whose metadata the function changed in place, or of a detached "
+                f"alias) at {_user_frame(e.__traceback__)}: not supported"
+            ) from e
         if "data-dependent" in msg or "Cannot access data pointer" in msg or "item()" in msg:
             raise TraceError(
                 f"cannot trace {name}: data-dependent operation at "

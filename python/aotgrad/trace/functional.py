@@ -22,6 +22,25 @@ def to_functional(x: Any) -> Any:
     return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
 
 
+def to_functional_detached(x: Any, detached: Any) -> Any:
+    """``x`` wrapped as ``to_functional`` wraps it, with autograd's view of ``x`` (requires
+    grad, leaf or not), around ``detached`` (``x.detach()``, made outside the tracing
+    modes): functionalization's own calls below autograd then see an input that requires
+    no grad, as the compiled graph's do (``as_strided_scatter`` asserts on a
+    non-contiguous one that does)."""
+    if not isinstance(x, torch.Tensor) or detached is x:
+        return to_functional(x)
+    inner = torch._to_functional_tensor(detached)
+    mode = torch._subclasses.functional_tensor._detect_infra_mode(
+        torch._C._TorchDispatchModeKey.FUNCTIONAL
+    )
+    with mode:
+        torch._mirror_autograd_meta_to(x, inner)  # type: ignore[attr-defined]
+        out = FunctionalTensor(inner, mode)
+        torch._mirror_autograd_meta_to(inner, out)  # type: ignore[attr-defined]
+    return out
+
+
 def from_functional(x: Any) -> Any:
     if isinstance(x, FunctionalTensor):
         torch._sync(x)

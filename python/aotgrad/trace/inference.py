@@ -11,6 +11,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .cleanup import clean, flatten_codegen, mark_roles
+from .decompositions import with_trace_decompositions
 from .failures import trace_errors
 from .functional import (
     EffectChain,
@@ -53,7 +54,9 @@ def trace_inference(
 
     # Under the caller's grad mode, as the function would run (torch.is_grad_enabled()).
     with tracing_modes(fake_mode), trace_errors(fn), torch.set_grad_enabled(metadata.grad_mode):
-        gm = make_fx(forward, decomposition_table=decompositions or {})(list(fake_args))
+        gm = make_fx(forward, decomposition_table=with_trace_decompositions(decompositions))(
+            list(fake_args)
+        )
     flatten_codegen(gm)
     clean(gm)
     mark_roles(gm, len(fake_args))

@@ -16,6 +16,7 @@ from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
 from .cleanup import clean, flatten_codegen, mark_roles
+from .decompositions import with_trace_decompositions
 from .failures import trace_errors
 from .functional import (
     EffectChain,
@@ -317,7 +318,7 @@ def trace_joint(
             _tangent_like(metadata.fake_fwd_outputs[i]) for i in metadata.tangent_outputs
         ]
     with tracing_modes(fake_mode), trace_errors(fn):
-        gm = make_fx(joint, decomposition_table=decompositions or {})(
+        gm = make_fx(joint, decomposition_table=with_trace_decompositions(decompositions))(
             list(fake_args), fake_tangents
         )
     state.refuse_backward_mutations()

@@ -15,7 +15,13 @@ from .. import alias
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
 from .failures import trace_errors
-from .functional import EffectChain, flat_call, from_functional, to_functional, tracing_modes
+from .functional import (
+    EffectChain,
+    flat_call,
+    from_functional,
+    to_functional_detached,
+    tracing_modes,
+)
 from .graphs import InnerLeaf, OutputInfo, TraceMetadata
 
 
@@ -197,6 +203,21 @@ def _relaid_inputs(plan: Any, wrapped: Sequence[Any], fake_args: Sequence[Any]) 
     ]
 
 
+def _classify(facts: Any, fake_args: Sequence[Any], resized: dict[int, int], calls: Any) -> Any:
+    """The alias plan of the run's facts; then a refusal the run kept (eager's own
+    refusals, which classifying raises, come first)."""
+    _finish_facts(facts, fake_args, resized)
+    plan = alias.classify(facts)
+    if calls.restrides.refusal is not None:
+        raise calls.restrides.refusal
+    return plan
+
+
+def _detached(fake_args: Sequence[Any]) -> list[Any]:
+    """The inputs that require grad, detached (``functional.to_functional_detached``)."""
+    return [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in fake_args]
+
+
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -214,12 +235,13 @@ def collect_metadata(
     suppress_pending = (
         shape_env.ignore_fresh_unbacked_symbols() if shape_env else contextlib.nullcontext()
     )
+    detached = _detached(fake_args)
     with tracing_modes(fake_mode), suppress_pending, trace_errors(fn):
-        wrapped = [to_functional(a) for a in fake_args]
+        wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
         chain = EffectChain()
         calls = EagerCalls.for_inputs(wrapped, fake_args)
-        with _StorageResizes(wrapped) as resizes:
+        with _StorageResizes(wrapped) as resizes, calls.restrides.refusing():
             outs = flat_call(fn, wrapped, calls=calls)
         chain.finish()
         inner = _inner_leaves(outs, calls.new_leaves)
@@ -233,8 +255,7 @@ def collect_metadata(
             grad_mode=grad_mode,
             keep_in_graph=keep_input_mutations,
         )
-        _finish_facts(facts, fake_args, resizes.last)
-        plan = alias.classify(facts)
+        plan = _classify(facts, fake_args, resizes.last, calls)
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
         # in the caller's layout (see layout_anchors): the input's own fake has it

@@ -1,0 +1,196 @@
+"""``as_strided`` on an input's storage, done as eager does it or refused.
+
+``as_strided`` places absolute geometry on a storage. Traced, an input's storage is the
+input's functional value (one per input): its own elements, in the caller's coordinates
+only until the function first writes it (a written value is a fresh tensor, offset 0).
+So, while tracing, each ``as_strided`` / ``as_strided_`` on a tensor on an input's
+storage gets its storage offset in the value's coordinates (an explicit offset is the
+caller's: shifted by where the input now starts; none: the tensor's own), and three
+cases that would differ from eager without a word are refused (``UnsupportedError``):
+
+- after a write, a restride when the written value's strides are not the input's (the
+  caller's coordinates cannot be mapped), or one that reaches elements outside the
+  input (the value holds only the input's own);
+- once something on an input's storage was restrided, a write that touches elements the
+  input does not cover (``b[:, :4].as_strided_((4, 4), (1, 4))`` reaches into
+  ``b[:, 4:]``): eager writes the caller's bytes there, the graph returns only the
+  input's own;
+- once a view was restrided in place to elements it did not cover, a write on that
+  storage outside the view's old elements (functionalization replays a write through
+  it into the view's old geometry and drops the rest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
+
+from .errors import UnsupportedError
+
+__all__ = ["Restrides", "value_offset", "within"]
+
+#: Above this many elements the element checks are skipped (they enumerate offsets).
+_LIMIT = 1 << 20
+
+Layout = tuple[tuple[int, ...], tuple[int, ...], int]
+
+
+def _static(size: Any, stride: Any, offset: Any) -> Layout | None:
+    items = (*size, *stride, offset)
+    if not all(isinstance(v, int) for v in items):
+        return None
+    n = 1
+    for s in size:
+        n *= s
+    return (tuple(size), tuple(stride), offset) if n <= _LIMIT else None
+
+
+def _elements(layout: Layout, shift: int = 0) -> frozenset[int]:
+    size, stride, offset = layout
+    if 0 in size:
+        return frozenset()
+    n = offset + 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    with _disable_current_modes():
+        flat = torch.arange(n).as_strided(size, stride, offset).reshape(-1)
+        return frozenset(v - shift for v in flat.tolist())
+
+
+def _functional(t: torch.Tensor) -> Any:
+    elem = getattr(t, "elem", None)
+    return elem if elem is not None and torch._is_functional_tensor(elem) else None
+
+
+def _value(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s functional value, brought up to date (``t`` itself outside functionalization)."""
+    elem = _functional(t)
+    if elem is None:
+        return t
+    torch._sync(t)
+    return torch._from_functional_tensor(elem)
+
+
+def value_offset(t: torch.Tensor) -> Any:
+    """``t``'s storage offset where ``as_strided`` reads it: in its functional value."""
+    return _value(t).storage_offset()
+
+
+def within(t: torch.Tensor, size: Any, stride: Any, offset: Any) -> bool:
+    """Whether ``as_strided(size, stride, offset)`` (``offset`` in ``t``'s value's
+    coordinates) touches only elements of ``t``."""
+    mine = _static(t.shape, t.stride(), value_offset(t))
+    new = _static(size, stride, offset)
+    return mine is not None and new is not None and _elements(new) <= _elements(mine)
+
+
+def _writes(t: torch.Tensor) -> int:
+    elem = _functional(t)
+    return 0 if elem is None else int(torch._functionalize_mutation_counter(elem))
+
+
+@dataclass
+class _InputStorage:
+    stand_in: torch.Tensor
+    layout: Layout | None
+    writes0: int
+    restrided: bool = False
+    #: The old elements of views restrided in place to other elements.
+    narrowed: list[frozenset[int]] = field(default_factory=list)
+
+    def shift(self) -> int | None:
+        """Where the input's first element now lies in its value, less where it lay in
+        the caller's storage; None where the caller's coordinates are lost."""
+        if _writes(self.stand_in) == self.writes0 or self.layout is None:
+            return 0
+        value = _value(self.stand_in)
+        if tuple(value.shape) != self.layout[0] or tuple(value.stride()) != self.layout[1]:
+            return None
+        return value.storage_offset() - self.layout[2]
+
+
+class Restrides:
+    """Per functional storage of an input: what ``restride`` and ``check_write`` need.
+    A refusal is kept (``refusal``), not raised: the trace raises it once the run is over
+    and eager's own refusals (a written view of a leaf) have had their turn."""
+
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        self.storages: dict[StorageWeakRef, _InputStorage] = {}
+        self.refusal: UnsupportedError | None = None
+        for t in inputs:
+            if isinstance(t, torch.Tensor):
+                key = StorageWeakRef(t.untyped_storage())
+                if key not in self.storages:
+                    layout = _static(t.shape, t.stride(), t.storage_offset())
+                    self.storages[key] = _InputStorage(t, layout, _writes(t))
+
+    def restride(self, name: str, t: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
+        """The storage offset for ``t.<name>(size, stride, offset)`` in ``t``'s value's
+        coordinates (``offset`` is the caller's, or None); refuses what eager would not
+        match."""
+        info = self.storages.get(StorageWeakRef(t.untyped_storage()))
+        if info is None:
+            return value_offset(t) if offset is None else offset
+        shift = info.shift()
+        if shift is None:
+            self._refuse(
+                f"{name} on a tensor on an input's storage after the function wrote that input "
+                "and its value no longer has the input's layout"
+            )
+            return value_offset(t) if offset is None else offset
+        own = value_offset(t)
+        at = offset + shift if offset is not None else own
+        new = _static(size, stride, at - shift) if isinstance(at, int) else None
+        outside = new is None or (
+            info.layout is not None and not _elements(new) <= _elements(info.layout)
+        )
+        if outside and _writes(info.stand_in) != info.writes0:
+            self._refuse(f"{name} after the function wrote the input reaches elements outside it")
+        info.restrided = True
+        if name == "as_strided_" and t._base is not None and new is not None:
+            old = _static(t.shape, t.stride(), own - shift)
+            if old is not None:
+                before = _elements(old)
+                if not _elements(new) <= before:
+                    info.narrowed.append(before)
+        return at
+
+    def check_write(self, written: torch.Tensor) -> None:
+        """Refuse a write through ``written`` whose bytes the compiled graph would lose."""
+        info = self.storages.get(StorageWeakRef(written.untyped_storage()))
+        if info is None or not info.restrided or info.layout is None:
+            return
+        shift = info.shift()
+        mine = _static(written.shape, written.stride(), value_offset(written))
+        if shift is None or mine is None:
+            return
+        elements = _elements(mine, shift)
+        if not elements <= _elements(info.layout) or any(
+            not elements <= old for old in info.narrowed
+        ):
+            self._refuse(
+                f"a write through a tensor of shape {tuple(written.shape)}, strides "
+                f"{tuple(written.stride())} on an input's storage restrided by as_strided "
+                "reaches elements the compiled graph does not hold"
+            )
+
+    def _refuse(self, what: str) -> None:
+        if self.refusal is None:
+            self.refusal = UnsupportedError(
+                f"{what}; not supported (eager writes/reads the caller's storage)"
+            )
+
+    @contextlib.contextmanager
+    def refusing(self) -> Iterator[None]:
+        """A failure after a kept refusal is that refusal (the run went on without the
+        caller's coordinates)."""
+        try:
+            yield
+        except Exception as e:
+            if self.refusal is not None and not isinstance(e, UnsupportedError):
+                raise self.refusal from e
+            raise

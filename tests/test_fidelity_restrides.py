@@ -1,0 +1,270 @@
+"""``as_strided`` and ``out=`` resizes on inputs' storages, compared with eager
+(``eager_oracle.assert_like_eager``): what functionalization alone gets wrong or refuses
+(an ``as_strided`` after the first step of a written view chain, ``as_strided_scatter``
+into a non-contiguous base that requires grad, a storage offset read after the input was
+written), and the writes aotgrad refuses because a compiled graph would lose them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.errors import UnsupportedError
+from eager_oracle import COMPILERS, DirtyMul, assert_like_eager
+
+
+@pytest.fixture(autouse=True)
+def _quiet_resize_warning():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="An output with one or more elements")
+        yield
+
+
+def _r(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64)
+
+
+def _columns(rg: bool) -> Any:
+    """Two disjoint column views of one clone of a leaf: ``b[:, :4]``, ``b[:, 4:]``."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = _r(4, 8).requires_grad_(rg)
+        b = leaf.clone()
+        return [b[:, :4], b[:, 4:]], [leaf] if rg else []
+
+    return make
+
+
+def _rows_at_offset(rg: bool) -> Any:
+    """One input at storage offset 8: ``b[2:6]`` of an (8, 4) clone."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = _r(8, 4).requires_grad_(rg)
+        return [leaf.clone()[2:6]], [leaf] if rg else []
+
+    return make
+
+
+def _transposed(rg: bool) -> Any:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = _r(4, 4).requires_grad_(rg)
+        x = torch.empty_strided((4, 4), (1, 4), dtype=torch.float64)
+        with torch.no_grad():
+            x.copy_(leaf)
+        return [x, _r(4, 4)], []
+
+    return make
+
+
+# ------------------------------------------------- out= resizes written through a view
+
+
+def _out_resized_past_its_view(x1, x0):
+    # x1 becomes contiguous; x1[:, 1:3] resized to [4, 1] covers elements 1..4 of the
+    # storage, two of them outside the view: eager writes them all
+    t2 = x0.logsumexp(-1, keepdim=True)
+    x1.transpose_(0, 1)
+    with torch.no_grad():
+        torch.sin(t2, out=x1[:, 1:3])
+    return (x1,)
+
+
+def _out_scalar_into_a_row(x1, x0):
+    x1.transpose_(0, 1)
+    with torch.no_grad():
+        torch.mul(x0.sum(), 2, out=x1[1])
+    return x1 + 0
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_out_resized_past_its_view, _out_scalar_into_a_row])
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
+def test_out_resize_after_a_metadata_change(fn: Any, ctx: Any, compiler: str) -> None:
+    assert_like_eager(fn, _transposed(False), COMPILERS[compiler], calls=2, ctx=ctx)
+
+
+# ----------------------------------------------------------- as_strided of a view
+
+
+def _as_strided_of_a_view_written(x):
+    t = (x * 2)[1:]
+    v = t.as_strided((2, 2), (4, 1))
+    v.mul_(2)
+    return t, v
+
+
+def _as_strided_of_a_split_output(x):
+    a, _ = x.split(2)
+    v = a.as_strided((2, 2), (1, 2))
+    with torch.no_grad():
+        v.t().mul_(3)
+    return x + 0
+
+
+def _as_strided_of_an_input_view_written(x):
+    v = x[1:3].as_strided((2, 2), (1, 2))
+    with torch.no_grad():
+        v.add_(1)
+    return x * 1, v
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _as_strided_of_a_view_written,
+        _as_strided_of_a_split_output,
+        _as_strided_of_an_input_view_written,
+    ],
+)
+@pytest.mark.parametrize("rg", [True, False])
+def test_as_strided_of_a_view_is_taken_from_its_base(fn: Any, rg: bool, compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = _r(4, 4).requires_grad_(rg)
+        return [leaf.clone()], [leaf] if rg else []
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _write_split_output_through_as_strided(x):
+    a, _ = x.split(2)
+    a.as_strided((2, 2), (1, 2)).mul_(2)  # eager: a view of one of several outputs
+    return x
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_as_strided_of_a_split_output_raises_as_eager(compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = _r(4, 4).requires_grad_(True)
+        return [leaf.clone()], [leaf]
+
+    assert_like_eager(_write_split_output_through_as_strided, make, COMPILERS[compiler])
+
+
+# --------------------------------- as_strided_scatter into a non-contiguous input
+
+
+def _restrided_column_view_written(x3, x4):
+    x3.as_strided_((4, 4), (8, 1))  # the same elements, other geometry
+    t = x3.detach()
+    with torch.no_grad():
+        t[1:3].zero_()
+    return x3 * 1, x4 + 0
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [True, False])
+def test_restrided_non_contiguous_input_written(rg: bool, compiler: str) -> None:
+    assert_like_eager(_restrided_column_view_written, _columns(rg), COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------ storage offsets after the input was written
+
+
+def _explicit_offset_after_a_write(x):
+    x.mul_(2)
+    return x.as_strided((2, 2), (1, 2), 9) * 1
+
+
+def _own_offset_after_a_write(x):
+    x.mul_(2)
+    return x[1].as_strided((2, 2), (1, 2)) * 1, x.as_strided((2, 2), (1, 2)) * 1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_explicit_offset_after_a_write, _own_offset_after_a_write])
+def test_as_strided_after_a_write_reads_the_callers_elements(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _rows_at_offset(False), COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------------------------ refused, nothing written
+
+
+def _write_reaching_past_the_input(x3):
+    x3.as_strided_((4, 4), (1, 4))  # elements 0..15 of an (4, 8) storage
+    t = x3.detach()
+    with torch.no_grad():
+        t[1:3].zero_()  # elements 5, 6, 13, 14 belong to b[:, 4:]
+    return x3 * 1
+
+
+def _restrided_member_written_past_its_view(x3, x4):
+    x3.as_strided_((4, 4), (1, 4))
+    t = x3.detach()
+    with torch.no_grad():
+        t[1:3].zero_()
+    return x3 * 1, x4 + 0
+
+
+def _read_past_a_written_input(x):
+    x.mul_(2)
+    return x.as_strided((2, 2), (1, 2), 26) * 1
+
+
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_write_reaching_past_the_input, lambda: [_r(4, 8)[:, :4]]),
+        (
+            _restrided_member_written_past_its_view,
+            lambda: (lambda b: [b[:, :4], b[:, 4:]])(_r(4, 8)),
+        ),
+        (_read_past_a_written_input, lambda: [_r(8, 4)[2:6]]),
+    ],
+    ids=["write_past_the_input", "member_written_past_its_view", "read_past_a_written_input"],
+)
+def test_lost_bytes_are_refused_and_nothing_is_written(fn: Any, make: Any) -> None:
+    args = make()
+    storage = args[0]._base.clone()
+    with pytest.raises(UnsupportedError, match="not supported"):
+        aotgrad.aot_function(fn, aotgrad.nop)(*args)
+    assert torch.equal(args[0]._base, storage)
+    fn(*make())  # eager runs it
+
+
+def _chain_after_metadata_change(x):
+    x.squeeze_(0)
+    v = x.as_strided((2, 2), (1, 2))
+    v.mul_(2)
+    return x
+
+
+def test_torch_ban_on_as_strided_chains_is_a_worded_refusal() -> None:
+    x = _r(4, 4)
+    with pytest.raises(UnsupportedError, match="as_strided of a view"):
+        aotgrad.aot_function(_chain_after_metadata_change, aotgrad.nop)(x.clone())
+    _chain_after_metadata_change(x.clone())  # eager runs it
+
+
+# ------------------------------- a leaf input written by mark_dirty, then detached
+
+
+def _dirty_leaf_then_detach_(x0):
+    t1 = DirtyMul.apply(x0)  # eager raises here: x0 is a leaf that requires grad
+    t1.detach_()
+    return t1.detach()
+
+
+def _dirty_leaf_then_flag_off(x0):
+    DirtyMul.apply(x0)
+    x0.requires_grad_(False)
+    return x0 * 1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_dirty_leaf_then_detach_, _dirty_leaf_then_flag_off])
+def test_leaf_written_by_mark_dirty_raises_as_eager_after_it_left_autograd(
+    fn: Any, compiler: str
+) -> None:
+    # (a custom Function, not as_strided: the same trace-time checks, kept beside them)
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = _r(3).requires_grad_(True)
+        return [x], [x]
+
+    assert_like_eager(fn, make, COMPILERS[compiler])
