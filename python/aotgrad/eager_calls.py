@@ -95,13 +95,59 @@ _METADATA_WRITES = frozenset(
 )
 
 
+#: Autograd nodes of view ops (the name without its trailing number).
+_VIEW_NODES = frozenset(
+    {
+        "AliasBackward",
+        "AsStridedBackward",
+        "DiagonalBackward",
+        "ExpandBackward",
+        "PermuteBackward",
+        "SelectBackward",
+        "SliceBackward",
+        "SplitBackward",
+        "SplitWithSizesBackward",
+        "SqueezeBackward",
+        "TBackward",
+        "TransposeBackward",
+        "UnbindBackward",
+        "UnfoldBackward",
+        "UnsafeViewBackward",
+        "UnsqueezeBackward",
+        "ViewBackward",
+    }
+)
+
+
+def _views_only(t: torch.Tensor) -> bool:
+    """Whether autograd's path from the view ``t`` to its base is view ops only (not a
+    custom Function that returned a view, whose backward eager runs). With grad on,
+    reading ``t.grad_fn`` raises as eager's view of ``t`` would (a view of one of several
+    outputs whose base was written)."""
+    if not (t.requires_grad and torch.is_grad_enabled()):
+        return True  # no autograd history is made
+    node, stop = t.grad_fn, t._base.grad_fn
+    while node is not None and node is not stop:
+        if type(node).__name__.rstrip("0123456789") not in _VIEW_NODES:
+            return False
+        following = [n for n, _ in node.next_functions if n is not None]
+        if len(following) != 1:
+            return False
+        node = following[0]
+        if stop is None and type(node).__name__ == "AccumulateGrad":
+            return True
+    return True
+
+
 def _from_base(t: Any) -> bool:
     """Whether ``as_strided`` of the view ``t`` may be taken from ``t._base`` instead
-    (``EagerCalls._as_strided_from_base``)."""
+    (``EagerCalls._as_strided``): requiring grad as its base does or not at all, through
+    view ops only."""
     return (
         isinstance(t, torch.Tensor)
         and t._base is not None
         and (t.requires_grad == t._base.requires_grad or not t.requires_grad)
+        and _views_only(t)
     )
 
 
@@ -160,7 +206,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.detached: list[torch.Tensor] = []
         #: Per ``detach()`` result (by id), the tensor it detached (one version counter).
         self.detached_from: dict[int, torch.Tensor] = {}
-        #: Per leaf input's stand-in (by id), its autograd node when the function starts.
+        #: Per leaf input's stand-in (by id), its autograd node when the function starts;
+        #: dropped once the stand-in left autograd (it is no leaf that requires grad then).
         self.leaf_grad_fns: dict[int, Any] = {}
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
@@ -230,8 +277,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         return _call_with_out(func, args, kwargs, out)
 
     def _as_strided(self, func: Any, args: Any, kwargs: dict) -> Any:
-        """``as_strided`` / ``as_strided_`` with the storage offset in the functional
-        value's coordinates (``aotgrad.restrides``). ``v.as_strided(...)`` of a view,
+        """``as_strided`` / ``as_strided_``, checked against the inputs' storages
+        (``aotgrad.restrides``). ``v.as_strided(...)`` of a view,
         on elements of ``v`` only (beyond them, eager's gradient stops at ``v``'s), is
         taken from ``v._base`` (functionalization bans a write through a view chain with
         an ``as_strided`` after its first step), as eager's view of ``v`` would be: not
@@ -242,17 +289,17 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         named = dict(zip(("size", "stride", "storage_offset"), args[1:]), **kwargs)
         size, stride = named["size"], named["stride"]
         inplace = func in _AS_STRIDED_
-        offset = self.restrides.restride(
-            "as_strided_" if inplace else "as_strided",
-            t,
-            size,
-            stride,
-            named.get("storage_offset"),
+        offset = named.get("storage_offset")
+        agree = self.restrides.restride(
+            "as_strided_" if inplace else "as_strided", t, size, stride, offset
         )
-        if inplace or not _from_base(t) or not within(t, size, stride, offset):
+        if inplace or not agree or not _from_base(t):
+            return func(t, size, stride, offset)
+        at = t.storage_offset() if offset is None else offset
+        if not within(t, size, stride, at):
             return func(t, size, stride, offset)
         with torch.set_grad_enabled(torch.is_grad_enabled() and t.requires_grad):
-            view = func(t._base, size, stride, offset)
+            view = func(t._base, size, stride, at)
         torch._C._autograd._set_creation_meta(view, torch._C._autograd._get_creation_meta(t))
         return view
 
@@ -261,7 +308,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         input's stand-in whose autograd node changed was written where autograd saw it (a
         custom Function's ``mark_dirty``), which eager refused then; after this call the
         trace's facts no longer show it."""
-        if id(t) in self.leaves and t.grad_fn is not self.leaf_grad_fns.get(id(t), t.grad_fn):
+        if id(t) not in self.leaf_grad_fns:
+            return
+        node = t.grad_fn
+        if node is not None and node is not self.leaf_grad_fns.pop(id(t)):
             raise EagerRefusal(
                 "a leaf Variable that requires grad has been used in an in-place operation."
             )
@@ -308,15 +358,16 @@ def _call_with_out(func: Any, args: Any, kwargs: dict, out: torch.Tensor) -> Any
     if result.shape == out.shape:
         out.copy_(result)
         return out
-    offset = value_offset(out)
+    offset = out.storage_offset()
     if (offset + result.numel()) * out.element_size() > out.untyped_storage().nbytes():
         return func(*args, **kwargs)  # eager grows the storage: not replayed
     strides = _contiguous_strides(result.shape)
     # eager's resize of an out= view is no write (only the copy is): the write goes
     # through a view of the same bytes, then the view gets its new metadata
-    target = _same_bytes(out, offset, result.shape)
+    at = value_offset(out)  # where the traced value holds out's first element
+    target = _same_bytes(out, at, result.shape)
     if target is None and out._base is not None:
-        target = _same_bytes(out._base, offset, result.shape)
+        target = _same_bytes(out._base, at, result.shape)
     if target is None:
         # the view's new metadata, then the write through a view of the same bytes
         # taken from the base (writing through the restrided view itself would scatter

@@ -88,6 +88,16 @@ def within(t: torch.Tensor, size: Any, stride: Any, offset: Any) -> bool:
     return mine is not None and new is not None and _elements(new) <= _elements(mine)
 
 
+def _restrided_in_place(t: torch.Tensor) -> bool:
+    """Whether ``t``'s view chain has a step ``as_strided_`` made (a write through it is
+    replayed into the old geometry of the view it restrided)."""
+    elem = _functional(t)
+    if elem is None:
+        return True
+    chain = torch._C._functionalization.get_view_meta_sequence(elem)
+    return any(type(m).__name__ == "as_strided__ViewMeta" for m in chain)
+
+
 def _writes(t: torch.Tensor) -> int:
     elem = _functional(t)
     return 0 if elem is None else int(torch._functionalize_mutation_counter(elem))
@@ -103,14 +113,16 @@ class _InputStorage:
     narrowed: list[frozenset[int]] = field(default_factory=list)
 
     def shift(self) -> int | None:
-        """Where the input's first element now lies in its value, less where it lay in
-        the caller's storage; None where the caller's coordinates are lost."""
-        if _writes(self.stand_in) == self.writes0 or self.layout is None:
+        """Where the input's first element now lies in its value, less where it lies in
+        the caller's storage (the stand-in's own metadata, changed in place or not, is
+        the caller's); None where the caller's coordinates are lost (a write left the
+        value laid out otherwise)."""
+        if _writes(self.stand_in) == self.writes0:
             return 0
-        value = _value(self.stand_in)
-        if tuple(value.shape) != self.layout[0] or tuple(value.stride()) != self.layout[1]:
+        t, value = self.stand_in, _value(self.stand_in)
+        if tuple(value.shape) != tuple(t.shape) or tuple(value.stride()) != tuple(t.stride()):
             return None
-        return value.storage_offset() - self.layout[2]
+        return value.storage_offset() - t.storage_offset()
 
 
 class Restrides:
@@ -128,23 +140,25 @@ class Restrides:
                     layout = _static(t.shape, t.stride(), t.storage_offset())
                     self.storages[key] = _InputStorage(t, layout, _writes(t))
 
-    def restride(self, name: str, t: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
-        """The storage offset for ``t.<name>(size, stride, offset)`` in ``t``'s value's
-        coordinates (``offset`` is the caller's, or None); refuses what eager would not
-        match."""
+    def restride(self, name: str, t: torch.Tensor, size: Any, stride: Any, offset: Any) -> bool:
+        """Before ``t.<name>(size, stride, offset)`` (``offset`` the caller's, or None):
+        whether the caller's and the traced value's coordinates agree for it (the view
+        may then be taken from ``t``'s base); keeps a refusal where eager's result cannot
+        be had."""
         info = self.storages.get(StorageWeakRef(t.untyped_storage()))
         if info is None:
-            return value_offset(t) if offset is None else offset
+            return True
         shift = info.shift()
-        if shift is None:
+        if shift is None or (shift and not (t is info.stand_in and offset is None)):
+            # a written input's value starts elsewhere than the caller's tensor: only
+            # "its own offset" on the input itself means the same in both
             self._refuse(
                 f"{name} on a tensor on an input's storage after the function wrote that input "
-                "and its value no longer has the input's layout"
+                "and its value no longer lies as the input does"
             )
-            return value_offset(t) if offset is None else offset
-        own = value_offset(t)
-        at = offset + shift if offset is not None else own
-        new = _static(size, stride, at - shift) if isinstance(at, int) else None
+            return False
+        at = t.storage_offset() if offset is None else offset
+        new = _static(size, stride, at) if isinstance(at, int) else None
         outside = new is None or (
             info.layout is not None and not _elements(new) <= _elements(info.layout)
         )
@@ -152,12 +166,12 @@ class Restrides:
             self._refuse(f"{name} after the function wrote the input reaches elements outside it")
         info.restrided = True
         if name == "as_strided_" and t._base is not None and new is not None:
-            old = _static(t.shape, t.stride(), own - shift)
+            old = _static(t.shape, t.stride(), t.storage_offset())
             if old is not None:
                 before = _elements(old)
                 if not _elements(new) <= before:
                     info.narrowed.append(before)
-        return at
+        return not shift
 
     def check_write(self, written: torch.Tensor) -> None:
         """Refuse a write through ``written`` whose bytes the compiled graph would lose."""
@@ -169,8 +183,9 @@ class Restrides:
         if shift is None or mine is None:
             return
         elements = _elements(mine, shift)
-        if not elements <= _elements(info.layout) or any(
-            not elements <= old for old in info.narrowed
+        narrowed = info.narrowed and _restrided_in_place(written)
+        if not elements <= _elements(info.layout) or (
+            narrowed and any(not elements <= old for old in info.narrowed)
         ):
             self._refuse(
                 f"a write through a tensor of shape {tuple(written.shape)}, strides "
@@ -186,11 +201,13 @@ class Restrides:
 
     @contextlib.contextmanager
     def refusing(self) -> Iterator[None]:
-        """A failure after a kept refusal is that refusal (the run went on without the
-        caller's coordinates)."""
+        """A failure of the storage's geometry after a kept refusal is that refusal (the
+        run went on without the caller's coordinates); any other error is the program's
+        own (eager raises it too, later than the refused call)."""
         try:
             yield
         except Exception as e:
-            if self.refusal is not None and not isinstance(e, UnsupportedError):
+            geometry = "storage" in str(e) or "out of bounds" in str(e)
+            if self.refusal is not None and geometry and not isinstance(e, UnsupportedError):
                 raise self.refusal from e
             raise
