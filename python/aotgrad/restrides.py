@@ -152,7 +152,7 @@ class Restrides:
         if shift is None or (shift and not (t is info.stand_in and offset is None)):
             # a written input's value starts elsewhere than the caller's tensor: only
             # "its own offset" on the input itself means the same in both
-            self._refuse(
+            self.keep_refusal(
                 f"{name} on a tensor on an input's storage after the function wrote that input "
                 "and its value no longer lies as the input does"
             )
@@ -163,7 +163,9 @@ class Restrides:
             info.layout is not None and not _elements(new) <= _elements(info.layout)
         )
         if outside and _writes(info.stand_in) != info.writes0:
-            self._refuse(f"{name} after the function wrote the input reaches elements outside it")
+            self.keep_refusal(
+                f"{name} after the function wrote the input reaches elements outside it"
+            )
         info.restrided = True
         if name == "as_strided_" and t._base is not None and new is not None:
             old = _static(t.shape, t.stride(), t.storage_offset())
@@ -187,13 +189,14 @@ class Restrides:
         if not elements <= _elements(info.layout) or (
             narrowed and any(not elements <= old for old in info.narrowed)
         ):
-            self._refuse(
+            self.keep_refusal(
                 f"a write through a tensor of shape {tuple(written.shape)}, strides "
                 f"{tuple(written.stride())} on an input's storage restrided by as_strided "
                 "reaches elements the compiled graph does not hold"
             )
 
-    def _refuse(self, what: str) -> None:
+    def keep_refusal(self, what: str) -> None:
+        """Keep the first refusal (raised once the run is over)."""
         if self.refusal is None:
             self.refusal = UnsupportedError(
                 f"{what}; not supported (eager writes/reads the caller's storage)"

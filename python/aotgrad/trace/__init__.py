@@ -15,8 +15,9 @@ graph accordingly.
 
 One module per step: ``fakes`` (the fake mode), ``functional`` (running the function
 functionalized), ``metadata`` (the first pass), ``joint`` and ``inference`` (the second),
-``cleanup`` (finishing a graph), ``failures`` (torch's errors, worded), ``graphs`` (what
-the stage hands on).
+``decompositions`` (ops functionalization emits that torch's kernels refuse), ``cleanup``
+(finishing a graph), ``failures`` (torch's errors, worded), ``graphs`` (what the stage
+hands on).
 """
 
 from .fakes import fakify, make_fake_mode
