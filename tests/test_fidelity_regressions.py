@@ -493,3 +493,42 @@ def test_output_written_inside_and_saved_for_backward_still_backpropagates(parti
     aotgrad.aot_function(f, aotgrad.nop, partition_fn=partition_fn)(x).sum().backward()
     f(xe).sum().backward()
     torch.testing.assert_close(x.grad, xe.grad)
+
+
+def _member_made_to_require_grad(x3, x4):
+    with torch.no_grad():
+        x4[:, 1:3].copy_(x3.sum())  # x3, x4 overlap: passed as one synthetic base
+    x4.requires_grad_(True)
+    return x3 * 1, x4
+
+
+def _output_from_member_made_to_require_grad(x3, x4):
+    with torch.no_grad():
+        x4[:, 1:3].copy_(x3.sum())
+    x4.requires_grad_(True)
+    return x3 * 1, x4 * 2
+
+
+def _overlapping_rows() -> tuple[list[Any], list[torch.Tensor]]:
+    b = torch.randn(8, 4, dtype=torch.float64)
+    x3, x4 = b[0:4], b[2:6]
+    return [x3, x4], [x4]  # x4.grad: filled by the backward once it requires grad
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_synthetic_base_member_made_to_require_grad(compiler: str) -> None:
+    """``requires_grad_()`` on a member of a synthetic base reaches the caller's tensor
+    (soak seeds 20011, 22367)."""
+    assert_like_eager(_member_made_to_require_grad, _overlapping_rows, COMPILERS[compiler], calls=2)
+
+
+def test_output_from_a_member_made_to_require_grad_is_refused() -> None:
+    """Its gradient would go to a stand-in leaf, not to the caller's tensor: refused by
+    name rather than leaving ``x4.grad`` empty."""
+    args, _ = _overlapping_rows()
+    before = args[1].clone()
+    compiled = aotgrad.aot_function(_output_from_member_made_to_require_grad, aotgrad.nop)
+    with pytest.raises(aotgrad.errors.UnsupportedError, match="made to require grad"):
+        compiled(*args)
+    assert torch.equal(args[1], before) and not args[1].requires_grad
+    _output_from_member_made_to_require_grad(*_overlapping_rows()[0])  # eager runs it

@@ -96,6 +96,21 @@ class _Group:
         )
 
 
+def _reaches(outs: Sequence[Any], leaf: torch.Tensor) -> bool:
+    """Whether autograd's graph of an output reaches ``leaf``'s gradient accumulator (an
+    output that is the leaf itself is the caller's tensor: ``member_outputs``)."""
+    seen: set[int] = set()
+    todo = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    while todo:
+        node = todo.pop()
+        if getattr(node, "variable", None) is leaf:
+            return True
+        if id(node) not in seen:
+            seen.add(id(node))
+            todo.extend(n for n, _ in node.next_functions if n is not None)
+    return False
+
+
 @dataclass(frozen=True)
 class SyntheticBase:
     groups: tuple[_Group, ...]
@@ -107,6 +122,8 @@ class SyntheticBase:
     version_deltas: dict[int, int] = field(default_factory=dict, compare=False)
     #: Outputs that are a member itself (``return b``): output index → member position.
     member_outputs: dict[int, int] = field(default_factory=dict, compare=False)
+    #: Members the function made require grad (``b.requires_grad_()``), and the flag.
+    requires_grad_changes: dict[int, bool] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, tensors: Sequence[Any], written: Sequence[int]) -> SyntheticBase:
@@ -138,14 +155,18 @@ class SyntheticBase:
         self, tensors: Sequence[Any], outs: Sequence[Any], before: Sequence[int] = ()
     ) -> Sequence[Any]:
         """After a call: the members' new metadata and eager's version count (a t_() bumps
-        it; the graph does not); outputs that are members are the real member tensors
-        (eager returns the input object itself)."""
+        it; the graph does not), the ``requires_grad`` the function gave them; outputs
+        that are members are the real member tensors (eager returns the input object
+        itself)."""
         if self.new_views:
             self.replay_metadata(tensors)
             for (i, delta), v0 in zip(self.version_deltas.items(), before):
                 t = tensors[i]
                 if t._version < v0 + delta and not t.is_inference():
                     torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
+        for i, flag in self.requires_grad_changes.items():
+            if tensors[i].requires_grad != flag and tensors[i].is_leaf:
+                tensors[i].requires_grad_(flag)
         if not self.member_outputs:
             return outs
         outs = list(outs)
@@ -168,6 +189,7 @@ class SyntheticBase:
         """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
+        requires_grad_changes = self.requires_grad_changes
 
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
@@ -175,12 +197,22 @@ class SyntheticBase:
                 made = (_member(base, v, ng) for v, ng in zip(g.views, g.no_grad_views))
                 built.update(zip(g.members, made))
             versions = {i: t._version for i, t in built.items()}
+            flags = {i: t.requires_grad for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
             out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
             member_of = {id(t): i for i, t in built.items()}
             for j, o in enumerate(out):
                 if id(o) in member_of:
                     member_outputs[j] = member_of[id(o)]
+            for i, t in built.items():
+                if t.requires_grad != flags[i] and t.grad_fn is None:
+                    requires_grad_changes[i] = t.requires_grad
+                    if t.requires_grad and _reaches(out, t):
+                        raise UnsupportedError(
+                            f"input {i} overlaps another written input and is made to require "
+                            "grad inside the function, and an output is computed from it: not "
+                            "supported (its gradient would not reach the caller's tensor)"
+                        )
             for g in groups:
                 for i, v in zip(g.members, g.views):
                     now = _layout(built[i])
