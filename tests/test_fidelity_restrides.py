@@ -198,6 +198,18 @@ def _restrided_member_written_past_its_view(x3, x4):
     return x3 * 1, x4 + 0
 
 
+def _view_past_the_input_then_a_write(x):
+    y = x.as_strided((4, 4), (4, 1), 0)  # rows 0..3 of the storage; x is rows 2..5
+    x.add_(1)  # traced, y would be rebuilt from x's own value (blind test p43)
+    return y * 3
+
+
+def _grad_view_past_a_member_then_a_write(a, c):
+    y = c.as_strided((2, 4), (4, 1), 0)  # rows 0..1: a's, not c's (blind test p37)
+    a.mul_(3)
+    return y * 1, c * 2
+
+
 def _explicit_offset_after_a_write(x):
     x.mul_(2)  # torch's AOT Autograd reads elements 8 places off here
     return x.as_strided((2, 2), (1, 2), 9) * 1
@@ -223,6 +235,11 @@ def _read_past_a_written_input(x):
         ),
         (_read_past_a_written_input, lambda: [_r(8, 4)[2:6]]),
         (_explicit_offset_after_a_write, lambda: [_r(8, 4)[2:6]]),
+        (_view_past_the_input_then_a_write, lambda: [_r(8, 4).requires_grad_().clone()[2:6]]),
+        (
+            _grad_view_past_a_member_then_a_write,
+            lambda: (lambda b: [b[0:4], b[2:6]])(_r(8, 4).requires_grad_().clone()),
+        ),
         (_view_restrided_after_a_write, lambda: [_r(8, 4)[2:6]]),
     ],
     ids=[
@@ -230,6 +247,8 @@ def _read_past_a_written_input(x):
         "member_written_past_its_view",
         "read_past_a_written_input",
         "explicit_offset_after_a_write",
+        "view_past_the_input_then_a_write",
+        "grad_view_past_a_member_then_a_write",
         "view_restrided_after_a_write",
     ],
 )

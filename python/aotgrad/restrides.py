@@ -109,6 +109,11 @@ class _InputStorage:
     layout: Layout | None
     writes0: int
     restrided: bool = False
+    #: An as_strided view reached elements outside the input (or, requiring grad,
+    #: outside the tensor it was taken from): a later write to the storage rebuilds it
+    #: from the traced value, which does not hold them as the caller's storage does
+    #: (wrong values), or differentiates it otherwise (wrong gradients).
+    reached_out: bool = False
     #: The old elements of views restrided in place to other elements.
     narrowed: list[frozenset[int]] = field(default_factory=list)
 
@@ -167,6 +172,11 @@ class Restrides:
                 f"{name} after the function wrote the input reaches elements outside it"
             )
         info.restrided = True
+        mine = _static(t.shape, t.stride(), t.storage_offset())
+        if new is None or mine is None or not _elements(new) <= _elements(mine):
+            # outside the input: the rebuilt view reads other elements; outside only the
+            # tensor it came from: its gradient misses them
+            info.reached_out = info.reached_out or outside or t.requires_grad
         if name == "as_strided_" and t._base is not None and new is not None:
             old = _static(t.shape, t.stride(), t.storage_offset())
             if old is not None:
@@ -178,7 +188,16 @@ class Restrides:
     def check_write(self, written: torch.Tensor) -> None:
         """Refuse a write through ``written`` whose bytes the compiled graph would lose."""
         info = self.storages.get(StorageWeakRef(written.untyped_storage()))
-        if info is None or not info.restrided or info.layout is None:
+        if info is None or not info.restrided:
+            return
+        if info.reached_out:
+            self.keep_refusal(
+                "a write to an input's storage after an as_strided view reached elements "
+                "outside the tensor it was taken from (the view would be rebuilt from the "
+                "traced value, which does not hold them as the caller's storage does)"
+            )
+            return
+        if info.layout is None:
             return
         shift = info.shift()
         mine = _static(written.shape, written.stride(), value_offset(written))
