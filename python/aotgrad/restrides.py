@@ -3,21 +3,23 @@
 ``as_strided`` places absolute geometry on a storage. Traced, an input's storage is the
 input's functional value (one per input): its own elements, in the caller's coordinates
 only until the function first writes it (a written value is a fresh tensor, offset 0).
-So, while tracing, each ``as_strided`` / ``as_strided_`` on a tensor on an input's
-storage gets its storage offset in the value's coordinates (an explicit offset is the
-caller's: shifted by where the input now starts; none: the tensor's own), and three
-cases that would differ from eager without a word are refused (``UnsupportedError``):
+Offsets are passed as the caller wrote them (a returned view is rebuilt in the caller's
+storage from the traced metadata, so they must stay the caller's); what would then
+differ from eager without a word is refused (``UnsupportedError``, kept and raised once
+the run is over, after eager's own refusals):
 
-- after a write, a restride when the written value's strides are not the input's (the
-  caller's coordinates cannot be mapped), or one that reaches elements outside the
-  input (the value holds only the input's own);
+- after a write to an input whose value now starts elsewhere, a restride with an
+  explicit offset or of a view of it; after any write, one whose value is laid out
+  otherwise, or one that reaches elements outside the input;
 - once something on an input's storage was restrided, a write that touches elements the
   input does not cover (``b[:, :4].as_strided_((4, 4), (1, 4))`` reaches into
   ``b[:, 4:]``): eager writes the caller's bytes there, the graph returns only the
   input's own;
-- once a view was restrided in place to elements it did not cover, a write on that
-  storage outside the view's old elements (functionalization replays a write through
-  it into the view's old geometry and drops the rest).
+- once a view was restrided in place to elements it did not cover, a write through it
+  outside its old elements (functionalization replays it into the old geometry);
+- once an ``as_strided`` view reached outside the input (or, requiring grad, outside the
+  tensor it was taken from), any write to the storage (the view is rebuilt from the
+  traced value, or differentiated otherwise).
 """
 
 from __future__ import annotations
