@@ -41,6 +41,7 @@ from .dtype_checks import dtype_error
 from .errors import EagerRefusal
 from .inplace_checks import inplace_error, written_tensor
 from .restrides import Restrides, value_offset, within
+from .view_metadata_writes import METADATA_WRITES, write_metadata
 
 __all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
 
@@ -89,10 +90,6 @@ _SETITEM = torch.Tensor.__setitem__
 _MASKED_FILL_ = torch.Tensor.masked_fill_
 _AS_STRIDED = (torch.Tensor.as_strided, torch.as_strided)
 _AS_STRIDED_ = (torch.Tensor.as_strided_, torch.as_strided_)
-#: In-place by name, writing metadata only.
-_METADATA_WRITES = frozenset(
-    {"as_strided_", "t_", "transpose_", "squeeze_", "unsqueeze_", "swapdims_", "swapaxes_"}
-)
 
 
 #: Autograd nodes of view ops (the name without its trailing number).
@@ -247,10 +244,12 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if refusal is not None:
             raise refusal
         written = written_tensor(func, args, kwargs)
-        if written is not None and getattr(func, "__name__", "") not in _METADATA_WRITES:
+        if written is not None and getattr(func, "__name__", "") not in METADATA_WRITES:
             self.restrides.check_write(written)
         if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
             return self._as_strided(func, args, kwargs)
+        if getattr(func, "__name__", "") in METADATA_WRITES and args:
+            return write_metadata(func, args, kwargs)
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
         if func is _SETITEM and _zero_dim_mask(args):
@@ -293,7 +292,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         agree = self.restrides.restride(
             "as_strided_" if inplace else "as_strided", t, size, stride, offset
         )
-        if inplace or not agree or not _from_base(t):
+        if inplace:
+            return write_metadata(func, (t, size, stride, offset), {}, _restrided_view)
+        if not agree or not _from_base(t):
             return func(t, size, stride, offset)
         at = t.storage_offset() if offset is None else offset
         if not within(t, size, stride, at):
@@ -333,6 +334,12 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if result.requires_grad and result.grad_fn is None:
             self.new_leaves.append(result)
         return result
+
+
+def _restrided_view(t: torch.Tensor) -> torch.Tensor:
+    """``t`` after ``as_strided_``, as a view of its base (an ``as_strided`` after a view
+    chain's first step is banned under functionalization)."""
+    return t._base.as_strided(t.size(), t.stride(), t.storage_offset())
 
 
 def _assign_data(target: torch.Tensor, value: torch.Tensor) -> None:
