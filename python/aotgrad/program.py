@@ -191,6 +191,7 @@ def _layout(
             for k, src in facts.custom_view_of_input.items()
             if not metadata.outputs[k].stale_custom_view
         },
+        detached_custom_views=facts.written_detached,
         same_as=facts.output_same_as,
         inference_outputs=sorted(facts.output_inference),
         output_versions=facts.output_version,

@@ -77,6 +77,13 @@ class AliasFacts:
     #: Per custom Function output that views an input's bytes (the Function returned its
     #: input, a view of it, or wrote it with ``mark_dirty``): the input, and the view.
     custom_view_of_input: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
+    #: Outputs that are detached aliases of an input (``t = x.detach()``) given a history
+    #: by a write autograd tracked (``t.mul_(w)``, ``w`` requiring grad): eager's has a
+    #: ``grad_fn`` and no ``._base``. Plain outputs of the graph, in ``custom_view_of_input``
+    #: too: the runtime returns a detached alias of the real input, its gradient routed
+    #: into the graph's output (``alias.views.routed_detached``).
+    #: 1 a detached alias, 2 a view of one (as ``output_detached``).
+    written_detached: dict[int, int] = field(default_factory=dict)
     #: Per output that is fresh or a view of an intermediate, written in place inside the
     #: function (through it or another view of its base): its version counter.
     output_version: dict[int, int] = field(default_factory=dict)
@@ -191,21 +198,29 @@ def collect(
     base_groups: dict[int, int] = {}
     # the inputs' own grad_fns: a custom Function that marked an input dirty is one
     dirty = {id(grad_fn_of(w)) for w in wrapped if isinstance(w, torch.Tensor)}
+    tensors = [w for w in wrapped if isinstance(w, torch.Tensor)]
+    roots = {id(w) for w in tensors} | {id(w._base) for w in tensors if w._base is not None}
     for j, o in enumerate(outputs):
         flags, inp, base, base_out = _output_row(
-            o, input_index, input_of_storage, originals, output_index, base_groups, dirty
+            o, input_index, input_of_storage, originals, output_index, base_groups, dirty, roots
         )
         facts.output_flags.append(flags)
         facts.output_input.append(inp)
         facts.output_base.append(base)
         facts.output_base_output.append(base_out)
-        if isinstance(o, torch.Tensor) and _made_by_custom_function(
-            o,
-            through_views=StorageWeakRef(o.untyped_storage()) in input_of_storage,
-            dirty=dirty,
+        candidates = (
+            input_of_storage.get(StorageWeakRef(o.untyped_storage()))
+            if isinstance(o, torch.Tensor)
+            else None
+        )
+        if candidates and id(o) not in input_index and _written_detached(o, roots):
+            facts.written_detached[j] = 2 if o._is_view() else 1
+            k = _containing_input(o, candidates, originals)
+            facts.custom_view_of_input[j] = (k, ViewSpec.of(o, originals[k], check_base=False))
+        elif isinstance(o, torch.Tensor) and _made_by_custom_function(
+            o, through_views=candidates is not None, dirty=dirty
         ):
             facts.output_custom.add(j)
-            candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
             if candidates and id(o) not in input_index:
                 k = _containing_input(o, candidates, originals)
                 view = ViewSpec.of(o, originals[k], check_base=False)
@@ -320,6 +335,15 @@ def grad_fn_of(t: Any) -> Any:
         return STALE_VIEW
 
 
+def _written_detached(o: Any, roots: set[int]) -> bool:
+    """An alias of an input's bytes that is a ``detach()`` result (no view), or a view of
+    one, which has a history: a write autograd tracked gave it one
+    (``facts.written_detached``). ``roots``: ids of the inputs' wrappers and their bases."""
+    if not o._is_view():
+        return grad_fn_of(o) not in (None, STALE_VIEW)
+    return id(o._base) not in roots and grad_fn_of(o._base) not in (None, STALE_VIEW)
+
+
 def _made_by_custom_function(
     o: Any, *, through_views: bool = False, dirty: set[int] | frozenset[int] = frozenset()
 ) -> bool:
@@ -405,6 +429,7 @@ def _output_row(
     output_index: dict[int, int],
     base_groups: dict[int, int],
     dirty: set[int],
+    roots: set[int],
 ) -> tuple[int, int, int, int]:
     if not isinstance(o, torch.Tensor):
         return 0, -1, -1, -1
@@ -416,6 +441,8 @@ def _output_row(
         return flags | OUT_IS_INPUT | OUT_ALIASES_INPUT, same, -1, -1
     candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
     if _made_by_custom_function(o, through_views=bool(candidates), dirty=dirty):
+        return flags, -1, -1, -1
+    if candidates and _written_detached(o, roots):
         return flags, -1, -1, -1
     if candidates:
         k = _containing_input(o, candidates, originals)

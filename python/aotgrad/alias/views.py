@@ -209,6 +209,41 @@ def detached_alias(
     return out
 
 
+class _Detached(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, value: torch.Tensor, base: torch.Tensor, spec: ViewSpec, kind: int
+    ) -> torch.Tensor:
+        return _detached_view(base, spec, kind)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        return g, None, None, None
+
+
+def routed_detached(
+    base: torch.Tensor, spec: ViewSpec, value: torch.Tensor, kind: int
+) -> torch.Tensor:
+    """The detached alias ``spec`` of the real ``base`` (``x.detach()``: its bytes and
+    version counter, no ``._base``; or a view of ``base.detach()``) with the history of
+    ``value``, the graph's output holding the same values (``kind`` 1: the alias, 2: a
+    view of it): eager's detached alias (or
+    view of one) after a write autograd tracked. (The view is one a custom Function
+    made: an in-place write to it raises, where eager's gradient would pass through the
+    detached alias's history, which the graph does not return.)"""
+    if not value.requires_grad:
+        with torch.no_grad():
+            return _detached_view(base, spec, kind)
+    with torch.enable_grad():
+        return _Detached.apply(value, base, spec, kind)
+
+
+def _detached_view(base: torch.Tensor, spec: ViewSpec, kind: int) -> torch.Tensor:
+    if kind == 2:
+        return _view(base.detach(), spec)
+    return _view(base, spec).detach()
+
+
 def _view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     if tuple(base.shape) == spec.size and tuple(base.stride()) == spec.stride and spec.offset == 0:
         return base.view(base.shape)  # the whole base, still a view of it
@@ -219,21 +254,32 @@ def _view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     return t.as_strided(spec.size, spec.stride, at + spec.offset)
 
 
-def replay_metadata(t: torch.Tensor, spec: ViewSpec, *, record: bool = False) -> None:
+def replay_metadata(
+    t: torch.Tensor, spec: ViewSpec, *, record: bool = False, keep_version: bool = True
+) -> None:
     """Give the real input ``t`` the sizes/strides/offset the function gave it (``t_()``);
     ``record``: with grad mode on, so that autograd records it (``t`` requires grad).
-    The version counter is left as it was: the caller sets it to eager's count."""
-    set_metadata(t, spec.size, spec.stride, t.storage_offset() + spec.offset, record=record)
+    The version counter is left as it was (``keep_version``; otherwise bumped once): the
+    caller sets it to eager's count."""
+    at = t.storage_offset() + spec.offset
+    set_metadata(t, spec.size, spec.stride, at, record=record, keep_version=keep_version)
 
 
 def set_metadata(
-    t: torch.Tensor, size: Any, stride: Any, offset: Any, *, record: bool = False
+    t: torch.Tensor,
+    size: Any,
+    stride: Any,
+    offset: Any,
+    *,
+    record: bool = False,
+    keep_version: bool = True,
 ) -> None:
-    """``t.as_strided_(size, stride, offset)``, the version counter left unchanged."""
+    """``t.as_strided_(size, stride, offset)``, the version counter left unchanged (with
+    ``keep_version``)."""
     version = -1 if t.is_inference() else t._version
     with torch.set_grad_enabled(record):
         t.as_strided_(size, stride, offset)
-    if version >= 0:
+    if version >= 0 and keep_version:
         torch._C._autograd._unsafe_set_version_counter((t,), (version,))
 
 

@@ -19,6 +19,7 @@ from ..alias.views import (
     detached_alias,
     regenerate,
     replay_metadata,
+    routed_detached,
     routed_view,
     stale_custom_view,
 )
@@ -113,7 +114,11 @@ class Epilogue:
             version = layout.output_versions.get(k, 0)
             outs[k] = stale if stale is not None else stale_custom_view(outs[k], version)
         for k, (i, view) in layout.custom_views.items():
-            outs[k] = routed_view(args[i], spec(view), outs[k])
+            kind = layout.detached_custom_views.get(k)
+            if kind:
+                outs[k] = routed_detached(args[i], spec(view), outs[k], kind)
+            else:
+                outs[k] = routed_view(args[i], spec(view), outs[k])
         for k, first in layout.same_as.items():
             outs[k] = outs[first]
         if layout.inference_outputs:
@@ -135,12 +140,21 @@ class Epilogue:
         then metadata, storage sizes, version counts, ``detach_()``."""
         layout = self.layout
         relaid = layout.relaid_inputs
+        targets = self._version_targets(args, before)
         # the new metadata first, the values then written through it; an input whose new
         # metadata covers other bytes gets its value in the caller's layout, then the
-        # new metadata (trace.functional.layout_anchors)
+        # new metadata (trace.functional.layout_anchors). Metadata autograd records, of
+        # an input not written itself, comes last: a write to an overlapping input after
+        # it would make autograd rebuild its node from the base (see _replay_metadata).
+        written = set(layout.mutated_inputs)
+        late = [
+            i
+            for i in layout.metadata_mutations
+            if i in relaid or (i in layout.metadata_with_grad and i not in written)
+        ]
         for i, view in layout.metadata_mutations.items():
-            if i not in relaid:
-                replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
+            if i not in late:
+                self._replay_metadata(args[i], spec(view), i, targets)
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
         for i, value, with_grad in zip(
@@ -160,12 +174,11 @@ class Epilogue:
             else:
                 with torch.no_grad():
                     target.copy_(value)
-        for i in relaid:
-            view = layout.metadata_mutations[i]
-            replay_metadata(args[i], spec(view), record=i in layout.metadata_with_grad)
+        for i in late:
+            self._replay_metadata(args[i], spec(layout.metadata_mutations[i]), i, targets)
         for i, after in layout.storage_resizes.items():
             torch.ops.inductor.resize_storage_bytes_(args[i], after)
-        self._set_versions(args, before)
+        self._set_versions(args, targets)
         # detach_() / requires_grad_(False) inside the function: views returned of the
         # input are made of it out of autograd, as eager's are
         for i, flag in layout.requires_grad_changes.items():
@@ -236,23 +249,37 @@ class Epilogue:
                 outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         return outs
 
-    def _set_versions(self, args: Sequence[Any], before: list[int]) -> None:
-        """Version counters as eager leaves them: views of one tensor share a counter, which
-        every write through any of them bumps."""
+    def _replay_metadata(self, t: Any, view: Any, i: int, targets: dict[int, int]) -> None:
+        """Input ``i``'s new metadata; recorded by autograd where the function's change was
+        (then at the version count eager ends with: a later change of the count would make
+        autograd rebuild the view's node from its base, as a plain ``as_strided`` that
+        reads elements eager's ``as_strided_`` dropped)."""
+        record = i in self.layout.metadata_with_grad
+        target = targets.get(i, -1)
+        if record and target > 0:
+            torch._C._autograd._unsafe_set_version_counter((t,), (target - 1,))
+        replay_metadata(t, view, record=record, keep_version=not record or target <= 0)
+
+    def _version_targets(self, args: Sequence[Any], before: list[int]) -> dict[int, int]:
+        """Per input, the version count eager leaves it with: views of one tensor share a
+        counter, which every write through any of them bumps (-1: inference tensors)."""
         if len(self.versioned) == 1:
             (i, delta), v0 = self.versioned[0], before[0]
-            if v0 >= 0 and args[i]._version != v0 + delta:
-                torch._C._autograd._unsafe_set_version_counter((args[i],), (v0 + delta,))
-            return
+            return {i: v0 + delta if v0 >= 0 else -1}
         shared: dict[int, int] = {}
         for (i, delta), v0 in zip(self.versioned, before):
             root = args[i] if args[i]._base is None else args[i]._base
             shared[id(root)] = shared.get(id(root), v0) + delta
+        targets = {}
         for (i, _), v0 in zip(self.versioned, before):
             t = args[i]
-            target = shared[id(t if t._base is None else t._base)]
-            if v0 >= 0 and t._version != target:
-                torch._C._autograd._unsafe_set_version_counter((t,), (target,))
+            targets[i] = shared[id(t if t._base is None else t._base)] if v0 >= 0 else -1
+        return targets
+
+    def _set_versions(self, args: Sequence[Any], targets: dict[int, int]) -> None:
+        for i, target in targets.items():
+            if target >= 0 and args[i]._version != target:
+                torch._C._autograd._unsafe_set_version_counter((args[i],), (target,))
 
     def _rebuild(
         self,

@@ -96,6 +96,10 @@ class ForwardLayout:
     #: the view. The runtime returns that view of the real input, its gradient routed
     #: into the graph's output (``alias.views.routed_view``).
     custom_views: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
+    #: Of ``custom_views``, the detached aliases a tracked write gave a history
+    #: (``alias.facts.AliasFacts.written_detached``): returned as detached aliases
+    #: (``alias.views.routed_detached``), not as views: 1 a detached alias, 2 a view of one.
+    detached_custom_views: dict[int, int] = field(default_factory=dict)
     #: Inputs whose ``requires_grad`` the function changed, and the new flag.
     requires_grad_changes: dict[int, bool] = field(default_factory=dict)
     #: Of those turned off, the ones by ``requires_grad_(False)`` (the others:
