@@ -158,12 +158,18 @@ class SyntheticBase:
         it; the graph does not), the ``requires_grad`` the function gave them; outputs
         that are members are the real member tensors (eager returns the input object
         itself)."""
-        if self.new_views:
-            self.replay_metadata(tensors)
-            for (i, delta), v0 in zip(self.version_deltas.items(), before):
-                t = tensors[i]
-                if t._version < v0 + delta and not t.is_inference():
-                    torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
+        for (i, delta), v0 in zip(self.version_deltas.items(), before):
+            t = tensors[i]
+            size, stride, offset = self.new_views[i]
+            # autograd records the change where eager's did, at eager's final count (a
+            # later change of the count would make it rebuild the member's node from its
+            # base, as a plain as_strided that reads elements as_strided_ dropped)
+            record = torch.is_grad_enabled() and t.requires_grad and not t.is_inference()
+            if record:
+                torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta - 1,))
+            set_metadata(t, size, stride, offset, record=record, keep_version=not record)
+            if t._version < v0 + delta and not t.is_inference():
+                torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
         for i, flag in self.requires_grad_changes.items():
             if tensors[i].requires_grad != flag and tensors[i].is_leaf:
                 tensors[i].requires_grad_(flag)
@@ -173,11 +179,6 @@ class SyntheticBase:
         for j, i in self.member_outputs.items():
             outs[j] = tensors[i]
         return outs
-
-    def replay_metadata(self, tensors: Sequence[Any]) -> None:
-        """Give the real members the metadata the function gave them (``b.t_()``)."""
-        for i, (size, stride, offset) in self.new_views.items():
-            set_metadata(tensors[i], size, stride, offset)
 
     def prepare(self, tensors: Sequence[Any]) -> list[Any]:
         """The graph's inputs for one call: the groups' bases, then the non-members."""
