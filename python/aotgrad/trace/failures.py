@@ -76,6 +76,15 @@ def trace_errors(fn: Callable[..., Any]):
                 f"{_user_frame(e.__traceback__)}: {msg.splitlines()[0]}"
             ) from e
         raise
+    except AssertionError as e:
+        if "Please convert all Tensors to FakeTensors" in str(e):
+            # a real tensor met the traced ones: one the function reads from outside
+            raise UnsupportedError(
+                f"cannot trace {name}: it reads a tensor that is not one of its arguments "
+                f"(a global, or a closure's) at {_user_frame(e.__traceback__)}: pass it as "
+                "an argument (a module's parameters and buffers: aot_module)"
+            ) from e
+        raise
     except ValueError as e:
         # torch's reference view raises ValueError where eager's kernel raises
         # RuntimeError ("view size is not compatible with input tensor's size and stride")
