@@ -292,11 +292,13 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         agree = self.restrides.restride(
             "as_strided_" if inplace else "as_strided", t, size, stride, offset
         )
+        at = t.storage_offset() if offset is None else offset
         if inplace:
-            return write_metadata(func, (t, size, stride, offset), {}, _restrided_view)
+            # beyond t's elements, eager's gradient drops the others: an as_strided of t
+            fresh = _restrided_view if within(t, size, stride, at) else None
+            return write_metadata(func, (t, size, stride, offset), {}, fresh)
         if not agree or not _from_base(t):
             return func(t, size, stride, offset)
-        at = t.storage_offset() if offset is None else offset
         if not within(t, size, stride, at):
             return func(t, size, stride, offset)
         with torch.set_grad_enabled(torch.is_grad_enabled() and t.requires_grad):

@@ -164,7 +164,7 @@ class SyntheticBase:
             # autograd records the change where eager's did, at eager's final count (a
             # later change of the count would make it rebuild the member's node from its
             # base, as a plain as_strided that reads elements as_strided_ dropped)
-            record = torch.is_grad_enabled() and t.requires_grad and not t.is_inference()
+            record = torch.is_grad_enabled() and t.requires_grad and not t.is_leaf
             if record:
                 torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta - 1,))
             set_metadata(t, size, stride, offset, record=record, keep_version=not record)
