@@ -206,6 +206,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Per leaf input's stand-in (by id), its autograd node when the function starts;
         #: dropped once the stand-in left autograd (it is no leaf that requires grad then).
         self.leaf_grad_fns: dict[int, Any] = {}
+        #: Per input's stand-in with a history ``detach_()`` was called on (by id): its
+        #: node and version count then (``trace.metadata`` checks a new leaf made of it).
+        self.input_detached: dict[int, tuple[Any, int]] = {}
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
 
@@ -237,6 +240,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if id(args[0]) in self.views:
                 raise EagerRefusal(_DETACH_VIEW)
             self._leaf_written_before(args[0])
+            t = args[0]
+            if id(t) in self.inputs and t.grad_fn is not None:
+                self.input_detached.setdefault(id(t), (t.grad_fn, t._version))
         # under inference mode autograd checks nothing (no leaf refusals)
         refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
         if refusal is None:

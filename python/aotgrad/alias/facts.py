@@ -208,23 +208,10 @@ def collect(
         facts.output_input.append(inp)
         facts.output_base.append(base)
         facts.output_base_output.append(base_out)
-        candidates = (
-            input_of_storage.get(StorageWeakRef(o.untyped_storage()))
-            if isinstance(o, torch.Tensor)
-            else None
-        )
-        if candidates and id(o) not in input_index and _written_detached(o, roots):
-            facts.written_detached[j] = 2 if o._is_view() else 1
-            k = _containing_input(o, candidates, originals)
-            facts.custom_view_of_input[j] = (k, ViewSpec.of(o, originals[k], check_base=False))
-        elif isinstance(o, torch.Tensor) and _made_by_custom_function(
-            o, through_views=candidates is not None, dirty=dirty
-        ):
-            facts.output_custom.add(j)
-            if candidates and id(o) not in input_index:
-                k = _containing_input(o, candidates, originals)
-                view = ViewSpec.of(o, originals[k], check_base=False)
-                facts.custom_view_of_input[j] = (k, view)
+        if isinstance(o, torch.Tensor):
+            _routed_output_facts(
+                facts, j, o, input_of_storage, input_index, originals, dirty, roots
+            )
         if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
             base = originals[inp]
             shown, through = (o, []) if inp in facts.input_view else eager_layout(o, base)
@@ -238,6 +225,32 @@ def collect(
         if isinstance(o, torch.Tensor):
             _output_object_facts(facts, j, o, flags, inp, wrapped, output_index)
     return facts
+
+
+def _routed_output_facts(
+    facts: AliasFacts,
+    j: int,
+    o: torch.Tensor,
+    input_of_storage: dict[Any, list[int]],
+    input_index: dict[int, int],
+    originals: Sequence[Any],
+    dirty: set[int],
+    roots: set[int],
+) -> None:
+    """Output ``j``'s facts as a plain graph output that the runtime returns as an alias
+    of an input's bytes, its gradient routed into the graph's output: a detached alias
+    written with a history, a custom Function's output."""
+    candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
+    if candidates and id(o) not in input_index and _written_detached(o, roots):
+        facts.written_detached[j] = 2 if o._is_view() else 1
+        k = _containing_input(o, candidates, originals)
+        facts.custom_view_of_input[j] = (k, ViewSpec.of(o, originals[k], check_base=False))
+    elif _made_by_custom_function(o, through_views=candidates is not None, dirty=dirty):
+        facts.output_custom.add(j)
+        if candidates and id(o) not in input_index:
+            k = _containing_input(o, candidates, originals)
+            view = ViewSpec.of(o, originals[k], check_base=False)
+            facts.custom_view_of_input[j] = (k, view)
 
 
 def _collect_inputs(

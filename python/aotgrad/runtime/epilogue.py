@@ -86,6 +86,8 @@ class Epilogue:
         them as if it had); their version counters."""
         for i, flag in self.layout.requires_grad_changes.items():
             if flag:  # before the graph runs: autograd then records it, as in eager
+                if args[i].requires_grad and not args[i].is_leaf:
+                    args[i].detach_()  # ``x.detach_(); x.requires_grad_()``: a new leaf
                 args[i].requires_grad_(True)
         for i in self.layout.storage_resizes:
             t = args[i]
@@ -166,7 +168,9 @@ class Epilogue:
             if i in layout.storage_sets:
                 with torch.no_grad():
                     target.set_(value)
-            elif with_grad:
+            elif with_grad and not (target.is_leaf and target.requires_grad):
+                # (a leaf that requires grad here was made one after the write, which
+                # ``detach_()`` took out of autograd: see ``prepare``)
                 # autograd records the write (CopyBackwards), under a no_grad call too
                 # when the function wrote it in an enable_grad block
                 with torch.enable_grad():

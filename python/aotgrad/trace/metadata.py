@@ -93,6 +93,57 @@ def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
     return False
 
 
+def _check_new_leaf_inputs(
+    outs: Sequence[Any],
+    wrapped: Sequence[Any],
+    rg_changes: dict[int, bool],
+    calls: Any,
+    before: Any,
+) -> None:
+    """A non-leaf input ``detach_()``ed and made to require grad is a new leaf, which the
+    runtime makes of the caller's tensor before the graph runs. Refused where the graph
+    cannot give eager's gradients: an output computed from the input before the
+    ``detach_()`` (eager's gradient reaches the input's history), or from the new leaf
+    when the input was written before the ``detach_()``."""
+    grad_fns = [
+        g
+        for o in outs
+        if isinstance(o, torch.Tensor)
+        and (g := alias.facts.grad_fn_of(o)) not in (None, alias.facts.STALE_VIEW)
+    ]
+    for i, flag in rg_changes.items():
+        w = wrapped[i]
+        if not flag or id(w) not in calls.input_detached:
+            continue
+        node, version = calls.input_detached[id(w)]
+        old = any(_reaches_node(g, node) for g in grad_fns)
+        new = version > before[i][0] and any(_reaches(g, {id(w)}) for g in grad_fns)
+        if old or new:
+            raise UnsupportedError(
+                f"input {i} is detach_()ed and made to require grad inside the function, and "
+                + (
+                    "an output is computed from it before the detach_()"
+                    if old
+                    else "it was written before, and an output is computed from the new leaf"
+                )
+                + ": not supported (its gradients would not reach the caller's tensors)"
+            )
+
+
+def _reaches_node(grad_fn: Any, target: Any) -> bool:
+    """Whether the autograd graph from ``grad_fn`` passes through the node ``target``."""
+    stack, seen = [grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        if node is target:
+            return True
+        seen.add(id(node))
+        stack.extend(n for n, _ in node.next_functions)
+    return False
+
+
 def _inner_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]) -> list[int]:
     """Of the leaves the function makes (``t = x.detach().requires_grad_()``, a factory
     called with ``requires_grad=True``), in order, the positions of those an output is
@@ -171,13 +222,14 @@ def _input_output_info(o: Any) -> OutputInfo:
 
 def _requires_grad_changes(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> dict[int, bool]:
     """``requires_grad_()`` / ``detach_()`` on an input (not a write of a value that
-    requires grad: that input gets its history from the write, which the runtime replays)."""
+    requires grad: that input gets its history from the write, which the runtime replays).
+    A non-leaf input ``detach_()``ed, then made to require grad, is a new leaf: True."""
     return {
         i: bool(w.requires_grad)
         for i, (w, a) in enumerate(zip(wrapped, fake_args))
         if isinstance(a, torch.Tensor)
-        and bool(w.requires_grad) != bool(a.requires_grad)
         and (not w.requires_grad or alias.facts.grad_fn_of(w) is None)
+        and (bool(w.requires_grad) != bool(a.requires_grad) or (w.requires_grad and not a.is_leaf))
     }
 
 
@@ -247,6 +299,7 @@ def collect_metadata(
         inner = _inner_leaves(outs, calls.new_leaves)
         outputs = _outputs_info(outs, wrapped)
         rg_changes = _requires_grad_changes(wrapped, fake_args)
+        _check_new_leaf_inputs(outs, wrapped, rg_changes, calls, before)
         facts = alias.collect(
             wrapped,
             fake_args,

@@ -1,13 +1,17 @@
-"""In-place metadata changes of views (``t_``, ``transpose_``, ``unsqueeze_``,
-``as_strided_``...) and detached aliases given a history, compared with eager
-(``eager_oracle.assert_like_eager``). Each of these gave a silently wrong gradient:
+"""What autograd records of a tensor the function changes, compared with eager
+(``eager_oracle.assert_like_eager``): in-place metadata changes of views (``t_``,
+``transpose_``, ``unsqueeze_``, ``as_strided_``...), detached aliases given a history,
+non-leaf inputs made new leaves. Each of these gave a silently wrong gradient:
 
 - a view of a traced tensor changed in place, then written or read after a write to its
   base: autograd replayed the view's recorded chain, which left out the change
   (``aotgrad.view_metadata_writes``);
 - an input's metadata change that autograd records, rebuilt by autograd from the base
   once the version counter moved (an ``as_strided_`` that dropped elements got them back);
-- ``t = x.detach(); t.mul_(w)`` returned: eager's ``t`` has a history, ours was a leaf.
+- ``t = x.detach(); t.mul_(w)`` returned: eager's ``t`` has a history, ours was a leaf;
+- ``x.detach_(); x.requires_grad_()`` on a non-leaf input: eager's gradient fills
+  ``x.grad``, ours reached ``x``'s old history. Where the graph cannot give eager's
+  gradients (uses before the ``detach_()``, a write before it), it is refused by name.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 import pytest
 import torch
 
+import aotgrad
+from aotgrad.errors import UnsupportedError
 from eager_oracle import COMPILERS, assert_like_eager, leaf_clone
 
 
@@ -186,3 +192,54 @@ def _leaf() -> tuple[list[Any], list[torch.Tensor]]:
 )
 def test_detached_alias_written_with_grad_has_a_history(fn: Any, compiler: str) -> None:
     assert_like_eager(fn, _leaf, COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------- non-leaf inputs detach_()ed, made to require grad
+
+
+def _new_leaf(x0, x3):
+    x3.detach_()
+    x3.requires_grad_(True)
+    return (x0 @ x3, x3 * 2)
+
+
+def _new_leaf_written_under_no_grad_then_detached_out(x0, x3):
+    with torch.no_grad():
+        x3[0].mul_(2)
+    x3.detach_()
+    x3.requires_grad_(True)
+    return ((x0 @ x3).detach(), x3)
+
+
+def _leaf_and_clone() -> tuple[list[Any], list[torch.Tensor]]:
+    x0 = _r(4, 4).requires_grad_(True)
+    l3 = _r(4, 4).requires_grad_(True)
+    return [x0, l3.clone()], [x0, l3]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_new_leaf, _new_leaf_written_under_no_grad_then_detached_out])
+def test_input_made_a_new_leaf_gets_the_gradient(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _leaf_and_clone, COMPILERS[compiler], calls=2)
+
+
+def _used_before_detach(x0, x3):
+    y = x3.sum()
+    x3.detach_()
+    x3.requires_grad_(True)
+    return (y + (x0 @ x3).sum(),)
+
+
+def _written_before_detach(x0, x3):
+    with torch.no_grad():
+        x3.mul_(2)
+    x3.detach_()
+    x3.requires_grad_(True)
+    return (x0 @ x3,)
+
+
+@pytest.mark.parametrize("fn", [_used_before_detach, _written_before_detach])
+def test_input_made_a_new_leaf_is_refused_where_gradients_would_be_lost(fn: Any) -> None:
+    args, _ = _leaf_and_clone()
+    with pytest.raises(UnsupportedError, match="detach_"):
+        aotgrad.aot_function(fn, aotgrad.nop)(*args)
