@@ -16,6 +16,7 @@ non-leaf inputs made new leaves. Each of these gave a silently wrong gradient:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -243,3 +244,50 @@ def test_input_made_a_new_leaf_is_refused_where_gradients_would_be_lost(fn: Any)
     args, _ = _leaf_and_clone()
     with pytest.raises(UnsupportedError, match="detach_"):
         aotgrad.aot_function(fn, aotgrad.nop)(*args)
+
+
+# ------------------------------------------- views of leaves made inside, views before detach_
+
+
+def _view_of_a_leaf_made_inside(x0, x1):
+    t = x1.abs()
+    t.requires_grad_(True)
+    return (t[:, 1], t)
+
+
+def _view_made_before_detach(x0, x1):
+    d = x0.diagonal()
+    x0.detach_()
+    return (d, x0, x0[0], x1 * 2)
+
+
+def _clone_and_plain() -> tuple[list[Any], list[torch.Tensor]]:
+    l0 = _r(4, 4).requires_grad_(True)
+    return [l0.clone(), _r(4, 4)], [l0]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_view_of_a_leaf_made_inside, _view_made_before_detach])
+def test_views_keep_the_history_they_were_made_with(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _clone_and_plain, COMPILERS[compiler], calls=2)
+
+
+def _leaf_of_a_detach_returned_with_it(x):
+    t = -x.sin()
+    leaf = t.detach().requires_grad_()
+    return (x, t, leaf)
+
+
+def _leaf_of_a_detach_returned_first(x):
+    t = -x.sin()
+    leaf = t.detach().requires_grad_()
+    return (leaf, t)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_leaf_of_a_detach_returned_with_it, _leaf_of_a_detach_returned_first]
+)
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
+def test_leaf_made_of_a_returned_value_is_its_own_tensor(fn: Any, ctx: Any, compiler: str) -> None:
+    assert_like_eager(fn, lambda: ([_r(3)], []), COMPILERS[compiler], ctx=ctx, calls=2)

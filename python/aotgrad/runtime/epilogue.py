@@ -107,10 +107,10 @@ class Epilogue:
             for k, src in layout.stale_views.items()
             if src is not None
         }
-        self._write_inputs(args, fwd, spec, before)
+        kept = self._write_inputs(args, fwd, spec, before)
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
-        outs = self._rebuild_outputs(args, fwd, spec, leaves)
+        outs = self._rebuild_outputs(args, fwd, spec, leaves, kept)
         for k in layout.stale_views:
             stale = early.get(k)
             version = layout.output_versions.get(k, 0)
@@ -137,9 +137,10 @@ class Epilogue:
 
     def _write_inputs(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, before: list[int]
-    ) -> None:
+    ) -> dict[int, Any]:
         """The function's writes to its inputs, replayed on the caller's tensors: values,
-        then metadata, storage sizes, version counts, ``detach_()``."""
+        then metadata, storage sizes, version counts, ``detach_()``. Returns, per input
+        taken out of autograd, an alias of it from before (its history kept)."""
         layout = self.layout
         relaid = layout.relaid_inputs
         targets = self._version_targets(args, before)
@@ -183,14 +184,7 @@ class Epilogue:
         for i, after in layout.storage_resizes.items():
             torch.ops.inductor.resize_storage_bytes_(args[i], after)
         self._set_versions(args, targets)
-        # detach_() / requires_grad_(False) inside the function: views returned of the
-        # input are made of it out of autograd, as eager's are
-        for i, flag in layout.requires_grad_changes.items():
-            if not flag:
-                if i in layout.requires_grad_flag_off:
-                    args[i].requires_grad_(False)
-                else:
-                    args[i].detach_()
+        return self._leave_autograd(args)
 
     def _returned_leaves(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, outs: list, leaves: Sequence[Any]
@@ -223,7 +217,12 @@ class Epilogue:
         return fwd
 
     def _rebuild_outputs(
-        self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, leaves: Sequence[Any] = ()
+        self,
+        args: Sequence[Any],
+        fwd: Sequence[Any],
+        spec: Any,
+        leaves: Sequence[Any] = (),
+        kept: dict[int, Any] | None = None,
     ) -> list[Any]:
         """The user outputs: fresh ones with eager's version count, aliases rebuilt as
         real views, leaves made inside the function requiring grad (an inner leaf
@@ -240,18 +239,51 @@ class Epilogue:
             fwd = list(fwd)
             for k in self.leaf_bases:
                 fwd[k] = fwd[k].detach().requires_grad_(True)
-        # views of another output (``a.detached_base``) last: made of that output as the
-        # caller gets it (rebuilt, a leaf that requires grad)
+        self._new_leaves_first(outs)
+        # views of an input made before it left autograd (detach_()) keep their history
+        old = [kept.get(i, t) for i, t in enumerate(args)] if kept else args
         for a in self.aliases_first:
             if not (leaves and a.index in self.leaf_rebuilt):
-                outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
+                made_before = a.requires_grad and a.verdict == OutputVerdict.ALIAS_OF_INPUT
+                source = old if made_before else args
+                outs[a.index] = self._rebuild(a, source, fwd, outs, spec, versions.get(a.index))
         for k in layout.new_leaves:
-            if not outs[k].requires_grad:
+            if not outs[k].requires_grad:  # rebuilt as an alias (``x.detach().requires_grad_()``)
                 outs[k].requires_grad_(True)
+        # views of another output (``a.detached_base``) last: made of that output as the
+        # caller gets it (rebuilt, a leaf that requires grad)
         for a in self.aliases_last:
             if not (leaves and a.index in self.leaf_rebuilt):
                 outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         return outs
+
+    def _new_leaves_first(self, outs: list) -> None:
+        """Leaves made inside that the graph returns, before the aliases are rebuilt: views
+        of them (``t[:, 1]``) are views of a leaf."""
+        layout = self.layout
+        for k in layout.new_leaves:
+            if k not in self.rebuilt and not outs[k].requires_grad:
+                shared = any(o is outs[k] for j, o in enumerate(outs) if j != k)
+                if k in layout.merged_outputs and shared:
+                    # ``t.detach().requires_grad_()`` returned with ``t``: one graph value
+                    outs[k] = outs[k].detach()
+                outs[k].requires_grad_(True)
+
+    def _leave_autograd(self, args: Sequence[Any]) -> dict[int, Any]:
+        """``detach_()`` / ``requires_grad_(False)`` inside the function: views returned of
+        the input are made of it out of autograd, as eager's are; those made before it keep
+        their history: made of an alias taken now (returned, per input)."""
+        kept = {}
+        for i, flag in self.layout.requires_grad_changes.items():
+            if not flag:
+                if args[i].requires_grad:
+                    with torch.enable_grad():
+                        kept[i] = args[i].view_as(args[i])
+                if i in self.layout.requires_grad_flag_off:
+                    args[i].requires_grad_(False)
+                else:
+                    args[i].detach_()
+        return kept
 
     def _replay_metadata(self, t: Any, view: Any, i: int, targets: dict[int, int]) -> None:
         """Input ``i``'s new metadata; recorded by autograd where the function's change was
