@@ -291,3 +291,89 @@ def _leaf_of_a_detach_returned_first(x):
 @pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
 def test_leaf_made_of_a_returned_value_is_its_own_tensor(fn: Any, ctx: Any, compiler: str) -> None:
     assert_like_eager(fn, lambda: ([_r(3)], []), COMPILERS[compiler], ctx=ctx, calls=2)
+
+
+# --------------------------- inputs taken out of autograd, then written with a history
+
+
+def _flag_off_then_written(x, w):
+    x.requires_grad_(False)
+    x.mul_(w)
+    return (x,)
+
+
+def _flag_off_then_slice_written(x, w):
+    x.requires_grad_(False)
+    v = x[1:3]
+    v.mul_(w)
+    return (v, x)
+
+
+def _detached_then_written(x, w):
+    x.detach_()
+    x.mul_(w)
+    return (x,)
+
+
+def _used_detached_then_written(x, w):
+    y = x * 3
+    x.detach_()
+    x.t().mul_(w)
+    return (y, x)
+
+
+def _leaf_and_weight() -> tuple[list[Any], list[torch.Tensor]]:
+    x, w = _r(4, 4).requires_grad_(True), _r(4).requires_grad_(True)
+    return [x, w], [x, w]
+
+
+def _clone_and_weight() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf, w = _r(4, 4).requires_grad_(True), _r(4).requires_grad_(True)
+    return [leaf.clone(), w], [leaf, w]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_flag_off_then_written, _leaf_and_weight),
+        (_flag_off_then_slice_written, _leaf_and_weight),
+        (_detached_then_written, _leaf_and_weight),
+        (_detached_then_written, _clone_and_weight),
+        (_used_detached_then_written, _leaf_and_weight),  # eager's backward raises
+        (_used_detached_then_written, _clone_and_weight),
+    ],
+)
+def test_input_out_of_autograd_then_written_gets_the_new_history(
+    fn: Any, make: Any, compiler: str
+) -> None:
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _detached_slice_of_an_offset_input(x, w):
+    t = x.detach()
+    t.mul_(w)
+    return (t[1:3], x)
+
+
+def _rows_1_to_5() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf, w = _r(6, 4).requires_grad_(True), _r(4).requires_grad_(True)
+    return [leaf.clone()[1:5], w], [leaf, w]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_detached_alias_of_an_input_at_an_offset(compiler: str) -> None:
+    assert_like_eager(
+        _detached_slice_of_an_offset_input, _rows_1_to_5, COMPILERS[compiler], calls=2
+    )
+
+
+def _restride_input_past_its_elements(x):
+    x.as_strided_((3, 5), (5, 1), x.storage_offset())
+    return (x.sum(), x * 1)
+
+
+def test_view_past_the_input_is_refused_by_name() -> None:
+    b = _r(6, 5).requires_grad_(True).clone()
+    with pytest.raises(UnsupportedError, match="reaching past the elements"):
+        aotgrad.aot_function(_restride_input_past_its_elements, aotgrad.nop)(b[0:2])

@@ -209,6 +209,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Per input's stand-in with a history ``detach_()`` was called on (by id): its
         #: node and version count then (``trace.metadata`` checks a new leaf made of it).
         self.input_detached: dict[int, tuple[Any, int]] = {}
+        #: Inputs' stand-ins (by id) ``detach_()`` or ``requires_grad_(False)`` took out
+        #: of autograd (a write that requires grad may give them a history again).
+        self.left_autograd: set[int] = set()
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
 
@@ -243,6 +246,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             t = args[0]
             if id(t) in self.inputs and t.grad_fn is not None:
                 self.input_detached.setdefault(id(t), (t.grad_fn, t._version))
+            if id(t) in self.inputs:
+                self.left_autograd.add(id(t))
         # under inference mode autograd checks nothing (no leaf refusals)
         refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
         if refusal is None:
@@ -334,6 +339,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if not flag and t.requires_grad:
                 self._leaf_written_before(t)
                 self.flag_off.add(id(t))
+                self.left_autograd.add(id(t))
+                if t.grad_fn is not None:
+                    self.input_detached.setdefault(id(t), (t.grad_fn, t._version))
                 return t.detach_()
             return func(*args, **kwargs)
         if t.requires_grad or id(t) in self.inputs:

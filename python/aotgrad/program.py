@@ -196,6 +196,7 @@ def _layout(
         inference_outputs=sorted(facts.output_inference),
         output_versions=facts.output_version,
         requires_grad_changes=metadata.requires_grad_changes,
+        left_then_written=metadata.left_then_written,
         requires_grad_flag_off=metadata.requires_grad_flag_off,
         detached_outputs=metadata.detached_outputs,
         inner_leaves=metadata.inner_leaves,

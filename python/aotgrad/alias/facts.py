@@ -244,7 +244,10 @@ def _routed_output_facts(
     if candidates and id(o) not in input_index and _written_detached(o, roots):
         facts.written_detached[j] = 2 if o._is_view() else 1
         k = _containing_input(o, candidates, originals)
-        facts.custom_view_of_input[j] = (k, ViewSpec.of(o, originals[k], check_base=False))
+        # where the input's traced value starts, as an aliasing output's view is placed
+        shown, through = (o, []) if k in facts.input_view else eager_layout(o, originals[k])
+        view = ViewSpec.of(shown, originals[k], check_base=False, through=through)
+        facts.custom_view_of_input[j] = (k, view)
     elif _made_by_custom_function(o, through_views=candidates is not None, dirty=dirty):
         facts.output_custom.add(j)
         if candidates and id(o) not in input_index:

@@ -84,6 +84,11 @@ class Epilogue:
         """Before the graph runs: inputs the function makes require grad do; inputs
         resized by the function get the storage it gave them (the graph reads and writes
         them as if it had); their version counters."""
+        for i, (_, reached) in self.layout.left_then_written.items():
+            if not reached and args[i].is_leaf and args[i].requires_grad:
+                # a leaf nothing was computed from before: out of autograd before the
+                # graph (its gradient node would be reached once the write moved it inside)
+                args[i].requires_grad_(False)
         for i, flag in self.layout.requires_grad_changes.items():
             if flag:  # before the graph runs: autograd then records it, as in eager
                 if args[i].requires_grad and not args[i].is_leaf:
@@ -158,6 +163,14 @@ class Epilogue:
         for i, view in layout.metadata_mutations.items():
             if i not in late:
                 self._replay_metadata(args[i], spec(view), i, targets)
+        for i, (flag_off, _) in layout.left_then_written.items():
+            # out of autograd before the write that gives it its history (the compiled
+            # Function holds the caller's tensor as it was: gradients of what the function
+            # computed from it before reach its old history)
+            if flag_off:
+                args[i].requires_grad_(False)
+            elif args[i].requires_grad:
+                args[i].detach_()
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
         for i, value, with_grad in zip(
@@ -169,7 +182,9 @@ class Epilogue:
             if i in layout.storage_sets:
                 with torch.no_grad():
                     target.set_(value)
-            elif with_grad and not (target.is_leaf and target.requires_grad):
+            elif (with_grad or i in layout.left_then_written) and not (
+                target.is_leaf and target.requires_grad
+            ):
                 # (a leaf that requires grad here was made one after the write, which
                 # ``detach_()`` took out of autograd: see ``prepare``)
                 # autograd records the write (CopyBackwards), under a no_grad call too
@@ -202,6 +217,11 @@ class Epilogue:
             for k in leaf.views:  # views of a leaf that shares an input's bytes
                 a = aliases.get(k)
                 if a is not None and a.verdict == OutputVerdict.ALIAS_OF_INPUT:
+                    if not leaf.outputs and stand_in.shape == args[a.source].shape:
+                        # the leaf itself is not returned: it is the input's bytes
+                        # (``x.detach().requires_grad_()``), viewed as the input is
+                        stand_in.data = args[a.source].detach()
+                        _set_version(stand_in, args[a.source]._version)
                     view = spec(a.view)
                     at = args[a.source].storage_offset() + view.offset
                     outs[k] = stand_in.as_strided(view.size, view.stride, at)

@@ -100,6 +100,8 @@ class ForwardLayout:
     #: (``alias.facts.AliasFacts.written_detached``): returned as detached aliases
     #: (``alias.views.routed_detached``), not as views: 1 a detached alias, 2 a view of one.
     detached_custom_views: dict[int, int] = field(default_factory=dict)
+    #: Inputs taken out of autograd, then written with a history (``TraceMetadata``).
+    left_then_written: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     #: Inputs whose ``requires_grad`` the function changed, and the new flag.
     requires_grad_changes: dict[int, bool] = field(default_factory=dict)
     #: Of those turned off, the ones by ``requires_grad_(False)`` (the others:

@@ -30,6 +30,33 @@ def _failing_op(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
+    """torch's ``RuntimeError`` while tracing ``name``, worded; None: raised as it is."""
+    msg = str(e)
+    where = _user_frame(e.__traceback__)
+    if "as_strided() is non-compositional" in msg:
+        # functionalization replays a write into its view chain step by step, and an
+        # as_strided step after the first cannot be inverted
+        return UnsupportedError(
+            f"cannot trace {name}: a write through a view made by as_strided of a view "
+            "(of a tensor whose metadata the function changed in place, or of a detached "
+            f"alias) at {where}: not supported"
+        )
+    if msg.startswith("setStorage:") and "out of bounds for storage" in msg:
+        # the traced input holds its own elements only; eager reads its base's storage
+        return UnsupportedError(
+            f"cannot trace {name}: a view reaching past the elements its input covers "
+            f"(as_strided_ / as_strided beyond the input) at {where}: not supported (the "
+            "compiled graph holds only the input's own elements; eager reads its base's "
+            "storage)"
+        )
+    if "data-dependent" in msg or "Cannot access data pointer" in msg or "item()" in msg:
+        return TraceError(
+            f"cannot trace {name}: data-dependent operation at {where}: {msg.splitlines()[0]}"
+        )
+    return None
+
+
 @contextlib.contextmanager
 def trace_errors(fn: Callable[..., Any]):
     """Turn torch's tracing failures into a ``TraceError`` naming the op and the user's line."""
@@ -61,21 +88,10 @@ def trace_errors(fn: Callable[..., Any]):
             f"conversion on a tensor's value) at {_user_frame(e.__traceback__)}"
         ) from e
     except RuntimeError as e:
-        msg = str(e)
-        if "as_strided() is non-compositional" in msg:
-            # functionalization replays a write into its view chain step by step, and an
-            # as_strided step after the first cannot be inverted
-            raise UnsupportedError(
-                f"cannot trace {name}: a write through a view made by as_strided of a view "
-                "(of a tensor whose metadata the function changed in place, or of a detached "
-                f"alias) at {_user_frame(e.__traceback__)}: not supported"
-            ) from e
-        if "data-dependent" in msg or "Cannot access data pointer" in msg or "item()" in msg:
-            raise TraceError(
-                f"cannot trace {name}: data-dependent operation at "
-                f"{_user_frame(e.__traceback__)}: {msg.splitlines()[0]}"
-            ) from e
-        raise
+        worded = _runtime_error(name, e)
+        if worded is None:
+            raise
+        raise worded from e
     except AssertionError as e:
         if "Please convert all Tensors to FakeTensors" in str(e):
             # a real tensor met the traced ones: one the function reads from outside

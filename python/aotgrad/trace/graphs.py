@@ -75,6 +75,12 @@ class TraceMetadata:
     #: (positions in ``EagerCalls.new_leaves``), and what the runtime needs of each.
     inner_leaf_positions: list[int] = field(default_factory=list)
     inner_leaves: list[InnerLeaf] = field(default_factory=list)
+    #: Inputs taken out of autograd (``detach_()`` or ``requires_grad_(False)``: the first
+    #: flag) that a write then gave a history; the second flag: what the function returns
+    #: or writes was computed from the input before. The runtime takes the caller's tensor
+    #: out of autograd before it writes the new value with autograd recording (a leaf
+    #: not computed from: before the graph runs).
+    left_then_written: dict[int, tuple[bool, bool]] = field(default_factory=dict)
 
     @property
     def needs_autograd(self) -> bool:

@@ -93,6 +93,33 @@ def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
     return False
 
 
+def _left_then_written(
+    wrapped: Sequence[Any], fake_args: Sequence[Any], outs: Sequence[Any], calls: Any, facts: Any
+) -> dict[int, tuple[bool, bool]]:
+    """Inputs ``detach_()`` or ``requires_grad_(False)`` took out of autograd that a write
+    then gave a history (``x.detach_(); x.mul_(w)``): whether it was
+    ``requires_grad_(False)``, and whether what the function returns or writes was
+    computed from the input before (its gradient node is reached). Eager writes a tensor
+    that no longer requires grad: a leaf among them counts as one that does not (no leaf
+    written: no refusal)."""
+    left = {}
+    for i, w in enumerate(wrapped):
+        grad_fn = alias.facts.grad_fn_of(w) if isinstance(w, torch.Tensor) else None
+        if id(w) not in calls.left_autograd or grad_fn in (None, alias.facts.STALE_VIEW):
+            continue
+        ends = [grad_fn, *(alias.facts.grad_fn_of(o) for o in outs if isinstance(o, torch.Tensor))]
+        node = calls.input_detached.get(id(w), (None, 0))[0]
+        reached = any(
+            (_reaches(g, {id(w)}) or (node is not None and _reaches_node(g, node)))
+            for g in ends
+            if g not in (None, alias.facts.STALE_VIEW)
+        )
+        left[i] = (id(w) in calls.flag_off, reached)
+        if fake_args[i].is_leaf:
+            facts.input_flags[i] &= ~alias.facts.IN_REQUIRES_GRAD
+    return left
+
+
 def _check_new_leaf_inputs(
     outs: Sequence[Any],
     wrapped: Sequence[Any],
@@ -270,6 +297,10 @@ def _detached(fake_args: Sequence[Any]) -> list[Any]:
     return [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in fake_args]
 
 
+def _nothing() -> Any:
+    return contextlib.nullcontext()
+
+
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -284,9 +315,7 @@ def collect_metadata(
     shape_env = fake_mode.shape_env
     # Data-dependent ops (nonzero, item) make unbacked symbols here; only the traced run's
     # belong in the graph, so this run's are not left pending.
-    suppress_pending = (
-        shape_env.ignore_fresh_unbacked_symbols() if shape_env else contextlib.nullcontext()
-    )
+    suppress_pending = shape_env.ignore_fresh_unbacked_symbols() if shape_env else _nothing()
     detached = _detached(fake_args)
     with tracing_modes(fake_mode), suppress_pending, trace_errors(fn):
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
@@ -308,6 +337,7 @@ def collect_metadata(
             grad_mode=grad_mode,
             keep_in_graph=keep_input_mutations,
         )
+        left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls)
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
@@ -316,7 +346,7 @@ def collect_metadata(
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
         leaves = _inner_leaf_facts(outs, calls.new_leaves, inner, bases)
     flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
-    detached = {id(t) for t in calls.detached}
+    detached = {id(t) for t in calls.detached}  # (results of detach(), not the inputs')
     return TraceMetadata(
         outputs,
         fake_fwd[: len(outs)],
@@ -329,4 +359,5 @@ def collect_metadata(
         [k for k, o in enumerate(outs) if id(o) in detached],
         inner,
         leaves,
+        left,
     )
