@@ -377,3 +377,25 @@ def test_view_past_the_input_is_refused_by_name() -> None:
     b = _r(6, 5).requires_grad_(True).clone()
     with pytest.raises(UnsupportedError, match="reaching past the elements"):
         aotgrad.aot_function(_restride_input_past_its_elements, aotgrad.nop)(b[0:2])
+
+
+# ------------------------------------------------------- leaves made under inference mode
+
+
+def _views_of_a_leaf_made_inside(x0):
+    t = torch.cat([x0, x0])
+    leaf = t.detach().requires_grad_()
+    return (leaf[:, 1], t.mT, leaf, x0[:, 1])
+
+
+# (through Dynamo the leaf is a graph input after a graph break; its view there still
+# requires grad: not covered yet)
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+def test_views_of_a_leaf_made_under_inference_mode(compiler: str) -> None:
+    assert_like_eager(
+        _views_of_a_leaf_made_inside,
+        lambda: ([_r(4, 4).requires_grad_(True)], []),
+        COMPILERS[compiler],
+        ctx=torch.inference_mode,
+        calls=2,
+    )

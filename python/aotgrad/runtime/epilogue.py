@@ -259,7 +259,7 @@ class Epilogue:
             fwd = list(fwd)
             for k in self.leaf_bases:
                 fwd[k] = fwd[k].detach().requires_grad_(True)
-        self._new_leaves_first(outs)
+        self._new_leaves_first(outs, fwd)
         # views of an input made before it left autograd (detach_()) keep their history
         old = [kept.get(i, t) for i, t in enumerate(args)] if kept else args
         for a in self.aliases_first:
@@ -277,13 +277,16 @@ class Epilogue:
                 outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         return outs
 
-    def _new_leaves_first(self, outs: list) -> None:
+    def _new_leaves_first(self, outs: list, fwd: Sequence[Any]) -> None:
         """Leaves made inside that the graph returns, before the aliases are rebuilt: views
         of them (``t[:, 1]``) are views of a leaf."""
         layout = self.layout
+        bases = fwd[self.n_user : self.values_start]
         for k in layout.new_leaves:
             if k not in self.rebuilt and not outs[k].requires_grad:
-                shared = any(o is outs[k] for j, o in enumerate(outs) if j != k)
+                shared = any(o is outs[k] for j, o in enumerate(outs) if j != k) or any(
+                    b is outs[k] for b in bases
+                )
                 if k in layout.merged_outputs and shared:
                     # ``t.detach().requires_grad_()`` returned with ``t``: one graph value
                     outs[k] = outs[k].detach()

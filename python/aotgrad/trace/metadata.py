@@ -236,9 +236,41 @@ def _output_info(o: Any) -> OutputInfo:
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
 
 
-def _outputs_info(outs: Sequence[Any], wrapped: Sequence[Any]) -> list[OutputInfo]:
+def _outputs_info(
+    outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any] = ()
+) -> list[OutputInfo]:
     input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
-    return [_output_info(o) if id(o) not in input_index else _input_output_info(o) for o in outs]
+    # (an inference tensor passed in is one the caller made under inference mode)
+    normal = [
+        w
+        for k, w in enumerate(wrapped)
+        if isinstance(w, torch.Tensor) and not (k < len(fake_args) and fake_args[k].is_inference())
+    ]
+    bases = {id(w) for w in normal} | {id(w._base) for w in normal if w._base is not None}
+    return [
+        _input_output_info(o)
+        if id(o) in input_index
+        else _inference_view_info()
+        if _inference_view(o, bases)
+        else _output_info(o)
+        for o in outs
+    ]
+
+
+def _inference_view(o: Any, inputs: set[int]) -> bool:
+    """Under inference mode, a view of a tensor the function made: an inference tensor's
+    view, which does not require grad even where its base does (``t.requires_grad_()``).
+    ``inputs``: ids of the (not inference) inputs and their bases."""
+    return (
+        (in_inference_mode() or torch.is_inference_mode_enabled())
+        and isinstance(o, torch.Tensor)
+        and o._is_view()
+        and id(o._base) not in inputs
+    )
+
+
+def _inference_view_info() -> OutputInfo:
+    return OutputInfo(True, False, False)
 
 
 def _input_output_info(o: Any) -> OutputInfo:
@@ -326,7 +358,7 @@ def collect_metadata(
             outs = flat_call(fn, wrapped, calls=calls)
         chain.finish()
         inner = _inner_leaves(outs, calls.new_leaves)
-        outputs = _outputs_info(outs, wrapped)
+        outputs = _outputs_info(outs, wrapped, fake_args)
         rg_changes = _requires_grad_changes(wrapped, fake_args)
         _check_new_leaf_inputs(outs, wrapped, rg_changes, calls, before)
         facts = alias.collect(
