@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import alias
 from ..eager_calls import EagerCalls, in_inference_mode
@@ -240,32 +241,33 @@ def _outputs_info(
     outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any] = ()
 ) -> list[OutputInfo]:
     input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
-    # (an inference tensor passed in is one the caller made under inference mode)
-    normal = [
-        w
+    # the storages of inputs that are no inference tensors (one the caller made under
+    # inference mode is): their views and aliases are normal tensors in eager
+    normal = {
+        StorageWeakRef(w.untyped_storage())
         for k, w in enumerate(wrapped)
         if isinstance(w, torch.Tensor) and not (k < len(fake_args) and fake_args[k].is_inference())
-    ]
-    bases = {id(w) for w in normal} | {id(w._base) for w in normal if w._base is not None}
+    }
     return [
         _input_output_info(o)
         if id(o) in input_index
         else _inference_view_info()
-        if _inference_view(o, bases)
+        if _inference_view(o, normal)
         else _output_info(o)
         for o in outs
     ]
 
 
-def _inference_view(o: Any, inputs: set[int]) -> bool:
-    """Under inference mode, a view of a tensor the function made: an inference tensor's
-    view, which does not require grad even where its base does (``t.requires_grad_()``).
-    ``inputs``: ids of the (not inference) inputs and their bases."""
+def _inference_view(o: Any, normal: set[Any]) -> bool:
+    """Under inference mode, a view of a tensor the function computed: an inference
+    tensor's view, which does not require grad even where its base does
+    (``t.requires_grad_()``). ``normal``: the storages of the inputs that are no inference
+    tensors (``x.detach().requires_grad_()`` is a normal tensor, and so are its views)."""
     return (
         (in_inference_mode() or torch.is_inference_mode_enabled())
         and isinstance(o, torch.Tensor)
         and o._is_view()
-        and id(o._base) not in inputs
+        and StorageWeakRef(o.untyped_storage()) not in normal
     )
 
 
