@@ -69,6 +69,13 @@ def _reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
     return tuple(found)
 
 
+_DETACHED_IN_PLACE = (
+    "Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
+    "This is not supported, please use out-of-place `.detach()` instead (raised as eager "
+    "raises it; aotgrad traced it)"
+)
+
+
 def _stale_message(t: Any, now: int, version: int) -> str:
     return (
         "one of the variables needed for gradient computation has been modified by an "
@@ -197,11 +204,19 @@ class _JointTrace:
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
         version = t._version + self._shared_writes(t)
-        return t, version, (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        # a non-leaf (as eager sees it) that detach_() later takes out of autograd: eager's
+        # backward refuses to read it
+        history = t.grad_fn is not None and not self._leaf_input(t)
+        return t, version, (tuple(t.shape), tuple(t.stride()), t.storage_offset()), history
 
-    def _unpack(self, saved: tuple[Any, int, Any]) -> Any:
-        t, version, layout = saved
+    def _unpack(self, saved: tuple[Any, int, Any, bool]) -> Any:
+        t, version, layout, history = saved
         now = t._version + self._shared_writes(t)
+        if history and t.grad_fn is None:
+            if not self.stale:
+                self.stale.append(_DETACHED_IN_PLACE)
+            self.stale_nodes.append(torch._C._current_autograd_node())
+            return t
         if now == version:
             self._note_input_read(t, version)
             return t
@@ -226,6 +241,16 @@ class _JointTrace:
                 raise
             self.stale, self.stale_nodes = [str(e)], [None]
             return ()
+
+    def _leaf_input(self, t: Any) -> bool:
+        """``t`` is an input the caller passed as a leaf (traced on a clone, or on a
+        stand-in with a node of its own, it has a ``grad_fn`` here)."""
+        i = self._input_of(t)
+        return (
+            i is not None
+            and t is self.call[i]
+            and bool(getattr(self.fake_args[i], "is_leaf", False))
+        )
 
     def _input_of(self, t: Any) -> int | None:
         root = t if t._base is None else t._base
