@@ -435,10 +435,43 @@ def _saved_intermediate_then_detached(x):
     return (y, t)
 
 
+class _SavedSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def _saved_by_a_function_then_detached(x):
+    # what a custom Function saved is read through its node: eager does not refuse it
+    y = _SavedSquare.apply(x)
+    x.detach_()
+    return (y,)
+
+
+def _saved_output_then_detached(x):
+    y = x.exp()  # exp saves its output: read through exp's node, no refusal
+    y.detach_()
+    return (y * 1, x.sin())
+
+
 # (through Dynamo the detach_() of an input falls after a graph break: the compiled
 # Function's own saved input is read: not covered yet)
 @pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
-@pytest.mark.parametrize("fn", [_saved_then_detached, _saved_intermediate_then_detached])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _saved_then_detached,
+        _saved_intermediate_then_detached,
+        _saved_by_a_function_then_detached,
+        _saved_output_then_detached,
+    ],
+)
 @pytest.mark.parametrize("make", [leaf_clone(3, 4), lambda: ([_r(3, 4).requires_grad_(True)], [])])
 def test_saved_tensor_detached_in_place_raises_in_the_backward(
     fn: Any, make: Any, compiler: str

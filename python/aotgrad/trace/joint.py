@@ -76,6 +76,21 @@ _DETACHED_IN_PLACE = (
 )
 
 
+def _detached_since(t: Any, history: Any) -> bool:
+    """Whether eager's backward refuses to read the saved ``t``: it had a history when
+    saved (``history``, its node) and has none now (``detach_()``). Only an op's saved
+    input: an op's own output is read through the op's node, and so is what a custom
+    Function saved."""
+    if history is None or alias.facts.grad_fn_of(t) is not None:
+        return False
+    node = torch._C._current_autograd_node()
+    return not (
+        node is None
+        or node is history
+        or isinstance(node, torch.autograd.function.BackwardCFunction)
+    )
+
+
 def _stale_message(t: Any, now: int, version: int) -> str:
     return (
         "one of the variables needed for gradient computation has been modified by an "
@@ -205,14 +220,14 @@ class _JointTrace:
         self.packed.add(id(t))
         version = t._version + self._shared_writes(t)
         # a non-leaf (as eager sees it) that detach_() later takes out of autograd: eager's
-        # backward refuses to read it
-        history = t.grad_fn is not None and not self._leaf_input(t)
+        # backward refuses to read it (see _detached_since)
+        history = None if self._leaf_input(t) else alias.facts.grad_fn_of(t)
         return t, version, (tuple(t.shape), tuple(t.stride()), t.storage_offset()), history
 
-    def _unpack(self, saved: tuple[Any, int, Any, bool]) -> Any:
+    def _unpack(self, saved: tuple[Any, int, Any, Any]) -> Any:
         t, version, layout, history = saved
         now = t._version + self._shared_writes(t)
-        if history and t.grad_fn is None:
+        if _detached_since(t, history):
             if not self.stale:
                 self.stale.append(_DETACHED_IN_PLACE)
             self.stale_nodes.append(torch._C._current_autograd_node())
