@@ -478,3 +478,19 @@ def test_saved_tensor_detached_in_place_raises_in_the_backward(
 ) -> None:
     # eager's backward refuses a saved non-leaf detach_()ed since; a leaf is read as is
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------- a tensor read from outside the arguments
+
+_OUTSIDE = torch.arange(4.0, dtype=torch.float64)
+
+
+def _reads_a_global(x):
+    return (x * _OUTSIDE,)
+
+
+def test_tensor_read_from_outside_the_arguments_is_refused_by_name() -> None:
+    # eager runs it; torch's aot_function fails with a fake-mode AssertionError. Taking the
+    # tensor as a constant would lose its gradient (and its later values) without a word
+    with pytest.raises(UnsupportedError, match="not one of its arguments"):
+        aotgrad.aot_function(_reads_a_global, aotgrad.nop)(_r(3, 4).requires_grad_(True))
