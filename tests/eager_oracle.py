@@ -218,3 +218,17 @@ class DirtyMul(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
         return g * 2
+
+
+class SavedSquare(torch.autograd.Function):
+    """x * x with its input saved for backward (``ctx.save_for_backward``)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * x * g

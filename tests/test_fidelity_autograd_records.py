@@ -24,7 +24,7 @@ import torch
 
 import aotgrad
 from aotgrad.errors import UnsupportedError
-from eager_oracle import COMPILERS, assert_like_eager, leaf_clone
+from eager_oracle import COMPILERS, SavedSquare, assert_like_eager, leaf_clone
 
 
 def _w4() -> torch.Tensor:
@@ -435,21 +435,9 @@ def _saved_intermediate_then_detached(x):
     return (y, t)
 
 
-class _SavedSquare(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-
-
 def _saved_by_a_function_then_detached(x):
     # what a custom Function saved is read through its node: eager does not refuse it
-    y = _SavedSquare.apply(x)
+    y = SavedSquare.apply(x)
     x.detach_()
     return (y,)
 

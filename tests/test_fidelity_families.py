@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, DirtyMul, Half, assert_like_eager, leaf_clone, leaves
+from eager_oracle import (
+    COMPILERS,
+    DirtyMul,
+    Half,
+    SavedSquare,
+    assert_like_eager,
+    leaf_clone,
+    leaves,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -764,18 +772,6 @@ def _views_of_a_detached_output(x0):
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 def test_views_of_a_detached_alias_that_is_an_output(compiler: str) -> None:
     assert_like_eager(_views_of_a_detached_output, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
-
-
-class SavedSquare(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
 
 
 def _overlapping_rows() -> tuple[list[Any], list[torch.Tensor]]:

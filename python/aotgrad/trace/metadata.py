@@ -79,19 +79,28 @@ class _StorageResizes(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
-    """Whether the autograd graph from ``grad_fn`` accumulates into one of ``leaves`` (ids)."""
+def _walk_finds(grad_fn: Any, found: Callable[[Any], bool]) -> bool:
+    """Whether a node of the autograd graph from ``grad_fn`` satisfies ``found``."""
     stack, seen = [grad_fn], set()
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
-        variable = getattr(node, "variable", None)
-        if variable is not None and id(variable) in leaves:
+        if found(node):
             return True
+        seen.add(id(node))
         stack.extend(n for n, _ in node.next_functions)
     return False
+
+
+def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
+    """Whether the autograd graph from ``grad_fn`` accumulates into one of ``leaves`` (ids)."""
+
+    def accumulates(node: Any) -> bool:
+        variable = getattr(node, "variable", None)
+        return variable is not None and id(variable) in leaves
+
+    return _walk_finds(grad_fn, accumulates)
 
 
 def _left_then_written(
@@ -160,16 +169,7 @@ def _check_new_leaf_inputs(
 
 def _reaches_node(grad_fn: Any, target: Any) -> bool:
     """Whether the autograd graph from ``grad_fn`` passes through the node ``target``."""
-    stack, seen = [grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        if node is target:
-            return True
-        seen.add(id(node))
-        stack.extend(n for n, _ in node.next_functions)
-    return False
+    return _walk_finds(grad_fn, lambda node: node is target)
 
 
 def _inner_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]) -> list[int]:
