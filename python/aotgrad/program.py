@@ -246,6 +246,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             detached_base=facts.output_detached_base.get(k, -1),
             base_leaf=k in facts.output_base_leaf,
             tracked=k in facts.output_tracked_view,
+            untracked=_untracked_view(k, facts),
             with_grad=not metadata.grad_mode and k in facts.output_has_grad_fn,
             grad_through_base=(
                 v == alias.OutputVerdict.ALIAS_OF_INPUT
@@ -259,6 +260,21 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
         for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
         if v != alias.OutputVerdict.NON_ALIAS
     ]
+
+
+_CM = torch._C._autograd.CreationMeta
+
+
+def _untracked_view(k: int, facts: Any) -> bool:
+    """Output ``k`` is a view autograd does not track in eager: made in no_grad or
+    inference mode, or by a custom Function run under no_grad (its creation meta says
+    "in a custom Function", yet it has no ``grad_fn``, or only a view's of it)."""
+    meta = facts.output_creation_meta.get(k)
+    if meta in (_CM.NO_GRAD_MODE, _CM.INFERENCE_MODE):
+        return True
+    return meta == _CM.IN_CUSTOM_FUNCTION and (
+        k in facts.output_tracked_view or k not in facts.output_has_grad_fn
+    )
 
 
 def _view_bindings(specs: list[Any], fake_args: Sequence[Any]) -> list[Any]:

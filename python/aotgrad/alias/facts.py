@@ -214,7 +214,7 @@ def collect(
             )
         if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
             base = originals[inp]
-            shown, through = (o, []) if inp in facts.input_view else eager_layout(o, base)
+            shown, through = eager_layout(o, base)
             facts.output_view[j] = ViewSpec.of(shown, base, check_base=False, through=through)
         elif flags & OUT_VIEW_OF_INTERMEDIATE:
             base = o._base

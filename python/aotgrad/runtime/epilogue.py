@@ -25,10 +25,6 @@ from ..alias.views import (
 )
 from .layout import ForwardLayout, OutputAlias
 
-_CM = torch._C._autograd.CreationMeta
-#: Views eager made under no_grad / inference mode: autograd does not track them.
-_NO_GRAD_VIEWS = frozenset({_CM.NO_GRAD_MODE, _CM.INFERENCE_MODE})
-
 
 def _identity(spec: ViewSpec) -> ViewSpec:
     return spec
@@ -48,17 +44,6 @@ class Epilogue:
         self.aliases_first = [a for a in layout.output_aliases if a.detached_base < 0]
         self.aliases_last = [a for a in layout.output_aliases if a.detached_base >= 0]
         inner = {self.n_user + s for leaf in layout.inner_leaves for s in leaf.bases}
-        # inner leaves returned, and views of one that shares an input's bytes: made of
-        # the stand-in (``_returned_leaves``)
-        self.leaf_rebuilt = {
-            *(k for leaf in layout.inner_leaves for k in leaf.outputs),
-            *(
-                a.index
-                for a in layout.output_aliases
-                if a.verdict == OutputVerdict.ALIAS_OF_INPUT
-                and any(a.index in leaf.views for leaf in layout.inner_leaves)
-            ),
-        }
         # views of an intermediate base that is a leaf made inside (a base of its own
         # among the graph's outputs: not a user output, not an input)
         slots = (
@@ -112,10 +97,15 @@ class Epilogue:
             for k, src in layout.stale_views.items()
             if src is not None
         }
+        # views of an input whose metadata the function changes are made of it as it was
+        # (their specs are relative to that); once the change moves the version count,
+        # autograd rebuilds their nodes from the base, as eager's (not through the new
+        # metadata, whose node passes gradient only to the elements it covers)
+        laid = {i: _alias(args[i]) for i in layout.metadata_mutations}
         kept = self._write_inputs(args, fwd, spec, before)
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
-        outs = self._rebuild_outputs(args, fwd, spec, leaves, kept)
+        outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
         for k in layout.stale_views:
             stale = early.get(k)
             version = layout.output_versions.get(k, 0)
@@ -203,28 +193,38 @@ class Epilogue:
 
     def _returned_leaves(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, outs: list, leaves: Sequence[Any]
-    ) -> None:
+    ) -> set[int]:
         """Inner leaves returned: their stand-ins, given the value (an alias of an input,
-        ``x.detach().requires_grad_()``, rebuilt first), before other outputs view them."""
+        ``x.detach().requires_grad_()``, rebuilt first), before other outputs view them;
+        and views of one that shares an input's bytes, made of the stand-in. Returns the
+        outputs made here."""
         aliases = {a.index: a for a in self.layout.output_aliases}
+        made: set[int] = set()
         for leaf, stand_in in zip(self.layout.inner_leaves, leaves):
+            made.update(leaf.outputs)
             for k in leaf.outputs:
                 value = outs[k]
                 if k in aliases:
                     value = self._rebuild(aliases[k], args, fwd, outs, spec)
                 stand_in.data = value.detach()
                 outs[k] = stand_in
+            given = bool(leaf.outputs)
             for k in leaf.views:  # views of a leaf that shares an input's bytes
                 a = aliases.get(k)
                 if a is not None and a.verdict == OutputVerdict.ALIAS_OF_INPUT:
-                    if not leaf.outputs and stand_in.shape == args[a.source].shape:
+                    if not given and stand_in.shape == args[a.source].shape:
                         # the leaf itself is not returned: it is the input's bytes
                         # (``x.detach().requires_grad_()``), viewed as the input is
                         stand_in.data = args[a.source].detach()
                         _set_version(stand_in, args[a.source]._version)
+                        given = True
+                    if not given:  # viewed otherwise: the view stays the input's alias
+                        continue
                     view = spec(a.view)
                     at = args[a.source].storage_offset() + view.offset
                     outs[k] = stand_in.as_strided(view.size, view.stride, at)
+                    made.add(k)
+        return made
 
     def _leaf_bases(self, fwd: Sequence[Any], leaves: Sequence[Any]) -> Sequence[Any]:
         """Intermediate bases that are inner leaves: the stand-in, given their value, so
@@ -243,14 +243,14 @@ class Epilogue:
         spec: Any,
         leaves: Sequence[Any] = (),
         kept: dict[int, Any] | None = None,
+        laid: dict[int, Any] | None = None,
     ) -> list[Any]:
         """The user outputs: fresh ones with eager's version count, aliases rebuilt as
         real views, leaves made inside the function requiring grad (an inner leaf
         returned is its stand-in, the one its gradient fills, before views are made of it)."""
         layout = self.layout
         outs = list(fwd[: self.n_user])
-        if leaves:
-            self._returned_leaves(args, fwd, spec, outs, leaves)
+        made = self._returned_leaves(args, fwd, spec, outs, leaves) if leaves else set()
         versions = layout.output_versions
         for k, v in versions.items():
             if k not in self.rebuilt:
@@ -261,11 +261,12 @@ class Epilogue:
                 fwd[k] = fwd[k].detach().requires_grad_(True)
         self._new_leaves_first(outs, fwd)
         # views of an input made before it left autograd (detach_()) keep their history
-        old = [kept.get(i, t) for i, t in enumerate(args)] if kept else args
+        now = [laid.get(i, t) for i, t in enumerate(args)] if laid else args
+        old = [kept.get(i, t) for i, t in enumerate(now)] if kept else now
         for a in self.aliases_first:
-            if not (leaves and a.index in self.leaf_rebuilt):
-                made_before = a.requires_grad and a.verdict == OutputVerdict.ALIAS_OF_INPUT
-                source = old if made_before else args
+            if a.index not in made:
+                of_input = a.verdict == OutputVerdict.ALIAS_OF_INPUT
+                source = (old if a.requires_grad else now) if of_input else args
                 outs[a.index] = self._rebuild(a, source, fwd, outs, spec, versions.get(a.index))
         for k in layout.new_leaves:
             if not outs[k].requires_grad:  # rebuilt as an alias (``x.detach().requires_grad_()``)
@@ -273,7 +274,7 @@ class Epilogue:
         # views of another output (``a.detached_base``) last: made of that output as the
         # caller gets it (rebuilt, a leaf that requires grad)
         for a in self.aliases_last:
-            if not (leaves and a.index in self.leaf_rebuilt):
+            if a.index not in made:
                 outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         return outs
 
@@ -370,7 +371,7 @@ class Epilogue:
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
         requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
         with torch.enable_grad() if a.with_grad else contextlib.nullcontext():
-            out = regenerate(base, spec(a.view), requires_grad, no_grad=meta in _NO_GRAD_VIEWS)
+            out = regenerate(base, spec(a.view), requires_grad, no_grad=a.untracked)
         if a.tracked and out.requires_grad:
             # eager's is a view (with grad on) of a view made under no_grad: its grad_fn
             # ends at that view, which autograd takes for a leaf, not at the base
@@ -379,6 +380,12 @@ class Epilogue:
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)
         return out
+
+
+def _alias(t: Any) -> Any:
+    """A view of all of ``t`` (with ``t``'s history where it has one)."""
+    with torch.enable_grad() if t.requires_grad else contextlib.nullcontext():
+        return t.view(t.shape)
 
 
 def _set_version(t: Any, version: int, views: bool = False) -> None:

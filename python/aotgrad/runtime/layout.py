@@ -41,6 +41,9 @@ class OutputAlias:
     #: Made under ``no_grad`` by its creation meta, yet with a ``grad_fn`` in eager (a
     #: view taken with grad on of a view made under ``no_grad``).
     tracked: bool = False
+    #: A view autograd does not track in eager: made under ``no_grad`` or inference mode,
+    #: or by a custom Function run under ``no_grad`` (and views of those).
+    untracked: bool = False
     #: Made with grad on inside a call under ``no_grad`` (an ``enable_grad`` block): with
     #: a ``grad_fn`` in eager, so rebuilt with grad on.
     with_grad: bool = False

@@ -168,6 +168,11 @@ class _JointTrace:
         with torch.enable_grad():
             call = [p.clone() if i in self.cloned else p for i, p in enumerate(fp)]
             anchors = layout_anchors(call, self.relaid)
+            for i, anchor in anchors.items():
+                # the function sees a view: its metadata change (``x.as_strided_``) leaves
+                # the value's history alone (as eager's, when the caller's input is a view;
+                # the runtime records the change on a base input, as eager does)
+                call[i], anchors[i] = anchor, call[i]
         self.call = call
         outs = self._forward(call)
         self.final_versions = [self._version_of(c) for c in call]

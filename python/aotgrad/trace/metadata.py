@@ -172,16 +172,18 @@ def _reaches_node(grad_fn: Any, target: Any) -> bool:
     return _walk_finds(grad_fn, lambda node: node is target)
 
 
-def _inner_leaves(outs: Sequence[Any], new_leaves: Sequence[Any]) -> list[int]:
+def _inner_leaves(
+    outs: Sequence[Any], new_leaves: Sequence[Any], written: Sequence[Any] = ()
+) -> list[int]:
     """Of the leaves the function makes (``t = x.detach().requires_grad_()``, a factory
-    called with ``requires_grad=True``), in order, the positions of those an output is
-    computed from (``t.cumsum(-1)``; not a view of ``t``, rebuilt at runtime as a view of
-    the leaf itself). Eager's output requires grad and its backward fills ``t.grad``: the
+    called with ``requires_grad=True``), in order, the positions of those an output, or
+    the new value of a ``written`` input, is computed from (``t.cumsum(-1)``; not a view
+    of ``t``, rebuilt at runtime as a view of the leaf itself). Eager's output requires grad and its backward fills ``t.grad``: the
     runtime passes a leaf of its own per such tensor into the compiled Function, which
     the backward's gradient for it reaches (``InnerLeaf``)."""
     found: list[int] = []
     for j, leaf in enumerate(new_leaves):
-        for o in outs:
+        for o in [*outs, *written]:
             if not isinstance(o, torch.Tensor) or (o._is_view() and o._base is leaf):
                 continue
             # read as eager would not: a view whose grad_fn eager refuses to read (a no_grad
@@ -359,7 +361,6 @@ def collect_metadata(
         with _StorageResizes(wrapped) as resizes, calls.restrides.refusing():
             outs = flat_call(fn, wrapped, calls=calls)
         chain.finish()
-        inner = _inner_leaves(outs, calls.new_leaves)
         outputs = _outputs_info(outs, wrapped, fake_args)
         rg_changes = _requires_grad_changes(wrapped, fake_args)
         _check_new_leaf_inputs(outs, wrapped, rg_changes, calls, before)
@@ -373,6 +374,7 @@ def collect_metadata(
         )
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls)
+        inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
         # in the caller's layout (see layout_anchors): the input's own fake has it
