@@ -381,3 +381,35 @@ def test_input_restrided_in_place_keeps_eagers_gradients(fn: Any, make: Any, com
 )
 def test_view_read_after_its_base_is_restrided() -> None:
     assert_like_eager(_view_then_t_then_read, _a_clone, COMPILERS["aot_function-default"])
+
+
+def _relaid_then_saved(x):
+    x.as_strided_((2, 2), (4, 1))
+    x.diagonal().mul_(3)
+    x.relu_()  # saves its output: x
+    return (x[0],)
+
+
+def _leaf_unsqueezed_under_no_grad(x):
+    with torch.no_grad():
+        x.unsqueeze_(0)
+    return (x.t(), x.detach())
+
+
+def _a_scalar_leaf() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn((), dtype=torch.float64, requires_grad=True)
+    return [x], [x]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_restrided_input_saved_then_written_by_the_caller_raises_as_eager(compiler: str) -> None:
+    """The trace's view of a restrided input is still the input: what the backward saves
+    of it is checked against the caller's writes after the call (eager's backward raises)."""
+    assert_like_eager(
+        _relaid_then_saved, _a_clone, COMPILERS[compiler], after=lambda outs: outs[0].mul_(2)
+    )
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_leaf_restrided_under_no_grad_gets_a_gradient_of_its_new_shape(compiler: str) -> None:
+    assert_like_eager(_leaf_unsqueezed_under_no_grad, _a_scalar_leaf, COMPILERS[compiler])

@@ -100,8 +100,13 @@ class Epilogue:
         # views of an input whose metadata the function changes are made of it as it was
         # (their specs are relative to that); once the change moves the version count,
         # autograd rebuilds their nodes from the base, as eager's (not through the new
-        # metadata, whose node passes gradient only to the elements it covers)
-        laid = {i: _alias(args[i]) for i in layout.metadata_mutations}
+        # metadata, whose node passes gradient only to the elements it covers). Not of a
+        # leaf: its gradient takes the shape the view's base had (eager's: the new one)
+        laid = {
+            i: _alias(args[i])
+            for i in layout.metadata_mutations
+            if not (args[i].is_leaf and args[i].requires_grad)
+        }
         kept = self._write_inputs(args, fwd, spec, before)
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)

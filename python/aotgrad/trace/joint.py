@@ -150,6 +150,7 @@ class _JointTrace:
         # makes what was saved of another stale; traced, each input has a counter of its own
         self.sharing = _version_sharing(fake_args)
         self.call: list[Any] = []
+        self.relaid_bases: dict[int, int] = {}
         self.inner_leaves: list[Any] = []
         self.detached_from: dict[int, Any] = {}
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
@@ -174,6 +175,7 @@ class _JointTrace:
                 # the runtime records the change on a base input, as eager does)
                 call[i], anchors[i] = anchor, call[i]
         self.call = call
+        self.relaid_bases = {id(base): i for i, base in anchors.items()}
         outs = self._forward(call)
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
@@ -273,8 +275,10 @@ class _JointTrace:
         )
 
     def _input_of(self, t: Any) -> int | None:
+        """The input ``t`` is or views (of a relaid input: its base in the trace)."""
         root = t if t._base is None else t._base
-        return next((i for i, c in enumerate(self.call) if c is root), None)
+        found = next((i for i, c in enumerate(self.call) if c is root), None)
+        return self.relaid_bases.get(id(root)) if found is None else found
 
     def _version_of(self, c: Any) -> int:
         return c._version + self._shared_writes(c) if isinstance(c, torch.Tensor) else 0
@@ -291,8 +295,7 @@ class _JointTrace:
         views), if any: eager counts them on ``t`` too."""
         if not self.sharing:
             return 0
-        root = t if t._base is None else t._base
-        i = next((i for i, c in enumerate(self.call) if c is root), None)
+        i = self._input_of(t)
         if i is None or i not in self.sharing:
             return 0
         return sum(self.call[j]._version for j in self.sharing[i])
