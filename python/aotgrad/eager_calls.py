@@ -13,7 +13,9 @@ tuples of outputs, results eager refuses to cast, arguments that make eager rais
 under autograd, a resize that needs more storage.
 
 **In-place calls eager refuses** (memory overlap, leaves that require grad): raised
-before the call, as eager raises them (``inplace_checks``).
+before the call, as eager raises them (``inplace_checks``). The fills eager allows on a
+tensor whose elements share memory (``x.expand(2, 4, 4).zero_()``) are written without
+the repeats (``overlapping_writes``).
 
 **``requires_grad_(False)`` on a leaf input.** The traced stand-in of a leaf input is not
 a leaf (a functional wrapper mirrors its autograd history; a written input runs on a
@@ -40,6 +42,7 @@ from torch.utils._pytree import tree_flatten
 from .dtype_checks import dtype_error
 from .errors import EagerRefusal
 from .inplace_checks import inplace_error, written_tensor
+from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, value_offset, within
 from .view_metadata_writes import METADATA_WRITES, write_metadata
 
@@ -198,6 +201,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
         #: a factory called with ``requires_grad=True``), in the order it made them.
         self.new_leaves: list[torch.Tensor] = []
+        #: Autograd nodes of overlapping writes, whose backward raises in eager
+        #: (``overlapping_writes``).
+        self.overlap_nodes: list[Any] = []
         #: Results of ``detach()`` (the graph drops the detach: one value for ``t`` and
         #: ``t.detach()``; the runtime tells them apart).
         self.detached: list[torch.Tensor] = []
@@ -257,6 +263,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         written = written_tensor(func, args, kwargs)
         if written is not None and getattr(func, "__name__", "") not in METADATA_WRITES:
             self.restrides.check_write(written)
+            done, result = overlapping_write(func, args, kwargs)
+            if done:
+                return self._overlapping(result)
+        if func is _SETITEM and len(args) == 3:
+            done, result = overlapping_setitem(args)
+            if done:
+                self._overlapping(result)
+                return None
         if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
             return self._as_strided(func, args, kwargs)
         if getattr(func, "__name__", "") in METADATA_WRITES and args:
@@ -285,6 +299,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return func(*args, **kwargs)
         return _call_with_out(func, args, kwargs, out)
+
+    def _overlapping(self, written: Any) -> Any:
+        """After a write to a tensor whose elements share memory: its autograd node,
+        whose backward raises in eager, recorded."""
+        node = backward_node(written)
+        if node is not None:
+            self.overlap_nodes.append(node)
+        return written
 
     def _as_strided(self, func: Any, args: Any, kwargs: dict) -> Any:
         """``as_strided`` / ``as_strided_``, checked against the inputs' storages

@@ -14,6 +14,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from .. import alias
 from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
+from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
 from .cleanup import clean, flatten_codegen, mark_roles
 from .decompositions import with_trace_decompositions
@@ -218,6 +219,9 @@ class _JointTrace:
             outs = flat_call(self.fn, call, self.fake_args, calls)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
+        if calls.overlap_nodes:  # eager's backward raises where it passes one
+            self.stale.append(OVERLAP_IN_BACKWARD)
+            self.stale_nodes += calls.overlap_nodes
         return outs
 
     # Saved tensors keep their version: one written after it was saved fails eager's
