@@ -136,6 +136,12 @@ def observe(
                     for o in outs
                     if isinstance(o, torch.Tensor) and o.is_leaf and o.requires_grad
                 ]
+                # tensors retain_grad() was called on (inside the function or by the caller)
+                rec["retained_grads"] = [
+                    None if t.grad is None else t.grad.clone()
+                    for t in [*outs, *args]
+                    if isinstance(t, torch.Tensor) and t.retains_grad
+                ]
                 rec["inputs_after_backward"] = [
                     {"value": a.detach().clone(), "version": a._version}
                     if isinstance(a, torch.Tensor) and a.untyped_storage().nbytes()

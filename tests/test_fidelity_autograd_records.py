@@ -573,3 +573,47 @@ def test_custom_function_view_made_under_no_grad_is_not_tracked(
     """Eager's view of it has a ``grad_fn`` that ends nowhere: no gradient reaches ``x``
     (aotgrad's reached it, times the Function's backward)."""
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------- retain_grad() inside the function
+
+
+def _retained_output(x):
+    y = x * 2
+    y.retain_grad()
+    return (y,)
+
+
+def _retained_view_output(x):
+    y = x * 2
+    v = y[0]
+    v.retain_grad()
+    return (v, y.sum())
+
+
+def _retained_input(x):
+    x.retain_grad()
+    return (x * 3, x.sin())
+
+
+def _retained_output_used_again(x):
+    y = x * 2
+    y.retain_grad()
+    return (y, y.sin())
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_retained_output, _retained_view_output, _retained_input])
+@pytest.mark.parametrize("make", [_leaf_4x4, leaf_clone(4, 4)])
+def test_retain_grad_inside_fills_the_callers_grad(fn: Any, make: Any, compiler: str) -> None:
+    """Eager fills ``.grad`` of the output (or input) ``retain_grad()`` was called on;
+    the traced stand-in's retain_grad filled nothing the caller sees."""
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def test_retain_grad_on_an_output_used_again_is_refused_by_name() -> None:
+    x = _r(4, 4).requires_grad_(True)
+    with pytest.raises(UnsupportedError, match="retain_grad"):
+        aotgrad.aot_function(_retained_output_used_again, aotgrad.nop)(x.clone())
+    # through Dynamo, which handles retain_grad itself, it runs as eager's
+    assert_like_eager(_retained_output_used_again, _leaf_4x4, COMPILERS["dynamo-aotgrad_eager"])

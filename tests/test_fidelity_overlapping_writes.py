@@ -78,6 +78,12 @@ def _setitem_tensor(x):
     return (x,)
 
 
+def _setitem_mask(x):
+    t = x.expand(3, 4, 4)
+    t[t > 0] = 0.0  # eager's is a masked_fill_
+    return (x.cos(),)
+
+
 def _plain() -> tuple[list[Any], list[torch.Tensor]]:
     return [torch.randn(4, 4, dtype=torch.float64)], []
 
@@ -96,6 +102,7 @@ def _plain() -> tuple[list[Any], list[torch.Tensor]]:
         _setitem_number,
         _setitem_no_overlap_left,
         _setitem_tensor,
+        _setitem_mask,
     ],
 )
 @pytest.mark.parametrize("make", [_plain, leaf_clone(4, 4)])

@@ -86,6 +86,7 @@ def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
 
 
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
+_RETAIN_GRAD = torch.Tensor.retain_grad
 _DATA = torch._C.TensorBase.__dict__["data"]
 _DETACH_ = torch.Tensor.detach_
 _DETACH = (torch.Tensor.detach, torch.detach)
@@ -201,6 +202,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
         #: a factory called with ``requires_grad=True``), in the order it made them.
         self.new_leaves: list[torch.Tensor] = []
+        #: Tensors ``retain_grad()`` was called on: the runtime calls it on the outputs and
+        #: inputs among them (on the traced stand-ins it would fill nothing the caller sees).
+        self.retained: list[Any] = []
         #: Autograd nodes of overlapping writes, whose backward raises in eager
         #: (``overlapping_writes``).
         self.overlap_nodes: list[Any] = []
@@ -260,23 +264,17 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             refusal = dtype_error(func, args, kwargs)
         if refusal is not None:
             raise refusal
-        written = written_tensor(func, args, kwargs)
-        if written is not None and getattr(func, "__name__", "") not in METADATA_WRITES:
-            self.restrides.check_write(written)
-            done, result = overlapping_write(func, args, kwargs)
-            if done:
-                return self._overlapping(result)
-        if func is _SETITEM and len(args) == 3:
-            done, result = overlapping_setitem(args)
-            if done:
-                self._overlapping(result)
-                return None
+        done, result = self._write(func, args, kwargs)
+        if done:
+            return result
         if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
             return self._as_strided(func, args, kwargs)
         if getattr(func, "__name__", "") in METADATA_WRITES and args:
             return write_metadata(func, args, kwargs)
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
+        if func is _RETAIN_GRAD and args:
+            self.retained.append(args[0])
         if func is _SETITEM and _zero_dim_mask(args):
             # ``x[x > 0] = v`` on a 0-dim ``x``: eager reads the mask's value (a Python
             # branch, data-dependent when traced); a masked fill is the same write
@@ -300,13 +298,23 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return func(*args, **kwargs)
         return _call_with_out(func, args, kwargs, out)
 
-    def _overlapping(self, written: Any) -> Any:
-        """After a write to a tensor whose elements share memory: its autograd node,
-        whose backward raises in eager, recorded."""
-        node = backward_node(written)
+    def _write(self, func: Any, args: Any, kwargs: dict) -> tuple[bool, Any]:
+        """An in-place write checked against the inputs' restrides, and made here where
+        its tensor's elements share memory (``(True, result)``; the autograd node, whose
+        backward raises in eager, recorded)."""
+        done, result = False, None
+        written = written_tensor(func, args, kwargs)
+        if written is not None and getattr(func, "__name__", "") not in METADATA_WRITES:
+            self.restrides.check_write(written)
+            done, result = overlapping_write(func, args, kwargs)
+        elif func is _SETITEM and len(args) == 3:
+            done, result = overlapping_setitem(args)
+        if not done:
+            return False, None
+        node = backward_node(result)
         if node is not None:
             self.overlap_nodes.append(node)
-        return written
+        return True, None if func is _SETITEM else result
 
     def _as_strided(self, func: Any, args: Any, kwargs: dict) -> Any:
         """``as_strided`` / ``as_strided_``, checked against the inputs' storages

@@ -103,6 +103,15 @@ def overlapping_setitem(args: Any) -> tuple[bool, Any]:
     t, index, value = args
     if not isinstance(t, torch.Tensor) or not _overlaps(t):
         return False, None
+    mask = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+    if (
+        isinstance(mask, torch.Tensor)
+        and mask.dtype == torch.bool
+        and mask.dim() == t.dim()
+        and not isinstance(value, torch.Tensor)
+    ):  # ``t[t > 0] = 0.0``: eager's is a masked_fill_
+        overlapping_write(type(t).masked_fill_, (t, mask, value), {})
+        return True, t
     if not _basic(index):
         raise UnsupportedError(
             "t[index] = value with an advanced index on a tensor whose elements share "

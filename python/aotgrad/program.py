@@ -204,6 +204,7 @@ def _layout(
         storage_resizes=facts.input_storage_resize,
         storage_sets=sorted(facts.input_storage_set),
         relaid_inputs=metadata.relaid_inputs,
+        retained_grads=metadata.retained_grads,
     )
 
 

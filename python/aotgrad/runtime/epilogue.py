@@ -133,6 +133,7 @@ class Epilogue:
             for k in layout.merged_outputs:
                 if id(outs[k]) in taken:
                     outs[k] = outs[k].detach()
+        _retain_grads(outs, args, layout.retained_grads)
         return tuple(outs)
 
     def _write_inputs(
@@ -385,6 +386,17 @@ class Epilogue:
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)
         return out
+
+
+def _retain_grads(
+    outs: Sequence[Any], args: Sequence[Any], retained: tuple[list[int], list[int]]
+) -> None:
+    """``retain_grad()`` the function called on outputs and inputs, on the caller's
+    tensors (where they still require grad: a call under ``no_grad`` leaves the
+    outputs without)."""
+    for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
+        if t.requires_grad:
+            t.retain_grad()
 
 
 def _alias(t: Any) -> Any:

@@ -155,6 +155,9 @@ class ForwardLayout:
     #: graph returns their value in the caller's layout, written before the new metadata
     #: is given (``trace.TraceMetadata.relaid_inputs``).
     relaid_inputs: list[int] = field(default_factory=list)
+    #: Outputs, then inputs, the function called ``retain_grad()`` on: the runtime calls
+    #: it on the caller's tensors (``trace.TraceMetadata.retained_grads``).
+    retained_grads: tuple[list[int], list[int]] = ([], [])
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -183,4 +186,5 @@ class ForwardLayout:
             or self.stale_views
             or self.custom_views
             or self.inference_outputs
+            or any(self.retained_grads)
         )

@@ -81,6 +81,9 @@ class TraceMetadata:
     #: out of autograd before it writes the new value with autograd recording (a leaf
     #: not computed from: before the graph runs).
     left_then_written: dict[int, tuple[bool, bool]] = field(default_factory=dict)
+    #: Outputs, then inputs, the function called ``retain_grad()`` on: the runtime calls
+    #: it on the caller's tensors (their ``.grad`` is filled as eager's).
+    retained_grads: tuple[list[int], list[int]] = ([], [])
 
     @property
     def needs_autograd(self) -> bool:

@@ -337,6 +337,33 @@ def _nothing() -> Any:
     return contextlib.nullcontext()
 
 
+def _retained(
+    retained: Sequence[Any], outs: Sequence[Any], wrapped: Sequence[Any], written: list[int]
+) -> tuple[list[int], list[int]]:
+    """The outputs, then the inputs, among the tensors ``retain_grad()`` was called on.
+    The runtime retains the gradient of the output it returns, which has only the
+    caller's part: refused where the function computes more from it (eager's ``.grad``
+    has that part too)."""
+    ids = {id(t) for t in retained}
+    kept = [k for k, o in enumerate(outs) if id(o) in ids]
+    for k in kept:
+        node = alias.facts.grad_fn_of(outs[k])
+        users = [o for o in outs if isinstance(o, torch.Tensor) and o is not outs[k]]
+        users = [o for o in users if o._base is not outs[k]]  # views: made of the returned one
+        users += [wrapped[i] for i in written]
+        if node is not None and any(
+            (g := alias.facts.grad_fn_of(o)) not in (None, alias.facts.STALE_VIEW, node)
+            and _reaches_node(g, node)
+            for o in users
+        ):
+            raise UnsupportedError(
+                f"retain_grad() on output {k}, from which the function computes other "
+                "outputs: not supported (the output aotgrad returns gets the caller's part "
+                "of the gradient only); torch.compile handles it"
+            )
+    return kept, [i for i, w in enumerate(wrapped) if id(w) in ids]
+
+
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -381,7 +408,6 @@ def collect_metadata(
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
         leaves = _inner_leaf_facts(outs, calls.new_leaves, inner, bases)
-    flag_off = [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off]
     detached = {id(t) for t in calls.detached}  # (results of detach(), not the inputs')
     return TraceMetadata(
         outputs,
@@ -390,10 +416,11 @@ def collect_metadata(
         fake_fwd,
         grad_mode,
         rg_changes,
-        flag_off,
+        [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off],
         relaid,
         [k for k, o in enumerate(outs) if id(o) in detached],
         inner,
         leaves,
         left,
+        _retained(calls.retained, outs, wrapped, plan.mutated_inputs),
     )
