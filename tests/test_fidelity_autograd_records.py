@@ -617,3 +617,58 @@ def test_retain_grad_on_an_output_used_again_is_refused_by_name() -> None:
         aotgrad.aot_function(_retained_output_used_again, aotgrad.nop)(x.clone())
     # through Dynamo, which handles retain_grad itself, it runs as eager's
     assert_like_eager(_retained_output_used_again, _leaf_4x4, COMPILERS["dynamo-aotgrad_eager"])
+
+
+# ------------------- a custom Function's backward that autograd's engine refuses
+
+
+class _TooManyGrads(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> Any:
+        return g * 2, g
+
+
+class _GradForANumber(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, k: float) -> torch.Tensor:
+        return x * k
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> Any:
+        return g * 2, g.sum()
+
+
+def _too_many_grads(x):
+    return (_TooManyGrads.apply(x),)
+
+
+def _grad_for_a_number(x):
+    return (_GradForANumber.apply(x, 3.0),)
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+@pytest.mark.parametrize("fn", [_too_many_grads, _grad_for_a_number])
+def test_custom_function_backward_refused_by_the_engine_raises_in_the_backward(
+    fn: Any, compiler: str
+) -> None:
+    """Eager's forward runs and its backward raises; aotgrad's call raised (the joint
+    trace runs the Function's backward)."""
+    assert_like_eager(fn, _leaf_4x4, COMPILERS[compiler], calls=2)
+
+
+def _post_accumulate_hook_on_a_leaf_input(x):
+    x.register_post_accumulate_grad_hook(lambda t: None)
+    return (x * 2,)
+
+
+def test_post_accumulate_hook_on_a_leaf_input_is_refused_by_name() -> None:
+    """Eager runs the hook after the caller's backward; aotgrad raised torch's "cannot be
+    registered on non-leaf tensors" about a tensor the caller made a leaf."""
+    with pytest.raises(UnsupportedError, match="register_post_accumulate_grad_hook"):
+        aotgrad.aot_function(_post_accumulate_hook_on_a_leaf_input, aotgrad.nop)(
+            _r(4).requires_grad_(True)
+        )

@@ -40,7 +40,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .dtype_checks import dtype_error
-from .errors import EagerRefusal
+from .errors import EagerRefusal, UnsupportedError
 from .inplace_checks import inplace_error, written_tensor
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, value_offset, within
@@ -87,6 +87,7 @@ def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
 
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
 _RETAIN_GRAD = torch.Tensor.retain_grad
+_POST_ACCUMULATE_HOOK = torch.Tensor.register_post_accumulate_grad_hook
 _DATA = torch._C.TensorBase.__dict__["data"]
 _DETACH_ = torch.Tensor.detach_
 _DETACH = (torch.Tensor.detach, torch.detach)
@@ -273,8 +274,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return write_metadata(func, args, kwargs)
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
-        if func is _RETAIN_GRAD and args:
-            self.retained.append(args[0])
+        if func in (_RETAIN_GRAD, _POST_ACCUMULATE_HOOK) and args:
+            self._grad_bookkeeping(func, args[0])
         if func is _SETITEM and _zero_dim_mask(args):
             # ``x[x > 0] = v`` on a 0-dim ``x``: eager reads the mask's value (a Python
             # branch, data-dependent when traced); a masked fill is the same write
@@ -297,6 +298,18 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return func(*args, **kwargs)
         return _call_with_out(func, args, kwargs, out)
+
+    def _grad_bookkeeping(self, func: Any, t: Any) -> None:
+        """``retain_grad()`` recorded (the runtime calls it on the caller's tensor); a
+        post-accumulate hook on a leaf input refused (it would run while tracing)."""
+        if func is _RETAIN_GRAD:
+            self.retained.append(t)
+        elif id(t) in self.leaves:
+            raise UnsupportedError(
+                "register_post_accumulate_grad_hook() inside the function, on a leaf "
+                "input: not supported (the hook would run while tracing); register it "
+                "before the call"
+            )
 
     def _write(self, func: Any, args: Any, kwargs: dict) -> tuple[bool, Any]:
         """An in-place write checked against the inputs' restrides, and made here where

@@ -49,6 +49,14 @@ def _version_sharing(fake_args: Sequence[Any]) -> dict[int, list[int]]:
     }
 
 
+#: What autograd's engine raises of a gradient a node returned, in eager's backward.
+_ENGINE_REFUSALS = (
+    "returned an invalid gradient",
+    "returned an incorrect number of gradients",
+    "but the corresponding forward input was not a Variable",
+)
+
+
 def _reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
     """The positions of ``outs`` whose autograd graph reaches one of ``nodes``; all of
     them where a node is unknown (None)."""
@@ -257,13 +265,15 @@ class _JointTrace:
 
     def _grad(self, outs: list[Any], needs: list[Any], tangents: list[Any]) -> Sequence[Any]:
         """``autograd.grad``; where autograd's engine refuses a gradient it computed (the
-        shape check after an input's metadata changed under no_grad), eager raises that
-        in its backward: so does the compiled one, and the forward still works."""
+        shape check after an input's metadata changed under no_grad; a custom Function's
+        backward that returns too many gradients, or one for a non-tensor input), eager
+        raises that in its backward: so does the compiled one, and the forward still
+        works."""
         try:
             with torch._C._DisableAutocast():
                 return torch.autograd.grad(outs, needs, tangents, allow_unused=True)
         except RuntimeError as e:
-            if "returned an invalid gradient" not in str(e):
+            if not any(m in str(e) for m in _ENGINE_REFUSALS):
                 raise
             self.stale, self.stale_nodes = [str(e)], [None]
             return ()
