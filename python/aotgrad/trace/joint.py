@@ -10,6 +10,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.utils._python_dispatch import _disable_current_modes
 
 from .. import alias
 from ..eager_calls import EagerCalls
@@ -47,6 +48,30 @@ def _version_sharing(fake_args: Sequence[Any]) -> dict[int, list[int]]:
     return {
         i: [j for j in group if j != i] for group in roots.values() if len(group) > 1 for i in group
     }
+
+
+def _views_alike(fake: Any, view: Any) -> bool:
+    """Whether eager's autograd rebuilds views taken of the input before its metadata
+    change as the trace's view of a clone would: the input is a view in the caller (then
+    from its base), or the change keeps its elements (``t_()``: from the input's new
+    node, which passes every element on; one that drops elements, ``as_strided_`` of
+    fewer, drops their gradient in eager, as the input's own node does in the trace)."""
+    if fake._is_view():
+        return True
+    at = fake.storage_offset()
+    layouts = [(tuple(fake.shape), tuple(fake.stride()), at)]
+    layouts.append((tuple(view.size), tuple(view.stride), at + view.offset))
+    if not all(isinstance(n, int) for size, stride, o in layouts for n in (*size, *stride, o)):
+        return False
+    if fake.numel() > 1 << 20:
+        return False
+    extent = max(
+        o + sum((n - 1) * s for n, s in zip(size, stride)) + 1 for size, stride, o in layouts
+    )
+    with _disable_current_modes():
+        storage = torch.arange(max(extent, 1))
+        before, after = (storage.as_strided(*layout) for layout in layouts)
+        return torch.equal(before.flatten().sort().values, after.flatten().sort().values)
 
 
 #: What autograd's engine raises of a gradient a node returned, in eager's backward.
@@ -178,13 +203,10 @@ class _JointTrace:
         with torch.enable_grad():
             call = [p.clone() if i in self.cloned else p for i, p in enumerate(fp)]
             anchors = layout_anchors(call, self.relaid)
-            for i, anchor in anchors.items():
-                # the function sees a view: its metadata change (``x.as_strided_``) leaves
-                # the value's history alone (as eager's, when the caller's input is a view;
-                # the runtime records the change on a base input, as eager does)
-                call[i], anchors[i] = anchor, call[i]
+            bases = self._seen_as_views(call)
+            anchors.update((i, bases[i]) for i in anchors if i in bases)
         self.call = call
-        self.relaid_bases = {id(base): i for i, base in anchors.items()}
+        self.relaid_bases = {id(base): i for i, base in bases.items()}
         outs = self._forward(call)
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
@@ -215,6 +237,23 @@ class _JointTrace:
         # their new values follow the gradients; the runtime copies them in.
         bwd += [from_functional(call[i]) for i in self.written_in_backward]
         return fwd + fwd_tokens, bwd + chain.finish()
+
+    def _seen_as_views(self, call: list[Any]) -> dict[int, Any]:
+        """Inputs whose metadata the function changes are seen as views of their clone
+        (``call[i]`` replaced; returns the clones): the change (``x.as_strided_``,
+        ``x.t_()``) leaves the value's history alone, and autograd rebuilds views taken
+        before it from the clone, whose layout never changes, as eager's does from the
+        storage (``_views_alike``: where it does); the runtime records the change on the
+        caller's tensor, as eager does. A relaid input's value is that clone."""
+        restrided = [
+            i
+            for i, view in self.metadata.plan.facts.input_view.items()
+            if (i in self.relaid or i in self.cloned) and _views_alike(self.fake_args[i], view)
+        ]
+        bases = {}
+        for i, view in layout_anchors(call, restrided).items():
+            bases[i], call[i] = call[i], view
+        return bases
 
     def _forward(self, call: list[Any]) -> list[Any]:
         """The function, under the caller's grad mode (its own enable_grad / no_grad
