@@ -532,3 +532,20 @@ def test_output_from_a_member_made_to_require_grad_is_refused() -> None:
         compiled(*args)
     assert torch.equal(args[1], before) and not args[1].requires_grad
     _output_from_member_made_to_require_grad(*_overlapping_rows()[0])  # eager runs it
+
+
+def _matmul_with_a_scalar(x):
+    return (x @ x.sum(),)
+
+
+def _slice_of_a_scalar(x):
+    return (x.sum()[1:],)
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+@pytest.mark.parametrize("fn", [_matmul_with_a_scalar, _slice_of_a_scalar])
+def test_errors_torch_decompositions_word_otherwise_are_eagers(fn: Any, compiler: str) -> None:
+    """torch's decompositions raise AssertionError / RuntimeError where eager raises
+    RuntimeError / IndexError (soak seeds 24777, 21302): the caller gets eager's.
+    (Through Dynamo, its own fake run raises first, with ``backend="eager"`` too.)"""
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler])

@@ -50,9 +50,23 @@ def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
             "compiled graph holds only the input's own elements; eager reads its base's "
             "storage)"
         )
+    if msg == "slice() cannot be applied to a 0-dim tensor.":
+        return IndexError(msg)  # torch's decomposition raises another type than eager's
     if "data-dependent" in msg or "Cannot access data pointer" in msg or "item()" in msg:
         return TraceError(
             f"cannot trace {name}: data-dependent operation at {where}: {msg.splitlines()[0]}"
+        )
+    return None
+
+
+def _eagers_error(e: AssertionError) -> Exception | None:
+    """The error eager raises where a decomposition torch traces with asserts instead."""
+    msg = str(e)
+    prefix = "matmul does not support 0-dimensional tensors, got dims: "
+    if msg.startswith(prefix):
+        a, _, b = msg[len(prefix) :].partition(" and ")
+        return RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {a}D and {b}D"
         )
     return None
 
@@ -93,6 +107,9 @@ def trace_errors(fn: Callable[..., Any]):
             raise
         raise worded from e
     except AssertionError as e:
+        eagers = _eagers_error(e)
+        if eagers is not None:
+            raise eagers from e
         if "Please convert all Tensors to FakeTensors" in str(e):
             # a real tensor met the traced ones: one the function reads from outside
             raise UnsupportedError(
