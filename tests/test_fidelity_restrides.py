@@ -406,3 +406,25 @@ def test_restrided_input_saved_then_written_by_the_caller_raises_as_eager(compil
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 def test_leaf_restrided_under_no_grad_gets_a_gradient_of_its_new_shape(compiler: str) -> None:
     assert_like_eager(_leaf_unsqueezed_under_no_grad, _a_scalar_leaf, COMPILERS[compiler])
+
+
+def _restrided_then_detached(x):
+    y = x * 2
+    x.unsqueeze_(0)
+    x.detach_()
+    return (y, x.dim())
+
+
+def _written_restrided_then_detached(x):
+    x.mul_(2)
+    x.t_()
+    x.detach_()
+    return (x * 1,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_restrided_then_detached, _written_restrided_then_detached])
+def test_input_restrided_then_detached_runs_as_eagers(fn: Any, compiler: str) -> None:
+    """The trace sees a restrided input as a view of its clone, except one the function
+    ``detach_()``es (eager's is a base, which it may detach in place; a view may not)."""
+    assert_like_eager(fn, _a_clone, COMPILERS[compiler], calls=2)

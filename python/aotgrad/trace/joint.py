@@ -245,10 +245,15 @@ class _JointTrace:
         before it from the clone, whose layout never changes, as eager's does from the
         storage (``_views_alike``: where it does); the runtime records the change on the
         caller's tensor, as eager does. A relaid input's value is that clone."""
+        meta = self.metadata
+        # (a base the function detach_()es stays one: detach_() of a view raises)
+        detached = {*meta.requires_grad_changes, *meta.left_then_written}
         restrided = [
             i
-            for i, view in self.metadata.plan.facts.input_view.items()
-            if (i in self.relaid or i in self.cloned) and _views_alike(self.fake_args[i], view)
+            for i, view in meta.plan.facts.input_view.items()
+            if (i in self.relaid or i in self.cloned)
+            and _views_alike(self.fake_args[i], view)
+            and (i not in detached or self.fake_args[i]._is_view())
         ]
         bases = {}
         for i, view in layout_anchors(call, restrided).items():
