@@ -672,3 +672,41 @@ def test_post_accumulate_hook_on_a_leaf_input_is_refused_by_name() -> None:
         aotgrad.aot_function(_post_accumulate_hook_on_a_leaf_input, aotgrad.nop)(
             _r(4).requires_grad_(True)
         )
+
+
+# ------------------------------------- views made under no_grad, of inputs and leaves
+
+
+def _input_viewed_under_no_grad(x):
+    with torch.no_grad():
+        v = x[1:]
+    return (v, x * 2)
+
+
+def _leaf_of_an_input_viewed_under_no_grad(x):
+    t = x.detach().requires_grad_()
+    with torch.no_grad():
+        return (t[1:], t)
+
+
+def _new_leaf_viewed_after_a_graph_break(x):
+    t = (x + 1.5).detach().requires_grad_()  # Dynamo breaks the graph here
+    return (t.narrow(-1, 1, 2).unsqueeze(0),)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _input_viewed_under_no_grad,
+        _leaf_of_an_input_viewed_under_no_grad,
+        _new_leaf_viewed_after_a_graph_break,
+    ],
+)
+@pytest.mark.parametrize("mode", [contextlib.nullcontext, torch.no_grad, torch.inference_mode])
+def test_views_made_without_autograd_are_eagers(fn: Any, mode: Any, compiler: str) -> None:
+    """A view eager makes under no_grad is a leaf without history (it was rebuilt with one
+    when the leaf it views was the function's own); under inference mode a view of an
+    inference tensor does not require grad (through Dynamo it was taken for a new leaf)."""
+    for make in (_leaf_4x4, leaf_clone(4, 4)):
+        assert_like_eager(fn, make, COMPILERS[compiler], ctx=mode, calls=2)

@@ -228,7 +228,9 @@ class Epilogue:
                         continue
                     view = spec(a.view)
                     at = args[a.source].storage_offset() + view.offset
-                    outs[k] = stand_in.as_strided(view.size, view.stride, at)
+                    # (made under no_grad in eager: a view autograd does not track)
+                    with torch.no_grad() if a.untracked else contextlib.nullcontext():
+                        outs[k] = stand_in.as_strided(view.size, view.stride, at)
                     made.add(k)
         return made
 
@@ -371,7 +373,8 @@ class Epilogue:
         if a.detached_base >= 0:  # a view of that output, at the input's bytes
             view = spec(a.view)
             at = base.storage_offset() + view.offset
-            return outs[a.detached_base].as_strided(view.size, view.stride, at)
+            with torch.no_grad() if a.untracked else contextlib.nullcontext():
+                return outs[a.detached_base].as_strided(view.size, view.stride, at)
         if a.detached:
             leaf = a.index in self.layout.new_leaves
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)

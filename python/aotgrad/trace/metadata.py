@@ -227,14 +227,15 @@ def _inner_leaf_facts(
     return out
 
 
-def _output_info(o: Any) -> OutputInfo:
+def _output_info(o: Any, inputs: set[int] = frozenset()) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
     rg = bool(o.requires_grad)
     grad_fn = alias.facts.grad_fn_of(o)
     if rg and grad_fn is alias.facts.STALE_VIEW:
         return OutputInfo(True, True, False, stale_custom_view=True)
-    if rg and grad_fn is None:
+    if rg and grad_fn is None and not (o._is_view() and id(o._base) in inputs):
+        # (a view of an input made under no_grad is none: rebuilt as the input's view)
         return OutputInfo(True, True, False, new_leaf=True)
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
 
@@ -255,7 +256,7 @@ def _outputs_info(
         if id(o) in input_index
         else _inference_view_info()
         if _inference_view(o, normal)
-        else _output_info(o)
+        else _output_info(o, input_index)
         for o in outs
     ]
 
