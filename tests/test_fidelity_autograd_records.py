@@ -689,6 +689,13 @@ def _leaf_of_an_input_viewed_under_no_grad(x):
         return (t[1:], t)
 
 
+def _view_under_no_grad_made_to_require_grad(x):
+    with torch.no_grad():
+        a, b = x.split(2)
+    a.requires_grad_(True)
+    return (a, a, b)
+
+
 def _new_leaf_viewed_after_a_graph_break(x):
     t = (x + 1.5).detach().requires_grad_()  # Dynamo breaks the graph here
     return (t.narrow(-1, 1, 2).unsqueeze(0),)
@@ -710,3 +717,19 @@ def test_views_made_without_autograd_are_eagers(fn: Any, mode: Any, compiler: st
     inference tensor does not require grad (through Dynamo it was taken for a new leaf)."""
     for make in (_leaf_4x4, leaf_clone(4, 4)):
         assert_like_eager(fn, make, COMPILERS[compiler], ctx=mode, calls=2)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_view_made_to_require_grad_under_no_grad_is_a_leaf_that_requires_grad(
+    compiler: str,
+) -> None:
+    """``requires_grad_()`` on a view made under no_grad of an input without grad: a new
+    leaf, not a view that inherits its input's flag (soak seeds 25290, 29872).
+    (Known open: eager's backward fills that view's ``.grad``, aotgrad's does not.)"""
+    fn = _view_under_no_grad_made_to_require_grad
+    x = _r(4, 4)
+    eager = fn(x.clone())
+    compiled = COMPILERS[compiler](fn)(x.clone())
+    for e, c in zip(eager, compiled):
+        assert (c.requires_grad, c.is_leaf, c.grad_fn) == (e.requires_grad, e.is_leaf, None)
+    assert compiled[0] is compiled[1]

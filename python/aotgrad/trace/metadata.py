@@ -227,6 +227,13 @@ def _inner_leaf_facts(
     return out
 
 
+def _inherits_grad(o: Any, inputs: set[int]) -> bool:
+    """A view of an input that requires grad made under no_grad requires grad without a
+    history: no new leaf (rebuilt as the input's view), unless ``requires_grad_()`` made
+    it require grad (its input does not)."""
+    return o._is_view() and id(o._base) in inputs and o._base.requires_grad
+
+
 def _output_info(o: Any, inputs: set[int] = frozenset()) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
@@ -234,8 +241,7 @@ def _output_info(o: Any, inputs: set[int] = frozenset()) -> OutputInfo:
     grad_fn = alias.facts.grad_fn_of(o)
     if rg and grad_fn is alias.facts.STALE_VIEW:
         return OutputInfo(True, True, False, stale_custom_view=True)
-    if rg and grad_fn is None and not (o._is_view() and id(o._base) in inputs):
-        # (a view of an input made under no_grad is none: rebuilt as the input's view)
+    if rg and grad_fn is None and not _inherits_grad(o, inputs):
         return OutputInfo(True, True, False, new_leaf=True)
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
 
