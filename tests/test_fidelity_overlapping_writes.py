@@ -84,6 +84,13 @@ def _setitem_mask(x):
     return (x.cos(),)
 
 
+def _copy_expanded_into_itself(x):
+    t = x.expand(2, 4, 4)
+    with torch.no_grad():
+        t.copy_(t)  # eager copies nothing (soak seed 25529); its version moves
+    return (t.transpose(0, 1), x)
+
+
 def _plain() -> tuple[list[Any], list[torch.Tensor]]:
     return [torch.randn(4, 4, dtype=torch.float64)], []
 
@@ -103,6 +110,7 @@ def _plain() -> tuple[list[Any], list[torch.Tensor]]:
         _setitem_no_overlap_left,
         _setitem_tensor,
         _setitem_mask,
+        _copy_expanded_into_itself,
     ],
 )
 @pytest.mark.parametrize("make", [_plain, leaf_clone(4, 4)])

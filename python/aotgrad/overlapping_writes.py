@@ -12,7 +12,7 @@ same wrong value).
 Here the write is made to a view of the same locations without the repeats (each
 dimension of stride 0 narrowed to one element), which functionalization writes back
 exactly; a mask or an index along a repeated dimension selects a location when it
-selects any element there, as in eager. Other overlapping writes eager allows
+selects any element there, as in eager; ``t.copy_(t)`` copies nothing, as eager's. Other overlapping writes eager allows
 (``index_put_``, ``t[i] = v``) are refused by name.
 
 A write autograd records (the tensor requires grad) makes eager's backward raise the
@@ -68,6 +68,9 @@ def overlapping_write(func: Any, args: Any, kwargs: dict) -> tuple[bool, Any]:
     unique = t
     for d in repeated:
         unique = unique.narrow(d, 0, 1)
+    if name == "copy_" and args[1:2] and args[1] is t and not _overlaps(unique):
+        # ``t.copy_(t)``: eager writes nothing (the version still moves)
+        return True, _write(func, t, unique, [unique], kwargs)
     if name not in _FILLS or _overlaps(unique):
         raise UnsupportedError(
             f"an in-place {name} on a tensor whose elements share memory (a view of an "
