@@ -309,8 +309,7 @@ class Epilogue:
         for i, flag in self.layout.requires_grad_changes.items():
             if not flag:
                 if args[i].requires_grad:
-                    with torch.enable_grad():
-                        kept[i] = args[i].view_as(args[i])
+                    kept[i] = _alias(args[i])
                 if i in self.layout.requires_grad_flag_off:
                     args[i].requires_grad_(False)
                 else:
