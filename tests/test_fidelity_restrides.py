@@ -89,6 +89,58 @@ def test_out_resize_after_a_metadata_change(fn: Any, ctx: Any, compiler: str) ->
     assert_like_eager(fn, _transposed(False), COMPILERS[compiler], calls=2, ctx=ctx)
 
 
+# ------------------------------------------- out= resizes laid out as eager's kernels lay them
+
+
+def _out_sin_of_a_transposed_input_into_its_view(x0):
+    # eager resizes [1, 4, 4] to [4, 4] with the result's strides (1, 4): every element
+    # of x0 becomes sin(x0) where it is (soak 29260); contiguous strides would transpose
+    t1 = x0.unsqueeze(0)
+    torch.sin(x0.clone(), out=t1)
+    return t1, t1.narrow(-1, 1, 2), x0
+
+
+def _out_abs_permuted_into_a_row_view(x0):
+    # abs.out is no structured kernel, but TensorIterator restrides its resized out too
+    v = x0.t().reshape(-1)[:16].unsqueeze(0)  # x0 is column-major: a view
+    with torch.no_grad():
+        torch.abs(x0.t().clone().t(), out=v)  # the result is column-major too
+    return v, x0 * 1
+
+
+def _out_mm_column_major_into_an_input(x0):
+    # mm lays its result as its operands suggest: the resized out is laid alike
+    with torch.no_grad():
+        torch.mm(x0.t().clone(), x0.clone(), out=x0.t().reshape(2, 8)[:1])
+    return x0 * 1
+
+
+def _out_add_column_major_into_an_input_view(x0):
+    t = x0.t().reshape(16)[2:14].unsqueeze(1)  # [12, 1] resized to [4, 2], strides (1, 4)
+    with torch.no_grad():
+        torch.add(x0.clone()[:, :2], 1, out=t)
+    return t, x0 + 0
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _out_sin_of_a_transposed_input_into_its_view,
+        _out_abs_permuted_into_a_row_view,
+        _out_mm_column_major_into_an_input,
+        _out_add_column_major_into_an_input_view,
+    ],
+)
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
+def test_out_resize_takes_the_result_layout(fn: Any, ctx: Any, compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.empty_strided((4, 4), (1, 4), dtype=torch.float64).copy_(_r(4, 4))
+        return [x], []
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2, ctx=ctx)
+
+
 # ----------------------------------------------------------- as_strided of a view
 
 

@@ -1,16 +1,6 @@
 """Calls that tracing would give another meaning than eager's, resolved as eager does.
 
-**``out=`` tensors of the wrong shape.** Eager resizes an ``out=`` tensor whose shape
-differs from the result (keeping its storage offset, with contiguous strides for the
-new shape; the resize is no write), then writes the result into it. Functionalization
-cannot replay that resize (of a view: "expected src to have a size equal to the slice
-of self"; of an input: not at all), so while tracing the result is computed without
-``out=``, the ``out=`` tensor restrided in place (``as_strided_``, a metadata change
-functionalization records) and the result copied in (through a view of the same bytes
-taken from the base, for a view): the same bytes of the same storage are written, as in
-eager. An ``out=`` of the right shape gets the result copied in. Left to the op itself:
-tuples of outputs, results eager refuses to cast, arguments that make eager raise
-under autograd, a resize that needs more storage.
+**``out=`` tensors of the wrong shape** are resized as eager resizes them (``out_resizes``).
 
 **In-place calls eager refuses** (memory overlap, leaves that require grad): raised
 before the call, as eager raises them (``inplace_checks``). The fills eager allows on a
@@ -42,19 +32,12 @@ from torch.utils._pytree import tree_flatten
 from .dtype_checks import dtype_error
 from .errors import EagerRefusal, UnsupportedError
 from .inplace_checks import inplace_error, written_tensor
+from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
-from .restrides import Restrides, value_offset, within
+from .restrides import Restrides, within
 from .view_metadata_writes import METADATA_WRITES, write_metadata
 
 __all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
-
-
-def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(n), 1)
-    return tuple(reversed(strides))
 
 
 _calls = threading.local()
@@ -297,7 +280,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return result
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return func(*args, **kwargs)
-        return _call_with_out(func, args, kwargs, out)
+        return call_with_out(func, args, kwargs, out)
 
     def _grad_bookkeeping(self, func: Any, t: Any) -> None:
         """``retain_grad()`` recorded (the runtime calls it on the caller's tensor); a
@@ -409,68 +392,3 @@ def _assign_data(target: torch.Tensor, value: torch.Tensor) -> None:
         torch.autograd.grad_mode._unsafe_preserve_version_counter(target),
     ):
         target.set_(value)
-
-
-def _call_with_out(func: Any, args: Any, kwargs: dict, out: torch.Tensor) -> Any:
-    """A call with an ``out=`` tensor, resized as eager resizes it (module docstring)."""
-    rest = {k: v for k, v in kwargs.items() if k != "out"}
-    result = func(*args, **rest)
-    if (
-        not isinstance(result, torch.Tensor)
-        or not torch.can_cast(result.dtype, out.dtype)
-        or result.device != out.device
-    ):
-        return func(*args, **kwargs)  # eager's own answer (or its error)
-    if result.shape == out.shape:
-        out.copy_(result)
-        return out
-    offset = out.storage_offset()
-    if (offset + result.numel()) * out.element_size() > out.untyped_storage().nbytes():
-        return func(*args, **kwargs)  # eager grows the storage: not replayed
-    strides = _contiguous_strides(result.shape)
-    # eager's resize of an out= view is no write (only the copy is): the write goes
-    # through a view of the same bytes, then the view gets its new metadata
-    at = value_offset(out)  # where the traced value holds out's first element
-    target = _same_bytes(out, at, result.shape)
-    if target is None and out._base is not None:
-        target = _same_bytes(out._base, at, result.shape)
-    if target is None:
-        # the view's new metadata, then the write through a view of the same bytes
-        # taken from the base (writing through the restrided view itself would scatter
-        # into its old view, which torch supports only for contiguous views under autograd)
-        with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
-            out.as_strided_(result.shape, strides, offset)
-        target = out if out._base is None else out._base.as_strided(result.shape, strides, offset)
-        target.copy_(result)
-        return out
-    target.copy_(result)
-    with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
-        out.as_strided_(result.shape, strides, offset)
-    return out
-
-
-def _same_bytes(t: torch.Tensor, offset: int, shape: torch.Size) -> torch.Tensor | None:
-    """The ``numel(shape)`` elements of ``t``'s storage from ``offset`` on, as a view of
-    ``t`` of that shape made without ``as_strided`` (functionalization bans a write
-    through a view chain with an ``as_strided`` after its first step): ``t``'s dims by
-    falling stride, the leading ones at index 0, the contiguous rest flattened and
-    sliced. None where those elements are not all ``t``'s own."""
-    n = 1
-    for d in shape:
-        n *= int(d)
-    if n == 0 or t.numel() == 0:
-        return None
-    for d in reversed(range(t.dim())):
-        if t.shape[d] == 1:
-            t = t.select(d, 0)
-    if any(s == 0 for s in t.stride()):
-        return None
-    t = t.permute(sorted(range(t.dim()), key=lambda d: -t.stride(d)))
-    run, k = 1, t.dim()
-    while k > 0 and t.stride(k - 1) == run:
-        run *= t.shape[k - 1]
-        k -= 1
-    start = offset - value_offset(t)
-    if start < 0 or start + n > run:
-        return None
-    return t[(0,) * k].reshape(-1)[start : start + n].view(shape)
