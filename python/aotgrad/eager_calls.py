@@ -183,6 +183,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.views = views
         #: The stand-ins ``requires_grad_(False)`` was called on.
         self.flag_off: set[int] = set()
+        #: Per leaf input's stand-in (by id), its gradient edge before each
+        #: ``requires_grad_(False)`` / ``detach_()``: what was computed from it then still
+        #: reaches the caller's leaf, which eager's AccumulateGrad fills if the leaf
+        #: requires grad again by the backward.
+        self.edges_off: dict[int, list[Any]] = {}
         #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
         #: a factory called with ``requires_grad=True``), in the order it made them.
         self.new_leaves: list[torch.Tensor] = []
@@ -242,6 +247,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 self.input_detached.setdefault(id(t), (t.grad_fn, t._version))
             if id(t) in self.inputs:
                 self.left_autograd.add(id(t))
+            self._note_edge(t)
         # under inference mode autograd checks nothing (no leaf refusals)
         refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
         if refusal is None:
@@ -356,6 +362,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 "a leaf Variable that requires grad has been used in an in-place operation."
             )
 
+    def _note_edge(self, t: Any) -> None:
+        """A leaf input's stand-in leaves autograd: its gradient edge now (``edges_off``)."""
+        if id(t) in self.leaves and t.requires_grad:
+            self.edges_off.setdefault(id(t), []).append(torch.autograd.graph.get_gradient_edge(t))
+
     def _requires_grad(self, func: Any, args: Any, kwargs: dict) -> Any:
         """``t.requires_grad_(flag)``: on a leaf input's stand-in, ``requires_grad_(False)``
         is ``detach_()`` (recorded); on a tensor made inside, a new leaf (recorded)."""
@@ -365,6 +376,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if not flag and t.requires_grad:
                 self._leaf_written_before(t)
                 self.flag_off.add(id(t))
+                self._note_edge(t)
                 self.left_autograd.add(id(t))
                 if t.grad_fn is not None:
                     self.input_detached.setdefault(id(t), (t.grad_fn, t._version))

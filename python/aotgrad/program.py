@@ -235,6 +235,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
     """How the runtime rebuilds each output that aliases an input or an intermediate."""
     plan = metadata.plan
     facts = plan.facts
+    _refuse_views_without_history(metadata)
     return [
         OutputAlias(
             k,
@@ -264,6 +265,32 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
 
 
 _CM = torch._C._autograd.CreationMeta
+
+
+def _refuse_views_without_history(metadata: trace.TraceMetadata) -> None:
+    """A view of an input taken while the input did not require grad
+    (``x.requires_grad_(False); v = x[1:]; x.requires_grad_(True)``), returned: eager's
+    view requires grad through its base yet has no ``grad_fn`` (its gradient stops at
+    the view). Not rebuilt so: refused by name."""
+    facts = metadata.plan.facts
+    for k, (v, out) in enumerate(zip(metadata.plan.outputs, metadata.outputs)):
+        if v != alias.OutputVerdict.ALIAS_OF_INPUT or not metadata.grad_mode:
+            continue
+        i = metadata.plan.output_source[k]
+        if (
+            i in metadata.requires_grad_flag_off
+            and metadata.requires_grad_changes.get(i, True)
+            and out.requires_grad
+            and facts.output_view.get(k) is not None
+            and k not in facts.output_has_grad_fn
+            and k not in facts.output_creation_meta
+            and k not in facts.output_detached
+        ):
+            raise UnsupportedError(
+                f"output {k} is a view of input {i} taken while "
+                "the input did not require grad, which requires grad again by the return: "
+                "eager's view has no grad_fn; not supported (return a .clone() of it)"
+            )
 
 
 def _untracked_view(k: int, facts: Any) -> bool:

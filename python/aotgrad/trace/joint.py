@@ -17,6 +17,7 @@ from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
+from .autograd_walks import reaches_node
 from .cleanup import clean, flatten_codegen, mark_roles
 from .decompositions import with_trace_decompositions
 from .failures import trace_errors
@@ -80,6 +81,25 @@ _ENGINE_REFUSALS = (
     "returned an incorrect number of gradients",
     "but the corresponding forward input was not a Variable",
 )
+
+
+def _extra_edges(edges: Sequence[Any], t: Any, primal: Any) -> list[Any]:
+    """The gradient edges of a leaf input's stand-in ``t`` that the ``primal``'s gradient
+    does not take in already: ``edges`` (taken before each ``requires_grad_(False)`` /
+    ``detach_()``) and ``t``'s own now, each once, less those through the primal's node
+    (autograd keeps one accumulator per leaf while a graph holds it; a stand-in that
+    runs on a clone is a new leaf once re-enabled, its earlier history the clone's)."""
+    target = torch.autograd.graph.get_gradient_edge(primal).node
+    kept: list[Any] = []
+    for e in [*edges, torch.autograd.graph.get_gradient_edge(t)]:
+        if not any(e.node is k.node for k in kept) and not reaches_node(e.node, target):
+            kept.append(e)
+    return kept
+
+
+def _summed(a: Any, b: Any) -> Any:
+    """Two gradients of one tensor, either None where it got none."""
+    return b if a is None else a if b is None else a + b
 
 
 def _reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
@@ -184,6 +204,7 @@ class _JointTrace:
         # makes what was saved of another stale; traced, each input has a counter of its own
         self.sharing = _version_sharing(fake_args)
         self.call: list[Any] = []
+        self.primals: list[Any] = []
         self.relaid_bases: dict[int, int] = {}
         self.inner_leaves: list[Any] = []
         self.detached_from: dict[int, Any] = {}
@@ -206,6 +227,7 @@ class _JointTrace:
             bases = self._seen_as_views(call)
             anchors.update((i, bases[i]) for i in anchors if i in bases)
         self.call = call
+        self.primals = fp
         self.relaid_bases = {id(base): i for i, base in bases.items()}
         outs = self._forward(call)
         self.final_versions = [self._version_of(c) for c in call]
@@ -271,6 +293,12 @@ class _JointTrace:
             outs = flat_call(self.fn, call, self.fake_args, calls)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
+        # leaves turned off and on again: their gradient gathers every edge they had
+        self.edges_off = {
+            i: _extra_edges(calls.edges_off[id(c)], c, self.primals[i])
+            for i, c in enumerate(call)
+            if id(c) in calls.edges_off and c.requires_grad
+        }
         if calls.overlap_nodes:  # eager's backward raises where it passes one
             self.stale.append(OVERLAP_IN_BACKWARD)
             self.stale_nodes += calls.overlap_nodes
@@ -366,6 +394,8 @@ class _JointTrace:
         the backward writes and how many times."""
         needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
         needs += self.inner_leaves  # their gradients follow the primals' (``InnerLeaf``)
+        earlier = [(i, e) for i, edges in self.edges_off.items() for e in edges]
+        needs += [e for _, e in earlier]
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
         refuse_deferred_autograd_errors(diff_outs)
         versions = alias.facts.versions(call)
@@ -390,7 +420,10 @@ class _JointTrace:
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
             for p in fp
         ]
-        return per_primal + [next(it, None) for _ in self.inner_leaves]
+        per_leaf = [next(it, None) for _ in self.inner_leaves]
+        for i, _ in earlier:
+            per_primal[i] = _summed(per_primal[i], next(it, None))
+        return per_primal + per_leaf
 
     def refuse_backward_mutations(self) -> None:
         """Inputs the backward writes that the forward writes too, or that require grad:

@@ -15,6 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import alias
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
+from .autograd_walks import reaches, reaches_node
 from .failures import trace_errors
 from .functional import (
     EffectChain,
@@ -79,30 +80,6 @@ class _StorageResizes(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _walk_finds(grad_fn: Any, found: Callable[[Any], bool]) -> bool:
-    """Whether a node of the autograd graph from ``grad_fn`` satisfies ``found``."""
-    stack, seen = [grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        if found(node):
-            return True
-        seen.add(id(node))
-        stack.extend(n for n, _ in node.next_functions)
-    return False
-
-
-def _reaches(grad_fn: Any, leaves: set[int]) -> bool:
-    """Whether the autograd graph from ``grad_fn`` accumulates into one of ``leaves`` (ids)."""
-
-    def accumulates(node: Any) -> bool:
-        variable = getattr(node, "variable", None)
-        return variable is not None and id(variable) in leaves
-
-    return _walk_finds(grad_fn, accumulates)
-
-
 def _left_then_written(
     wrapped: Sequence[Any], fake_args: Sequence[Any], outs: Sequence[Any], calls: Any, facts: Any
 ) -> dict[int, tuple[bool, bool]]:
@@ -120,7 +97,7 @@ def _left_then_written(
         ends = [grad_fn, *(alias.facts.grad_fn_of(o) for o in outs if isinstance(o, torch.Tensor))]
         node = calls.input_detached.get(id(w), (None, 0))[0]
         reached = any(
-            (_reaches(g, {id(w)}) or (node is not None and _reaches_node(g, node)))
+            (reaches(g, {id(w)}) or (node is not None and reaches_node(g, node)))
             for g in ends
             if g not in (None, alias.facts.STALE_VIEW)
         )
@@ -153,8 +130,8 @@ def _check_new_leaf_inputs(
         if not flag or id(w) not in calls.input_detached:
             continue
         node, version = calls.input_detached[id(w)]
-        old = any(_reaches_node(g, node) for g in grad_fns)
-        new = version > before[i][0] and any(_reaches(g, {id(w)}) for g in grad_fns)
+        old = any(reaches_node(g, node) for g in grad_fns)
+        new = version > before[i][0] and any(reaches(g, {id(w)}) for g in grad_fns)
         if old or new:
             raise UnsupportedError(
                 f"input {i} is detach_()ed and made to require grad inside the function, and "
@@ -165,11 +142,6 @@ def _check_new_leaf_inputs(
                 )
                 + ": not supported (its gradients would not reach the caller's tensors)"
             )
-
-
-def _reaches_node(grad_fn: Any, target: Any) -> bool:
-    """Whether the autograd graph from ``grad_fn`` passes through the node ``target``."""
-    return _walk_finds(grad_fn, lambda node: node is target)
 
 
 def _inner_leaves(
@@ -191,7 +163,7 @@ def _inner_leaves(
             grad_fn = alias.facts.grad_fn_of(o)
             if grad_fn is None or grad_fn is alias.facts.STALE_VIEW:
                 continue
-            if _reaches(grad_fn, {id(leaf)}):
+            if reaches(grad_fn, {id(leaf)}):
                 if not all(isinstance(n, int) for n in leaf.shape):
                     raise UnsupportedError(
                         "an output is computed from a tensor the function made a leaf that "
@@ -360,7 +332,7 @@ def _retained(
         users += [wrapped[i] for i in written]
         if node is not None and any(
             (g := alias.facts.grad_fn_of(o)) not in (None, alias.facts.STALE_VIEW, node)
-            and _reaches_node(g, node)
+            and reaches_node(g, node)
             for o in users
         ):
             raise UnsupportedError(

@@ -1,0 +1,37 @@
+"""Walks of the autograd graph a trace records: what a tensor's history reaches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["reaches", "reaches_node", "walk_finds"]
+
+
+def walk_finds(grad_fn: Any, found: Callable[[Any], bool]) -> bool:
+    """Whether a node of the autograd graph from ``grad_fn`` satisfies ``found``."""
+    stack, seen = [grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        if found(node):
+            return True
+        seen.add(id(node))
+        stack.extend(n for n, _ in node.next_functions)
+    return False
+
+
+def reaches(grad_fn: Any, leaves: set[int]) -> bool:
+    """Whether the autograd graph from ``grad_fn`` accumulates into one of ``leaves`` (ids)."""
+
+    def accumulates(node: Any) -> bool:
+        variable = getattr(node, "variable", None)
+        return variable is not None and id(variable) in leaves
+
+    return walk_finds(grad_fn, accumulates)
+
+
+def reaches_node(grad_fn: Any, target: Any) -> bool:
+    """Whether the autograd graph from ``grad_fn`` passes through the node ``target``."""
+    return walk_finds(grad_fn, lambda node: node is target)

@@ -1,0 +1,112 @@
+"""Leaf inputs the function takes out of autograd and puts back
+(``x.requires_grad_(False)`` or ``x.detach_()``, then ``x.requires_grad_(True)``),
+compared with eager (``eager_oracle.assert_like_eager``): eager keeps one
+``AccumulateGrad`` per leaf while a graph holds it, so what was computed from the leaf
+before it left still fills its ``.grad`` (soak 34758: it was dropped). What was
+computed while it was off has no history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.errors import UnsupportedError
+from eager_oracle import COMPILERS, assert_like_eager, leaves
+
+
+def _r(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64)
+
+
+def _flag_off_and_on_again(x0, w):
+    t1 = x0.tanh()
+    x0.requires_grad_(False)
+    t2 = x0 * w  # computed while off: none of its gradient reaches x0
+    x0.requires_grad_(True)  # eager's AccumulateGrad for t1 fills the leaf again
+    return t1, t2, torch.cat([x0, w]), x0
+
+
+def _flag_toggled_twice(x0, w):
+    t1 = x0 * w
+    x0.requires_grad_(False)
+    x0.requires_grad_(True)
+    t2 = x0.sin()
+    x0.requires_grad_(False)
+    x0.requires_grad_()
+    return t1 + t2 + x0.exp(), x0.t()
+
+
+def _flag_on_again_through_an_alias(x0, x1, w):
+    t1 = x0.tanh()
+    x0.requires_grad_(False)
+    x1.requires_grad_(True)  # the same tensor, passed twice (soak 34758)
+    return t1, torch.cat([x1, w]), x0
+
+
+def _written_then_flag_off_and_on(x0, w):
+    with torch.no_grad():
+        x0.mul_(2)  # traced on a clone: once on again it is a new leaf there
+    t1 = x0 * w
+    x0.requires_grad_(False)
+    x0.requires_grad_(True)
+    return t1, x0 * 3
+
+
+def _detached_and_on_again(x0, w):
+    t1 = x0.sin()
+    x0.detach_()  # on a leaf: the same accumulator once it requires grad again
+    x0.requires_grad_(True)
+    return t1, x0 * w
+
+
+def _flag_off_and_on_again_under_no_grad(x0, w):
+    t1 = x0 * w
+    with torch.no_grad():
+        x0.requires_grad_(False)
+        t2 = x0.cos()
+        x0.requires_grad_(True)
+    return t1, t2
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _flag_off_and_on_again,
+        _flag_toggled_twice,
+        _written_then_flag_off_and_on,
+        _detached_and_on_again,
+        _flag_off_and_on_again_under_no_grad,
+    ],
+)
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
+def test_leaf_turned_off_and_on_keeps_every_gradient(fn: Any, ctx: Any, compiler: str) -> None:
+    make = leaves(((4,), True), ((4,), True))
+    assert_like_eager(fn, make, COMPILERS[compiler], ctx=ctx, calls=2)
+
+
+def _view_taken_while_off(x0):
+    x0.requires_grad_(False)
+    v = x0[1:]
+    x0.requires_grad_(True)  # eager's v requires grad, has no grad_fn, stops its gradient
+    return (v,)
+
+
+def test_view_taken_while_a_leaf_was_off_is_refused() -> None:
+    x = torch.randn(4, requires_grad=True)
+    with pytest.raises(UnsupportedError, match="taken while the input did not require grad"):
+        aotgrad.aot_function(_view_taken_while_off, aotgrad.nop)(x)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_leaf_turned_on_again_through_its_alias(compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x, w = _r(4).requires_grad_(), _r(4).requires_grad_()
+        return [x, x, w], [x, w]
+
+    assert_like_eager(_flag_on_again_through_an_alias, make, COMPILERS[compiler], calls=2)
