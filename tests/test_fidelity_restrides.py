@@ -141,6 +141,38 @@ def test_out_resize_takes_the_result_layout(fn: Any, ctx: Any, compiler: str) ->
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2, ctx=ctx)
 
 
+# ------------------------- views of an intermediate taken before its metadata changed
+
+
+def _squeezed_before_transpose(x0):
+    t1 = torch.maximum(x0, x0)
+    t2 = t1.squeeze()  # taken before t1.transpose_: keeps the old layout (soak 31484)
+    t1.transpose_(0, 1)
+    return (t2.squeeze(), t1[1:], t2.detach())
+
+
+def _sliced_before_and_after_unsqueeze(x0):
+    t1 = x0 * 2
+    a = t1[1:]
+    t1.unsqueeze_(0)
+    b = t1[0, 1:]
+    t1.squeeze_(0)
+    return a, b, t1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_squeezed_before_transpose, _sliced_before_and_after_unsqueeze])
+@pytest.mark.parametrize("rg", [True, False])
+def test_views_taken_before_a_metadata_change_keep_their_layout(
+    fn: Any, rg: bool, compiler: str
+) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = _r(4, 4).requires_grad_(rg)
+        return [x], [x] if rg else []
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
 # ----------------------------------------------------------- as_strided of a view
 
 

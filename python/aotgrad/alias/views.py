@@ -82,8 +82,13 @@ def eager_layout(view: Any, base: torch.Tensor) -> tuple[Any, list[Any]]:
         sequence = _functionalization.get_view_meta_sequence(view.elem)
         if isinstance(base, FunctionalTensor):
             # a base whose metadata the function changed in place (``t.transpose_(0, 1)``)
-            # is itself recorded as views of its storage: the view's own ops follow those
-            sequence = sequence[len(_functionalization.get_view_meta_sequence(base.elem)) :]
+            # is itself recorded as views of its storage: the view's own ops follow those,
+            # if it was taken after the change (before it, its ops start from the storage
+            # as it was laid out then: its own metadata is eager's)
+            own = _functionalization.get_view_meta_sequence(base.elem)
+            if not _starts_with(sequence, own):
+                return view, []
+            sequence = sequence[len(own) :]
         if not sequence or any(vm.has_symbolic_inputs for vm in sequence):
             return view, []
         through = []
@@ -162,6 +167,17 @@ class Evaluator:
             e(spec.offset),
             None if spec.base_stride is None else tuple(e(s) for s in spec.base_stride),
         )
+
+
+def _starts_with(sequence: Sequence[Any], prefix: Sequence[Any]) -> bool:
+    """Whether the view ops ``sequence`` begin with those of ``prefix`` (same op, same
+    arguments)."""
+    if len(prefix) > len(sequence):
+        return False
+    return all(
+        type(a) is type(b) and not a.has_symbolic_inputs and a.as_tuple() == b.as_tuple()
+        for a, b in zip(sequence, prefix)
+    )
 
 
 def regenerate(
