@@ -16,7 +16,7 @@ import torch
 
 import aotgrad
 from aotgrad.errors import UnsupportedError
-from eager_oracle import COMPILERS, DirtyMul, assert_like_eager
+from eager_oracle import COMPILERS, DirtyMul, assert_like_eager, leaf_clone
 
 
 @pytest.fixture(autouse=True)
@@ -171,6 +171,27 @@ def test_views_taken_before_a_metadata_change_keep_their_layout(
         return [x], [x] if rg else []
 
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------ strides of size-1 dims of rebuilt views
+
+
+def _strided_slice_of_a_split_output(x0):
+    a, _ = x0.split(2)
+    return a.view_as(a), a[::2]  # [1, 4] with stride (8, 1) in eager (soak 33855)
+
+
+def _strided_slice_of_an_unbind_output(x0):
+    a, _, _, _ = x0.unbind(0)
+    return a[::4].unsqueeze(0), a
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_strided_slice_of_a_split_output, _strided_slice_of_an_unbind_output]
+)
+def test_views_of_multi_output_views_keep_size_one_strides(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
 
 
 # ----------------------------------------------------------- as_strided of a view

@@ -382,9 +382,10 @@ class Epilogue:
             out = regenerate(base, spec(a.view), requires_grad, no_grad=a.untracked)
         if a.tracked and out.requires_grad:
             # eager's is a view (with grad on) of a view made under no_grad: its grad_fn
-            # ends at that view, which autograd takes for a leaf, not at the base
+            # ends at that view, which autograd takes for a leaf, not at the base (an alias
+            # keeps every stride; view_as would recompute those of size-1 dims)
             with torch.enable_grad():
-                out = out.view_as(out)
+                out = out[...]
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)
         return out
