@@ -3,7 +3,8 @@
 compared with eager (``eager_oracle.assert_like_eager``): eager keeps one
 ``AccumulateGrad`` per leaf while a graph holds it, so what was computed from the leaf
 before it left still fills its ``.grad`` (soak 34758: it was dropped). What was
-computed while it was off has no history.
+computed while it was off has no history. Also views of an input without grad that
+``requires_grad_()`` makes leaves, and views taken of those.
 """
 
 from __future__ import annotations
@@ -110,3 +111,48 @@ def test_leaf_turned_on_again_through_its_alias(compiler: str) -> None:
         return [x, x, w], [x, w]
 
     assert_like_eager(_flag_on_again_through_an_alias, make, COMPILERS[compiler], calls=2)
+
+
+# --------------------------- views made leaves by requires_grad_(), viewed again
+
+
+def _view_of_a_leaf_view(x1):
+    t1 = x1.view_as(x1)
+    t1.requires_grad_()  # a leaf view: eager's view of it has a grad_fn (soak 36663)
+    return t1.unflatten(-1, (2, 2)), x1.sin()
+
+
+def _leaf_view_returned(x1):
+    return (x1.view(-1).requires_grad_(True),)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_view_of_a_leaf_view, _leaf_view_returned])
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
+def test_views_of_leaf_views_have_eager_history(fn: Any, ctx: Any, compiler: str) -> None:
+    assert_like_eager(fn, leaves(((4, 4), False)), COMPILERS[compiler], ctx=ctx, calls=2)
+
+
+def _leaf_view_and_a_view_of_it(x1):
+    t1 = x1[1:]
+    t1.requires_grad_()
+    return t1.t(), t1
+
+
+def test_view_of_a_returned_leaf_view_fills_its_grad() -> None:
+    """The transposed output's gradient accumulates into the leaf view, as in eager.
+    (Its ``._base`` is that output here, where eager's is the input: the leaf view is
+    returned as a leaf of its own, not as a view of the input.)"""
+    grads = []
+    for fn in (
+        _leaf_view_and_a_view_of_it,
+        aotgrad.aot_function(_leaf_view_and_a_view_of_it, aotgrad.nop),
+    ):
+        torch.manual_seed(0)
+        x = _r(4, 4)
+        a, t = fn(x)
+        assert not a.is_leaf and t.is_leaf and a.requires_grad
+        (a * torch.arange(12.0, dtype=torch.float64).view(4, 3)).sum().backward()
+        (t * 2).sum().backward()
+        grads.append(t.grad)
+    torch.testing.assert_close(grads[1], grads[0])

@@ -245,11 +245,12 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             out.requires_grad,
             facts.output_creation_meta.get(k),
             facts.output_detached.get(k, 0),
-            detached_base=facts.output_detached_base.get(k, -1),
+            base_output=facts.output_detached_base.get(k, facts.output_leaf_base.get(k, -1)),
             base_leaf=k in facts.output_base_leaf,
             tracked=k in facts.output_tracked_view,
             untracked=_untracked_view(k, facts),
             with_grad=not metadata.grad_mode and k in facts.output_has_grad_fn,
+            of_leaf_view=_of_leaf_view(k, v, out, metadata, fake_args),
             grad_through_base=(
                 v == alias.OutputVerdict.ALIAS_OF_INPUT
                 and metadata.grad_mode
@@ -291,6 +292,24 @@ def _refuse_views_without_history(metadata: trace.TraceMetadata) -> None:
                 "the input did not require grad, which requires grad again by the return: "
                 "eager's view has no grad_fn; not supported (return a .clone() of it)"
             )
+
+
+def _of_leaf_view(
+    k: int, v: Any, out: Any, metadata: trace.TraceMetadata, fake_args: Sequence[Any]
+) -> bool:
+    """Output ``k`` views an input without grad, requires grad and has a ``grad_fn``: a
+    view of a view ``requires_grad_()`` made a leaf (``OutputAlias.of_leaf_view``)."""
+    facts = metadata.plan.facts
+    if v != alias.OutputVerdict.ALIAS_OF_INPUT or not out.requires_grad:
+        return False
+    i = metadata.plan.output_source[k]
+    return (
+        not getattr(fake_args[i], "requires_grad", True)
+        and not metadata.requires_grad_changes.get(i, False)
+        and k in facts.output_has_grad_fn
+        and k not in facts.output_creation_meta
+        and k not in facts.output_detached
+    )
 
 
 def _untracked_view(k: int, facts: Any) -> bool:

@@ -18,6 +18,7 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from ..autograd_walks import walk_finds
 from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.vocab
     IN_GRAD_MODE,
     IN_IS_LEAF,
@@ -92,6 +93,9 @@ class AliasFacts:
     output_detached: dict[int, int] = field(default_factory=dict)
     #: Of the views of detached aliases, those whose detached alias is an earlier output.
     output_detached_base: dict[int, int] = field(default_factory=dict)
+    #: Views whose history ends at another output that is a leaf view
+    #: (``t = x[1:]; t.requires_grad_(); return t, t.t()``): that output.
+    output_leaf_base: dict[int, int] = field(default_factory=dict)
     #: Inputs whose storage has no bytes when the function is called, or that the function
     #: resizes (``inductor.resize_storage_bytes_``, as FSDP2 does): the bytes after the call.
     input_storage_resize: dict[int, int] = field(default_factory=dict)
@@ -227,6 +231,21 @@ def collect(
     return facts
 
 
+def _note_leaf_base(facts: AliasFacts, j: int, grad_fn: Any, output_index: dict[int, int]) -> None:
+    """Output ``j`` (a view of an input) whose history accumulates into another output, a
+    leaf view of the input (``AliasFacts.output_leaf_base``)."""
+    found: list[int] = []
+
+    def output_leaf(node: Any) -> bool:
+        k = output_index.get(id(getattr(node, "variable", None)), -1)
+        if k >= 0 and k != j:
+            found.append(k)
+        return bool(found)
+
+    if walk_finds(grad_fn, output_leaf):
+        facts.output_leaf_base[j] = found[0]
+
+
 def _routed_output_facts(
     facts: AliasFacts,
     j: int,
@@ -320,6 +339,8 @@ def _output_object_facts(
     grad_fn = grad_fn_of(o)
     if grad_fn is not None and grad_fn is not STALE_VIEW:
         facts.output_has_grad_fn.add(j)
+        if flags & OUT_ALIASES_INPUT and j not in facts.output_detached:
+            _note_leaf_base(facts, j, grad_fn, output_index)
     if j in facts.output_view and o._is_view():
         meta = torch._C._autograd._get_creation_meta(o)
         if meta != torch._C._autograd.CreationMeta.DEFAULT:

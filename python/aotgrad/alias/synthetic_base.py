@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..autograd_walks import reaches
 from ..errors import UnsupportedError
 from .storage import overlap_groups
 from .views import set_metadata
@@ -99,16 +100,11 @@ class _Group:
 def _reaches(outs: Sequence[Any], leaf: torch.Tensor) -> bool:
     """Whether autograd's graph of an output reaches ``leaf``'s gradient accumulator (an
     output that is the leaf itself is the caller's tensor: ``member_outputs``)."""
-    seen: set[int] = set()
-    todo = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
-    while todo:
-        node = todo.pop()
-        if getattr(node, "variable", None) is leaf:
-            return True
-        if id(node) not in seen:
-            seen.add(id(node))
-            todo.extend(n for n, _ in node.next_functions if n is not None)
-    return False
+    return any(
+        reaches(o.grad_fn, {id(leaf)})
+        for o in outs
+        if isinstance(o, torch.Tensor) and o.grad_fn is not None
+    )
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ class Epilogue:
         self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.versioned = list(layout.version_deltas.items())
         self.rebuilt = {a.index for a in layout.output_aliases}
-        self.aliases_first = [a for a in layout.output_aliases if a.detached_base < 0]
-        self.aliases_last = [a for a in layout.output_aliases if a.detached_base >= 0]
+        self.aliases_first = [a for a in layout.output_aliases if a.base_output < 0]
+        self.aliases_last = [a for a in layout.output_aliases if a.base_output >= 0]
         inner = {self.n_user + s for leaf in layout.inner_leaves for s in leaf.bases}
         # views of an intermediate base that is a leaf made inside (a base of its own
         # among the graph's outputs: not a user output, not an input)
@@ -279,7 +279,7 @@ class Epilogue:
         for k in layout.new_leaves:
             if not outs[k].requires_grad:  # rebuilt as an alias (``x.detach().requires_grad_()``)
                 outs[k].requires_grad_(True)
-        # views of another output (``a.detached_base``) last: made of that output as the
+        # views of another output (``a.base_output``) last: made of that output as the
         # caller gets it (rebuilt, a leaf that requires grad)
         for a in self.aliases_last:
             if a.index not in made:
@@ -369,17 +369,20 @@ class Epilogue:
             _set_version(base, version, views=not base.requires_grad)
         assert a.view is not None
         meta = a.creation_meta
-        if a.detached_base >= 0:  # a view of that output, at the input's bytes
+        if a.base_output >= 0:  # a view of that output, at the input's bytes
             view = spec(a.view)
             at = base.storage_offset() + view.offset
             with torch.no_grad() if a.untracked else contextlib.nullcontext():
-                return outs[a.detached_base].as_strided(view.size, view.stride, at)
+                return outs[a.base_output].as_strided(view.size, view.stride, at)
         if a.detached:
             leaf = a.index in self.layout.new_leaves
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
         requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
         with torch.enable_grad() if a.with_grad else contextlib.nullcontext():
             out = regenerate(base, spec(a.view), requires_grad, no_grad=a.untracked)
+        if a.of_leaf_view and out.is_leaf and out.requires_grad:
+            with torch.enable_grad():
+                out = out[...]
         if a.tracked and out.requires_grad:
             # eager's is a view (with grad on) of a view made under no_grad: its grad_fn
             # ends at that view, which autograd takes for a leaf, not at the base (an alias

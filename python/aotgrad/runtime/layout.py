@@ -28,9 +28,10 @@ class OutputAlias:
     #: 0: a view of its base; 1: a detached alias of it (``x.detach()``, not a view);
     #: 2: a view of a detached alias (``x.detach().t()``).
     detached: int = 0
-    #: With ``detached`` 2: the earlier user output that is the detached alias this is
-    #: a view of (``t = x.detach(); return t, t.t()``), or -1.
-    detached_base: int = -1
+    #: The user output this is a view of, made of it as the caller gets it: the detached
+    #: alias (``detached`` 2: ``t = x.detach(); return t, t.t()``) or the leaf view
+    #: (``t = x[1:]; t.requires_grad_(); return t, t.t()``) it was taken of; or -1.
+    base_output: int = -1
     #: A view of an intermediate that is a leaf requiring grad in eager: the runtime makes
     #: the graph's base that leaf (one per base) and returns views of it with a grad_fn.
     base_leaf: bool = False
@@ -47,6 +48,10 @@ class OutputAlias:
     #: Made with grad on inside a call under ``no_grad`` (an ``enable_grad`` block): with
     #: a ``grad_fn`` in eager, so rebuilt with grad on.
     with_grad: bool = False
+    #: A view of a view of an input without grad that ``requires_grad_()`` made a leaf
+    #: (``t = x.view_as(x); t.requires_grad_(); return t[1:]``): eager's has a ``grad_fn``
+    #: ending at that leaf, so the runtime views the leaf it makes once more.
+    of_leaf_view: bool = False
 
 
 @dataclass

@@ -13,11 +13,11 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .. import alias
+from ..autograd_walks import reaches_node
 from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
-from .autograd_walks import reaches_node
 from .cleanup import clean, flatten_codegen, mark_roles
 from .decompositions import with_trace_decompositions
 from .failures import trace_errors

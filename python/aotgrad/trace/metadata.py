@@ -13,9 +13,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import alias
+from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
-from .autograd_walks import reaches, reaches_node
 from .failures import trace_errors
 from .functional import (
     EffectChain,
