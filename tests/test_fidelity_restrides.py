@@ -186,9 +186,20 @@ def _strided_slice_of_an_unbind_output(x0):
     return a[::4].unsqueeze(0), a
 
 
+def _view_as_of_a_chunk_of_a_reduction(x0):
+    t1 = x0.sum(0, keepdim=True)
+    _, m = t1.chunk(2, -1)
+    return (m.view_as(m),)  # [1, 2]: eager's view lays the size-1 dim (2, 1) (soak 33212)
+
+
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize(
-    "fn", [_strided_slice_of_a_split_output, _strided_slice_of_an_unbind_output]
+    "fn",
+    [
+        _strided_slice_of_a_split_output,
+        _strided_slice_of_an_unbind_output,
+        _view_as_of_a_chunk_of_a_reduction,
+    ],
 )
 def test_views_of_multi_output_views_keep_size_one_strides(fn: Any, compiler: str) -> None:
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)

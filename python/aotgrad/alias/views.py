@@ -92,7 +92,9 @@ def eager_layout(view: Any, base: torch.Tensor) -> tuple[Any, list[Any]]:
         if not sequence or any(vm.has_symbolic_inputs for vm in sequence):
             return view, []
         through = []
-        with _disable_current_modes():
+        # the real view kernels (tracing enables the Python dispatcher, whose meta kernels
+        # lay size-1 dims out otherwise: ``t.chunk(2, -1)[1].view_as(...)``)
+        with _disable_current_modes(), torch._C._DisablePythonDispatcher():
             out = torch.empty(0, dtype=base.dtype, device="meta").as_strided(*layout)
             for k, vm in enumerate(sequence):
                 if k and type(vm).__name__.startswith("as_strided"):
