@@ -213,6 +213,8 @@ class Epilogue:
                 if k in aliases:
                     value = self._rebuild(aliases[k], args, fwd, outs, spec)
                 stand_in.data = value.detach()
+                if k in aliases:  # the input's bytes: eager's leaf counts its writes
+                    _set_version(stand_in, value._version)
                 outs[k] = stand_in
             given = bool(leaf.outputs)
             for k in leaf.views:  # views of a leaf that shares an input's bytes
