@@ -192,6 +192,14 @@ def _view_under_no_grad_made_to_require_grad(x):
     return (a, a, b)
 
 
+def _multi_output_view_under_no_grad_written_returned_twice(x):
+    t = (x * 2).tanh()
+    with torch.no_grad():
+        _, m1, m2, _ = t.unbind(0)
+        m1[1:3].add_(1)  # m2 is stale: its version counter moves once (soak 31367)
+    return (m2, x, m2)
+
+
 def _new_leaf_viewed_after_a_graph_break(x):
     t = (x + 1.5).detach().requires_grad_()  # Dynamo breaks the graph here
     return (t.narrow(-1, 1, 2).unsqueeze(0),)
@@ -203,6 +211,7 @@ def _new_leaf_viewed_after_a_graph_break(x):
     [
         _input_viewed_under_no_grad,
         _leaf_of_an_input_viewed_under_no_grad,
+        _multi_output_view_under_no_grad_written_returned_twice,
         _new_leaf_viewed_after_a_graph_break,
     ],
 )

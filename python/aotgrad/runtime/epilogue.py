@@ -112,6 +112,8 @@ class Epilogue:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
         for k in layout.stale_views:
+            if k in layout.same_as:  # the earlier output, made once (one version count)
+                continue
             stale = early.get(k)
             version = layout.output_versions.get(k, 0)
             outs[k] = stale if stale is not None else stale_custom_view(outs[k], version)
