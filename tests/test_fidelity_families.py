@@ -730,6 +730,27 @@ def _view_of_leaf_under_no_grad(x):
     return x * 2
 
 
+def _view_of_a_leaf_passed_in(rg: bool) -> Any:
+    """One input that is a view, in the caller, of a leaf: ``l[4:]``."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(8, 4, dtype=torch.float64, requires_grad=rg)
+        return [leaf[4:]], [leaf] if rg else []
+
+    return make
+
+
+def _input_view_metadata_write(x):
+    t = x[1:3]
+    t.transpose_(0, 1)  # x is a view of a leaf in the caller: eager raises (soak 33216)
+    return (x,)
+
+
+def _input_view_written(x):
+    x.mul_(2)
+    return (x,)
+
+
 REFUSED = {
     "partial_overlap": (_partial_overlap, leaves(((3, 3), False))),
     "shifted_overlap": (_shifted_overlap, leaves(((4, 3), False))),
@@ -737,6 +758,13 @@ REFUSED = {
     "full_overlap_runs": (_same_tensor_is_fine, leaves(((3, 3), False))),
     "metadata_write_to_a_view_of_a_leaf": (_view_of_leaf_metadata_write, leaves(((4, 3), True))),
     "view_of_a_leaf_written_under_no_grad": (_view_of_leaf_under_no_grad, leaves(((4, 3), True))),
+    "input_view_of_a_leaf_restrided": (_input_view_metadata_write, _view_of_a_leaf_passed_in(True)),
+    "input_view_of_a_leaf_written": (_input_view_written, _view_of_a_leaf_passed_in(True)),
+    "input_view_of_a_leaf_under_no_grad": (
+        _view_of_leaf_under_no_grad,
+        _view_of_a_leaf_passed_in(True),
+    ),
+    "input_view_of_a_plain_tensor": (_input_view_metadata_write, _view_of_a_leaf_passed_in(False)),
 }
 
 

@@ -181,6 +181,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.inputs = inputs
         #: The stand-ins of inputs that are views (``detach_()`` on one raises in eager).
         self.views = views
+        #: Of those, the views of a leaf that requires grad (written in place with grad
+        #: on, or given new metadata, eager raises).
+        self.leaf_views: frozenset[int] = frozenset()
         #: The stand-ins ``requires_grad_(False)`` was called on.
         self.flag_off: set[int] = set()
         #: Per leaf input's stand-in (by id), its gradient edge before each
@@ -223,6 +226,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             frozenset(id(a) for a, o in pairs if o._is_view()),
             frozenset(id(a) for a, _ in pairs),
         )
+        calls.leaf_views = frozenset(
+            id(a)
+            for a, o in pairs
+            if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
+        )
         calls.restrides = Restrides([a for a, _ in pairs])
         calls.leaf_grad_fns = {id(a): a.grad_fn for a, o in pairs if id(a) in calls.leaves}
         return calls
@@ -249,7 +257,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 self.left_autograd.add(id(t))
             self._note_edge(t)
         # under inference mode autograd checks nothing (no leaf refusals)
-        refusal = inplace_error(func, args, kwargs, frozenset() if inference else self.leaves)
+        refusal = (
+            inplace_error(func, args, kwargs, frozenset(), frozenset())
+            if inference
+            else inplace_error(func, args, kwargs, self.leaves, self.leaf_views)
+        )
         if refusal is None:
             refusal = dtype_error(func, args, kwargs)
         if refusal is not None:

@@ -102,23 +102,29 @@ def written_tensor(func: Any, args: Any, kwargs: dict) -> torch.Tensor | None:
 
 
 def inplace_error(
-    func: Any, args: Any, kwargs: dict, leaves: frozenset[int]
+    func: Any,
+    args: Any,
+    kwargs: dict,
+    leaves: frozenset[int],
+    leaf_views: frozenset[int] = frozenset(),
 ) -> EagerRefusal | None:
     """What eager raises for ``func(*args, **kwargs)`` before running it, if it is an
     in-place call that tracing would let through; ``leaves``: ``id``s of the stand-ins of
-    leaf inputs that require grad."""
+    leaf inputs that require grad; ``leaf_views``: of inputs that are views of such a
+    leaf in the caller (``l[:4]`` passed in: not a view in the trace)."""
     out = kwargs.get("out") if kwargs else None
     if isinstance(out, torch.Tensor):  # ``torch.mul(t, 2, out=t.t())``: the overlap check
         return _overlap_error(func, args, kwargs, out)
     if not args or not isinstance(args[0], torch.Tensor) or not _is_inplace(func):
         return None
     written = args[0]
-    if leaves and torch.is_grad_enabled() and written.requires_grad:
+    if (leaves or leaf_views) and torch.is_grad_enabled() and written.requires_grad:
         if id(written) in leaves:
             return EagerRefusal(
                 "a leaf Variable that requires grad is being used in an in-place operation."
             )
-        if written._base is not None and id(written._base) in leaves:
+        views = leaves | leaf_views
+        if id(written) in leaf_views or (written._base is not None and id(written._base) in views):
             return EagerRefusal(
                 "a view of a leaf Variable that requires grad is being used in an in-place "
                 "operation."
