@@ -247,15 +247,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if func is _DETACH_ and args:
             if inference:  # autograd's kernel does not run: detach_() changes nothing
                 return args[0]
-            if id(args[0]) in self.views:
-                raise EagerRefusal(_DETACH_VIEW)
-            self._leaf_written_before(args[0])
-            t = args[0]
-            if id(t) in self.inputs and t.grad_fn is not None:
-                self.input_detached.setdefault(id(t), (t.grad_fn, t._version))
-            if id(t) in self.inputs:
-                self.left_autograd.add(id(t))
-            self._note_edge(t)
+            self._before_detach(args[0])
         # under inference mode autograd checks nothing (no leaf refusals)
         refusal = (
             inplace_error(func, args, kwargs, frozenset(), frozenset())
@@ -373,6 +365,17 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             raise EagerRefusal(
                 "a leaf Variable that requires grad has been used in an in-place operation."
             )
+
+    def _before_detach(self, t: Any) -> None:
+        """``t.detach_()``: refused on an input view, as eager's; recorded on an input."""
+        if id(t) in self.views:
+            raise EagerRefusal(_DETACH_VIEW)
+        self._leaf_written_before(t)
+        if id(t) in self.inputs and t.grad_fn is not None:
+            self.input_detached.setdefault(id(t), (t.grad_fn, t._version))
+        if id(t) in self.inputs:
+            self.left_autograd.add(id(t))
+        self._note_edge(t)
 
     def _note_edge(self, t: Any) -> None:
         """A leaf input's stand-in leaves autograd: its gradient edge now (``edges_off``)."""
