@@ -483,17 +483,17 @@ def build_program(
     layout.backward_error = joint.backward_error
     layout.backward_error_tangents = joint.backward_error_tangents
     layout.watched_inputs = joint.watched_inputs
-    layout.watched_bases = [layout.num_user_outputs + s for s in joint.saved_bases]
+    layout.watched_bases = {layout.num_user_outputs + s: ts for s, ts in joint.saved_bases.items()}
     rebuilt = {a.index for a in layout.output_aliases}
-    layout.watched_outputs = [
-        k
-        for k in joint.saved_outputs
+    layout.watched_outputs = {
+        k: ts
+        for k, ts in joint.saved_outputs.items()
         if k not in rebuilt
         and k not in layout.same_as
         and k not in layout.stale_views
         and k not in layout.custom_views
         and k not in layout.new_leaves
-    ]
+    }
     layout.grad_tangents = _grad_tangents(bw_gm, len(fake_args) + len(layout.inner_leaves))
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)

@@ -11,7 +11,7 @@ alias inputs or intermediates as real views; ``layout.py`` says what it replays.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -173,10 +173,13 @@ def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: A
         torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
 
 
-def _check_watched(tensors: list[Any], expected: list[int], what: str = "an output") -> None:
-    """Eager's saved-tensor check for outputs and inputs it saves (``layout.watched_outputs``,
-    ``layout.watched_inputs``)."""
-    for t, v in zip(tensors, expected):
+def _check_reached(watched: Iterable[tuple[Any, int, set[int]]], missing: Any, what: str) -> None:
+    """Eager's saved-tensor check for the outputs, inputs and bases it saves
+    (``layout.watched_outputs``, ...): each ``(tensor, version, tangents)`` whose
+    tangents' backward reads it, where the caller's backward reached one of them."""
+    for t, v, ts in watched:
+        if ts.issubset(missing):
+            continue
         if not t.is_inference() and t._version != v:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified "
@@ -206,9 +209,14 @@ class _TrainingPlan:
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
         self.stale = layout.backward_error
-        self.watched = watched = layout.watched_outputs
+        self.watched = watched = list(layout.watched_outputs)
         self.expected = [layout.output_versions.get(k, 0) for k in watched]
+        self.watched_tangents = [set(ts) for ts in layout.watched_outputs.values()]
         self.fresh = fresh = layout.fresh_outputs
+        # a custom Function's view of an input is rebuilt on the input (``routed_view``):
+        # the graph's output only carries its gradient, and must not be a view of the
+        # input (a write to another view of it would make reading its node raise)
+        self.unviewed = sorted({*fresh, *layout.custom_views})
         # Version counts eager leaves on fresh outputs, set before anything is saved: a
         # compiled graph may have bumped them (Inductor's ``mm(out=buf)``), and one the
         # backward reads must be saved at that count.
@@ -230,8 +238,9 @@ class _TrainingPlan:
             self.stale_tangents = every
         # inputs eager saves, checked when the caller's backward reaches their reads
         self.watched_inputs = {i: set(ts) for i, ts in layout.watched_inputs.items()}
-        self.watched_bases = layout.watched_bases
-        if any(ts != every for ts in self.watched_inputs.values()):
+        self.watched_bases = {k: set(ts) for k, ts in layout.watched_bases.items()}
+        watches = [*self.watched_inputs.values(), *self.watched_bases.values()]
+        if any(ts != every for ts in [*watches, *self.watched_tangents]):
             self.track_unreached = True
 
     def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -278,7 +287,9 @@ class _TrainingPlan:
             if not args[i].is_inference()
         ]
         node.watched_bases = [
-            (fwd[k], fwd[k]._version) for k in self.watched_bases if not fwd[k].is_inference()
+            (fwd[k], fwd[k]._version, ts)
+            for k, ts in self.watched_bases.items()
+            if not fwd[k].is_inference()
         ]
 
     def _keep_unsettled(self, outs: Sequence[Any]) -> None:
@@ -295,8 +306,8 @@ class _TrainingPlan:
         self.settled = True
 
     def _mark_outputs(self, ctx: Any, args: tuple[Any, ...], fwd: tuple[Any, ...]) -> Any:
-        if self.fresh:
-            fwd = _unview(fwd, self.fresh)
+        if self.unviewed:
+            fwd = _unview(fwd, self.unviewed)
         fwd = _distinct_differentiable(fwd, self.tangent_outputs)
         if self.nondiff:
             fwd = _separate_non_differentiable(fwd, self.nondiff, args)
@@ -307,17 +318,16 @@ class _TrainingPlan:
         return fwd
 
     def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
-        if self.watched:
-            _check_watched(ctx.watched, self.expected)
         tangents, missing = self._tangents(ctx, grads)
+        if self.watched:
+            outs = zip(ctx.watched, self.expected, self.watched_tangents)
+            _check_reached(outs, missing, "an output")
         if self.stale is not None and not self.stale_tangents.issubset(missing):
             raise RuntimeError(self.stale)
         if self.watched_inputs:
-            reached = [(t, v) for t, v, ts in ctx.watched_inputs if not ts.issubset(missing)]
-            _check_watched([t for t, _ in reached], [v for _, v in reached], "an input")
+            _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
-            bases = ctx.watched_bases
-            _check_watched([t for t, _ in bases], [v for _, v in bases], "a base of outputs")
+            _check_reached(ctx.watched_bases, missing, "a base of outputs")
         args = [*ctx.saved_tensors, *ctx.symints, *tangents]
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.

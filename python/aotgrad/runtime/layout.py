@@ -135,14 +135,16 @@ class ForwardLayout:
     backward_error_tangents: tuple[int, ...] = ()
     #: User outputs eager saves for the backward (``trace.JointGraph.saved_outputs``) that
     #: the runtime returns as the compiled forward made them: the backward checks that
-    #: their version is still the one the call left (eager's saved-tensor check).
-    watched_outputs: list[int] = field(default_factory=list)
+    #: their version is still the one the call left (eager's saved-tensor check) where the
+    #: caller's backward reaches a read of them (per output, the tangents that do).
+    watched_outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Inputs eager saves at the version the call leaves them (``trace.JointGraph``), and
     #: the tangents whose backward reads them: the backward checks their version.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Forward outputs that are intermediate bases eager saves (``JointGraph.saved_bases``):
-    #: the backward checks their version is the one the call left.
-    watched_bases: list[int] = field(default_factory=list)
+    #: the backward checks their version is the one the call left, where the caller's
+    #: backward reaches a read of them (per base, the tangents that do).
+    watched_bases: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Forward outputs (by position) the backward reads too, and the version count eager
     #: leaves them at: set before they are saved (``program._versions_before_saving``).
     versions_before_saving: dict[int, int] = field(default_factory=dict)

@@ -167,13 +167,15 @@ class JointGraph:
     #: them, and which tangents lead the backward to read them: written after the call,
     #: eager's backward raises when it reaches such a read.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    #: User outputs eager's autograd saves for the backward (``exp``'s result): written
-    #: after the call, eager's backward raises; the compiled one must too, whatever its
-    #: partition saved instead.
-    saved_outputs: list[int] = field(default_factory=list)
-    #: Intermediate bases (by position) eager saves, which outputs view: written through
-    #: a view after the call, eager's backward raises.
-    saved_bases: list[int] = field(default_factory=list)
+    #: User outputs eager's autograd saves for the backward (``exp``'s result), and the
+    #: tangents whose backward reads them: written after the call, eager's backward raises
+    #: where it reaches such a read; the compiled one must too, whatever its partition
+    #: saved instead.
+    saved_outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Intermediate bases (by position) eager saves, which outputs view, and the tangents
+    #: whose backward reads them: written through a view after the call, eager's backward
+    #: raises where it reaches such a read.
+    saved_bases: dict[int, tuple[int, ...]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property

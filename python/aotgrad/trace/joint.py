@@ -198,8 +198,12 @@ class _JointTrace:
         self.stale_tangents: tuple[int, ...] = ()
         self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
-        self.saved_outputs: list[int] = []
-        self.saved_bases: list[int] = []
+        # per saved tensor (by id), the backward nodes that read it
+        self.readers: dict[int, list[Any]] = {}
+        # outputs and intermediate bases eager saves, and the tangents whose backward reads
+        # them (eager checks their version only where its backward reaches such a read)
+        self.saved_outputs: dict[int, tuple[int, ...]] = {}
+        self.saved_bases: dict[int, tuple[int, ...]] = {}
         # inputs that share eager's version counter (views of one base): a write to one
         # makes what was saved of another stale; traced, each input has a counter of its own
         self.sharing = _version_sharing(fake_args)
@@ -235,13 +239,13 @@ class _JointTrace:
         # an output that is a detach() of a saved tensor shares its version counter: a
         # write to it after the call is a write to what eager saved
         source = self.detached_from
-        self.saved_outputs = [
+        saved_outputs = [
             k
             for k, o in enumerate(outs)
             if isinstance(o, torch.Tensor)
             and (id(o) in self.packed or id(source.get(id(o))) in self.packed)
         ]
-        self.saved_bases = [
+        saved_bases = [
             s for s, k in enumerate(plan.intermediate_bases) if id(outs[k]._base) in self.packed
         ]
         _tag_traced_by_forward()
@@ -253,6 +257,13 @@ class _JointTrace:
             *(new_value(call, anchors, i) for i in self.metadata.mutated_inputs),
         ]
         per_primal = self._backward(fp, ft, call, fwd_values)
+        diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
+        self.saved_outputs = {
+            k: self._reading(diff_outs, outs[k], source.get(id(outs[k]))) for k in saved_outputs
+        }
+        self.saved_bases = {
+            s: self._reading(diff_outs, fwd_values[len(outs) + s]) for s in saved_bases
+        }
         fwd = [from_functional(v) for v in fwd_values]
         bwd = [from_functional(g) for g in per_primal]
         # Inputs the backward writes (a custom Function's backward updating a saved input):
@@ -317,6 +328,7 @@ class _JointTrace:
 
     def _unpack(self, saved: tuple[Any, int, Any, Any]) -> Any:
         t, version, layout, history = saved
+        self.readers.setdefault(id(t), []).append(torch._C._current_autograd_node())
         now = t._version + self._shared_writes(t)
         if _detached_since(t, history):
             if not self.stale:
@@ -334,6 +346,11 @@ class _JointTrace:
         if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
             return t.as_strided(*layout)
         return t
+
+    def _reading(self, diff_outs: list[Any], *saved: Any) -> tuple[int, ...]:
+        """The tangents whose backward reads one of ``saved`` (none: not read)."""
+        nodes = [n for t in saved if t is not None for n in self.readers.get(id(t), ())]
+        return _reaching(diff_outs, nodes) if nodes else ()
 
     def _grad(self, outs: list[Any], needs: list[Any], tangents: list[Any]) -> Sequence[Any]:
         """``autograd.grad``; where autograd's engine refuses a gradient it computed (the
@@ -479,8 +496,14 @@ def trace_joint(
         backward_error=state.stale[0] if state.stale else None,
         backward_error_tangents=state.stale_tangents,
         watched_inputs=state.watched_inputs,
-        saved_outputs=[k for k in state.saved_outputs if _read_by_backward(gm, k)],
-        saved_bases=[s for s in state.saved_bases if _read_by_backward(gm, num_user_outputs + s)],
+        saved_outputs={
+            k: ts for k, ts in state.saved_outputs.items() if ts and _read_by_backward(gm, k)
+        },
+        saved_bases={
+            s: ts
+            for s, ts in state.saved_bases.items()
+            if ts and _read_by_backward(gm, num_user_outputs + s)
+        },
     )
 
 
