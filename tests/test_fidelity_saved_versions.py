@@ -8,7 +8,12 @@ Known open: where the compiled forward itself saves that output for the backward
 default partition saves ``exp``'s result as eager does), autograd's own check on the
 compiled node's saved tensors raises whatever the backward reaches: such a backward
 raises where eager's runs (torch's AOT Autograd too), never a different gradient
-(``test_default_partition_raises_rather_than_differs``; soak seed 24601).
+(``test_default_partition_raises_rather_than_differs``; soak seed 24601). Likewise an
+input the compiled backward reads (saved to recompute ``exp`` from, where eager saved
+``exp``'s result; or an input eager saves for an output the backward does not reach):
+written after the call, the compiled backward raises where eager's runs. Skipping that
+check would let a recomputation from the written value reach a gradient (0 * inf), so
+it stays an error. ``.data`` writes to saved values (no version bump) are not followed.
 """
 
 from __future__ import annotations
@@ -120,3 +125,37 @@ def test_default_partition_raises_rather_than_differs(fn: Any, which: list[int])
         assert compiled["raises"]
     elif not compiled["raises"]:
         torch.testing.assert_close(compiled["grad"], eager["grad"])
+
+
+# --------- a view of a detach() of a saved tensor shares its version counter
+
+
+def _detached_view(x):
+    t = x.exp()
+    return t.sum(), t.detach().view(-1)
+
+
+def _detached_row(x):
+    t = x.exp()
+    return t.sum(), t.detach()[0]
+
+
+def _detached_transpose(x):
+    t = x.exp()
+    return t.sum(), t.detach().t()
+
+
+def _write_second(o):
+    o[1].mul_(2)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_detached_view, _detached_row, _detached_transpose])
+def test_view_of_a_detached_saved_tensor_written_after_the_call(fn: Any, compiler: str) -> None:
+    """``exp`` saved ``t``; the output is a view of ``t.detach()``, which shares ``t``'s
+    version counter: written after the call, eager's backward through ``t.sum()``
+    raises. aotgrad ran it, reading a saved value the caller may have changed (a plain
+    ``t.detach()`` output was already checked)."""
+    eager = _observe(fn, None, _write_second, [0])
+    compiled = _observe(fn, COMPILERS[compiler], _write_second, [0])
+    assert eager["raises"] and compiled["raises"]

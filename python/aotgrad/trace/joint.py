@@ -246,7 +246,9 @@ class _JointTrace:
             and (id(o) in self.packed or id(source.get(id(o))) in self.packed)
         ]
         saved_bases = [
-            s for s, k in enumerate(plan.intermediate_bases) if id(outs[k]._base) in self.packed
+            s
+            for s, k in enumerate(plan.intermediate_bases)
+            if id(outs[k]._base) in self.packed or id(source.get(id(outs[k]._base))) in self.packed
         ]
         _tag_traced_by_forward()
         self.num_tokens = len(fwd_tokens)
@@ -261,8 +263,9 @@ class _JointTrace:
         self.saved_outputs = {
             k: self._reading(diff_outs, outs[k], source.get(id(outs[k]))) for k in saved_outputs
         }
+        bases = fwd_values[len(outs) :]
         self.saved_bases = {
-            s: self._reading(diff_outs, fwd_values[len(outs) + s]) for s in saved_bases
+            s: self._reading(diff_outs, bases[s], source.get(id(bases[s]))) for s in saved_bases
         }
         fwd = [from_functional(v) for v in fwd_values]
         bwd = [from_functional(g) for g in per_primal]
