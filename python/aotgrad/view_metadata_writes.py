@@ -39,11 +39,13 @@ METADATA_WRITES = {
 def _stale_record(t: Any) -> bool:
     """Whether autograd would regenerate ``t``'s node from a record the call makes stale:
     a view of a functional wrapper, tracked by autograd."""
-    return (
-        isinstance(t, FunctionalTensor)
-        and t._is_view()
-        and t.requires_grad
-        and torch.is_grad_enabled()
+    if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
+        return False
+    # under no_grad too, for a view autograd tracks (eager's record of it is its geometry
+    # whatever the mode: a later use with grad regenerates its node from it)
+    return torch.is_grad_enabled() or (
+        not torch.is_inference_mode_enabled()
+        and torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.DEFAULT
     )
 
 
@@ -54,14 +56,16 @@ def write_metadata(func: Any, args: Any, kwargs: dict, fresh_from: Any = None) -
     t = args[0]
     if not _stale_record(t):
         return func(*args, **kwargs)
-    alias = t.view_as(t) if fresh_from is None else None
+    with torch.enable_grad():
+        alias = t.view_as(t) if fresh_from is None else None
     result = func(*args, **kwargs)
     if result is not t:
         return result
-    if alias is not None:
-        fresh = getattr(alias, METADATA_WRITES[func.__name__])(*args[1:], **kwargs)
-    else:
-        fresh = fresh_from(t)
+    with torch.enable_grad():
+        if alias is not None:
+            fresh = getattr(alias, METADATA_WRITES[func.__name__])(*args[1:], **kwargs)
+        else:
+            fresh = fresh_from(t)
     creation = torch._C._autograd._get_creation_meta(t)
     # the Python object keeps its identity (callers hold it) and its attributes (its
     # functional value among them); only its autograd tensor changes

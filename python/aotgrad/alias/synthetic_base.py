@@ -26,6 +26,7 @@ import torch
 
 from ..autograd_walks import reaches
 from ..errors import UnsupportedError
+from ..view_metadata_writes import METADATA_WRITES
 from .storage import overlap_groups
 from .views import set_metadata
 
@@ -97,6 +98,22 @@ class _Group:
         )
 
 
+class _MetadataWrites(torch.overrides.TorchFunctionMode):
+    """Notes, per member (``members``: id -> position), the grad mode of the last in-place
+    metadata change (``t_()``, ``as_strided_``) made on it, in ``with_grad``."""
+
+    def __init__(self, members: dict[int, int], with_grad: dict[int, bool]) -> None:
+        super().__init__()
+        self.members, self.with_grad = members, with_grad
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if args and getattr(func, "__name__", "") in METADATA_WRITES:
+            i = self.members.get(id(args[0]))
+            if i is not None:
+                self.with_grad[i] = torch.is_grad_enabled()
+        return func(*args, **(kwargs or {}))
+
+
 def _reaches(outs: Sequence[Any], leaf: torch.Tensor) -> bool:
     """Whether autograd's graph of an output reaches ``leaf``'s gradient accumulator (an
     output that is the leaf itself is the caller's tensor: ``member_outputs``)."""
@@ -120,6 +137,9 @@ class SyntheticBase:
     member_outputs: dict[int, int] = field(default_factory=dict, compare=False)
     #: Members the function made require grad (``b.requires_grad_()``), and the flag.
     requires_grad_changes: dict[int, bool] = field(default_factory=dict, compare=False)
+    #: Per member whose metadata the function changed: whether grad mode was on at its
+    #: last change (autograd records it then; one under ``no_grad`` it does not).
+    changed_with_grad: dict[int, bool] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, tensors: Sequence[Any], written: Sequence[int]) -> SyntheticBase:
@@ -160,7 +180,13 @@ class SyntheticBase:
             # autograd records the change where eager's did, at eager's final count (a
             # later change of the count would make it rebuild the member's node from its
             # base, as a plain as_strided that reads elements as_strided_ dropped)
-            record = torch.is_grad_enabled() and t.requires_grad and not t.is_leaf
+            with_grad = self.changed_with_grad.get(i, torch.is_grad_enabled())
+            record = (
+                with_grad
+                and not torch.is_inference_mode_enabled()
+                and t.requires_grad
+                and not t.is_leaf
+            )
             if record:
                 torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta - 1,))
             set_metadata(t, size, stride, offset, record=record, keep_version=not record)
@@ -187,6 +213,7 @@ class SyntheticBase:
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
         requires_grad_changes = self.requires_grad_changes
+        changed_with_grad = self.changed_with_grad
 
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
@@ -196,7 +223,8 @@ class SyntheticBase:
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
-            out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            with _MetadataWrites({id(t): i for i, t in built.items()}, changed_with_grad):
+                out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
             member_of = {id(t): i for i, t in built.items()}
             for j, o in enumerate(out):
                 if id(o) in member_of:
