@@ -110,6 +110,71 @@ def test_view_changed_in_place_keeps_its_gradient(fn: Any, compiler: str) -> Non
     assert_like_eager(fn, leaf_clone(6, 4), COMPILERS[compiler], calls=2)
 
 
+def _w44() -> torch.Tensor:
+    return torch.arange(16.0, dtype=torch.float64).view(4, 4)
+
+
+def _view_t_under_no_grad(x):
+    v = x[0:4]
+    with torch.no_grad():
+        v.t_()
+    return (v * _w44(),)
+
+
+def _view_transposed_under_no_grad_then_written(x):
+    v = x[0:4]
+    with torch.no_grad():
+        v.transpose_(0, 1)
+    v.mul_(_w44())
+    return (x.sin(),)
+
+
+def _view_as_strided_under_no_grad(x):
+    v = x[0:4]
+    with torch.no_grad():
+        v.as_strided_((4, 4), (1, 4))
+    return (v * _w44(), x.cos())
+
+
+def _view_unsqueezed_under_no_grad(x):
+    v = x[0:4].view(4, 4)
+    with torch.no_grad():
+        v.unsqueeze_(0)
+    return (v * _w44(),)
+
+
+def _input_t_under_no_grad(x):
+    with torch.no_grad():
+        x.t_()
+    return (x * _w44(),)
+
+
+def _rows_of_a_clone() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = _r(8, 4).requires_grad_(True)
+    return [leaf.clone()[0:4]], [leaf]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_view_t_under_no_grad, leaf_clone(8, 4)),
+        (_view_transposed_under_no_grad_then_written, leaf_clone(8, 4)),
+        (_view_as_strided_under_no_grad, leaf_clone(8, 4)),
+        (_view_unsqueezed_under_no_grad, leaf_clone(8, 4)),
+        (_input_t_under_no_grad, leaf_clone(4, 4)),
+        (_input_t_under_no_grad, _rows_of_a_clone),
+    ],
+)
+def test_view_changed_under_no_grad_then_used_with_grad(fn: Any, make: Any, compiler: str) -> None:
+    """A view's metadata changed under ``no_grad``, then differentiated: eager's autograd
+    rebuilds the view's node from its new geometry (the gradient of the transposed view);
+    aotgrad's trace kept the view's old chain and gave the untransposed gradient
+    (silently wrong). An input that is no view in eager keeps its node: its gradient
+    is not transposed."""
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
 def _overlapping_rows() -> tuple[list[Any], list[torch.Tensor]]:
     leaf = _r(8, 4).requires_grad_(True)
     b = leaf.clone()

@@ -217,6 +217,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
 
+    def _eager_view(self, t: Any) -> bool:
+        """Whether eager's tensor for ``t`` is a view: not an input's stand-in, unless the
+        caller's input is a view."""
+        return id(t) not in self.inputs or id(t) in self.views
+
     @classmethod
     def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
         """``args`` stand in for ``originals``: the ones for leaves that require grad."""
@@ -264,7 +269,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
             return self._as_strided(func, args, kwargs)
         if getattr(func, "__name__", "") in METADATA_WRITES and args:
-            return write_metadata(func, args, kwargs)
+            return write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
         if func in (_RETAIN_GRAD, _POST_ACCUMULATE_HOOK) and args:
@@ -343,7 +348,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if inplace:
             # beyond t's elements, eager's gradient drops the others: an as_strided of t
             fresh = _restrided_view if within(t, size, stride, at) else None
-            return write_metadata(func, (t, size, stride, offset), {}, fresh)
+            view = self._eager_view(t)
+            return write_metadata(func, (t, size, stride, offset), {}, fresh, view)
         if not agree or not _from_base(t):
             return func(t, size, stride, offset)
         if not within(t, size, stride, at):

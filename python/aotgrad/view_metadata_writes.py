@@ -36,7 +36,7 @@ METADATA_WRITES = {
 }
 
 
-def _stale_record(t: Any) -> bool:
+def _stale_record(t: Any, eager_view: bool) -> bool:
     """Whether autograd would regenerate ``t``'s node from a record the call makes stale:
     a view of a functional wrapper, tracked by autograd."""
     if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
@@ -44,17 +44,22 @@ def _stale_record(t: Any) -> bool:
     # under no_grad too, for a view autograd tracks (eager's record of it is its geometry
     # whatever the mode: a later use with grad regenerates its node from it)
     return torch.is_grad_enabled() or (
-        not torch.is_inference_mode_enabled()
+        eager_view
+        and not torch.is_inference_mode_enabled()
         and torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.DEFAULT
     )
 
 
-def write_metadata(func: Any, args: Any, kwargs: dict, fresh_from: Any = None) -> Any:
+def write_metadata(
+    func: Any, args: Any, kwargs: dict, fresh_from: Any = None, eager_view: bool = True
+) -> Any:
     """``func(*args, **kwargs)``, an in-place metadata change of ``args[0]`` (a name in
     ``METADATA_WRITES``); ``fresh_from(t)`` makes the view after the call where it is
-    not the out-of-place op on an alias taken before it."""
+    not the out-of-place op on an alias taken before it. ``eager_view``: whether ``t`` is
+    a view in eager too (an input the trace sees as a view of its clone is not: under
+    no_grad, eager's autograd ignores its change)."""
     t = args[0]
-    if not _stale_record(t):
+    if not _stale_record(t, eager_view):
         return func(*args, **kwargs)
     with torch.enable_grad():
         alias = t.view_as(t) if fresh_from is None else None
