@@ -149,6 +149,40 @@ def _input_t_under_no_grad(x):
     return (x * _w44(),)
 
 
+def _view_t_under_inference_mode(x):
+    v = x[0:2]
+    with torch.inference_mode():
+        v.t_()
+    return (v.sum(0) * torch.arange(2.0, dtype=torch.float64),)
+
+
+def _input_view_t_under_inference_mode(x):
+    with torch.inference_mode():
+        x.t_()
+    return (x * torch.arange(4.0, dtype=torch.float64).view(2, 2),)
+
+
+def _view_unsqueezed_twice_under_inference_mode(x):
+    v = x[0:2]
+    with torch.inference_mode():
+        v.unsqueeze_(0)
+        v.unsqueeze_(-1)
+    return ((v * 2).sum((0, 3)),)
+
+
+def _view_squeezed_under_inference_mode_then_written(x):
+    v = x[1:3]
+    with torch.inference_mode():
+        v.squeeze_(1)
+    v.mul_(torch.arange(6.0, dtype=torch.float64).view(2, 3))
+    return (x.sin(),)
+
+
+def _clone_rows_3x2() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = _r(3, 2).requires_grad_(True)
+    return [leaf.clone()[0:2]], [leaf]
+
+
 def _rows_of_a_clone() -> tuple[list[Any], list[torch.Tensor]]:
     leaf = _r(8, 4).requires_grad_(True)
     return [leaf.clone()[0:4]], [leaf]
@@ -164,10 +198,15 @@ def _rows_of_a_clone() -> tuple[list[Any], list[torch.Tensor]]:
         (_view_unsqueezed_under_no_grad, leaf_clone(8, 4)),
         (_input_t_under_no_grad, leaf_clone(4, 4)),
         (_input_t_under_no_grad, _rows_of_a_clone),
+        (_view_t_under_inference_mode, leaf_clone(3, 2)),
+        (_input_view_t_under_inference_mode, _clone_rows_3x2),
+        (_view_unsqueezed_twice_under_inference_mode, leaf_clone(3, 2)),
+        (_view_squeezed_under_inference_mode_then_written, leaf_clone(4, 1, 3)),
     ],
 )
 def test_view_changed_under_no_grad_then_used_with_grad(fn: Any, make: Any, compiler: str) -> None:
-    """A view's metadata changed under ``no_grad``, then differentiated: eager's autograd
+    """A view's metadata changed under ``no_grad`` (or inference mode), then
+    differentiated: eager's autograd
     rebuilds the view's node from its new geometry (the gradient of the transposed view);
     aotgrad's trace kept the view's old chain and gave the untransposed gradient
     (silently wrong). An input that is no view in eager keeps its node: its gradient

@@ -41,11 +41,10 @@ def _stale_record(t: Any, eager_view: bool) -> bool:
     a view of a functional wrapper, tracked by autograd."""
     if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
         return False
-    # under no_grad too, for a view autograd tracks (eager's record of it is its geometry
-    # whatever the mode: a later use with grad regenerates its node from it)
-    return torch.is_grad_enabled() or (
+    # under no_grad and inference mode too, for a view autograd tracks (eager's record of
+    # it is its geometry whatever the mode: a later use with grad regenerates its node)
+    return (torch.is_grad_enabled() and not torch.is_inference_mode_enabled()) or (
         eager_view
-        and not torch.is_inference_mode_enabled()
         and torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.DEFAULT
     )
 
@@ -61,12 +60,12 @@ def write_metadata(
     t = args[0]
     if not _stale_record(t, eager_view):
         return func(*args, **kwargs)
-    with torch.enable_grad():
+    with torch.inference_mode(False), torch.enable_grad():
         alias = t.view_as(t) if fresh_from is None else None
     result = func(*args, **kwargs)
     if result is not t:
         return result
-    with torch.enable_grad():
+    with torch.inference_mode(False), torch.enable_grad():
         if alias is not None:
             fresh = getattr(alias, METADATA_WRITES[func.__name__])(*args[1:], **kwargs)
         else:
