@@ -16,7 +16,7 @@ import torch
 
 import aotgrad
 from aotgrad.errors import UnsupportedError
-from eager_oracle import COMPILERS, Half, ViewOf, assert_like_eager, leaf_clone
+from eager_oracle import COMPILERS, DirtyMul, Half, ViewOf, assert_like_eager, leaf_clone
 
 
 def _r(*shape: int) -> torch.Tensor:
@@ -284,3 +284,50 @@ def test_custom_view_of_an_input_whose_sibling_is_written(fn: Any, compiler: str
     makes eager's view stale, as it shares the base's version counter; aotgrad's trace
     counts each input's writes apart and returns a working view.)"""
     assert_like_eager(fn, _two_rows_of_a_clone, COMPILERS[compiler], calls=2)
+
+
+# --------- a custom Function's mark_dirty in an enable_grad block, called without grad
+
+
+def _dirty_in_enable_grad(x):
+    with torch.enable_grad():
+        t = DirtyMul.apply(x)
+    return t * 2
+
+
+def _dirty_row_in_enable_grad(x):
+    with torch.enable_grad():
+        t = DirtyMul.apply(x[0])
+    return t * 2, x.sum()
+
+
+def _plain_write_in_enable_grad(x):
+    with torch.enable_grad():
+        x.mul_(2)
+    return x * 2
+
+
+def _leaf_4x4_rg() -> tuple[list[Any], list[torch.Tensor]]:
+    x = _r(4, 4).requires_grad_()
+    return [x], [x]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_dirty_in_enable_grad, _dirty_row_in_enable_grad, _plain_write_in_enable_grad]
+)
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_mark_dirty_on_a_leaf_in_enable_grad_raises_as_eager(
+    fn: Any, mode: Any, compiler: str
+) -> None:
+    """Under inference mode autograd records no op, even in an ``enable_grad`` block, so a
+    plain write to a leaf that requires grad runs; but a custom Function's ``mark_dirty``
+    check is Python's and runs there: eager raises "a leaf Variable that requires grad
+    has been used in an in-place operation" (aotgrad ran it; soak 22186, 35240, 36604,
+    39639). Known open: through Dynamo, a row of a clone written so under inference mode
+    runs (Dynamo's graph under ``backend="eager"`` raises, ``aot_eager`` runs)."""
+    known_open = compiler.startswith("dynamo") and fn is _dirty_row_in_enable_grad
+    if known_open and mode is torch.inference_mode:
+        pytest.skip("known open: Dynamo, a row of a clone, mark_dirty under inference mode")
+    for make in (_leaf_4x4_rg, leaf_clone(4, 4), _plain_4x4):
+        assert_like_eager(fn, make, COMPILERS[compiler], ctx=mode, calls=2)

@@ -275,12 +275,24 @@ def _requires_grad_changes(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> 
     }
 
 
-def _finish_facts(facts: Any, fake_args: Sequence[Any], resized: dict[int, int]) -> None:
+def _dirty_by_custom_function(w: Any) -> bool:
+    """Last written by a custom Function (``mark_dirty``) that autograd recorded."""
+    return isinstance(alias.facts.grad_fn_of(w), torch.autograd.function.BackwardCFunction)
+
+
+def _finish_facts(
+    facts: Any, fake_args: Sequence[Any], resized: dict[int, int], wrapped: Sequence[Any]
+) -> None:
     """What the run's facts leave out: under inference mode autograd records nothing (no
-    write is one it sees); inputs with empty storage and the storage sizes set inside."""
+    write is one it sees), except a custom Function's ``mark_dirty`` in an
+    ``enable_grad`` block, whose check on a leaf that requires grad is Python's and runs
+    there too; inputs with empty storage and the storage sizes set inside."""
     if in_inference_mode():
         seen = alias.facts.IN_REQUIRES_GRAD | alias.facts.IN_NEW_VALUE_REQUIRES_GRAD
-        facts.input_flags = [f & ~seen for f in facts.input_flags]
+        facts.input_flags = [
+            f if _dirty_by_custom_function(w) else f & ~seen
+            for f, w in zip(facts.input_flags, wrapped)
+        ]
     facts.input_storage_resize = {
         **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
         **resized,
@@ -297,10 +309,12 @@ def _relaid_inputs(plan: Any, wrapped: Sequence[Any], fake_args: Sequence[Any]) 
     ]
 
 
-def _classify(facts: Any, fake_args: Sequence[Any], resized: dict[int, int], calls: Any) -> Any:
+def _classify(
+    facts: Any, fake_args: Sequence[Any], resized: dict[int, int], calls: Any, wrapped: Any
+) -> Any:
     """The alias plan of the run's facts; then a refusal the run kept (eager's own
     refusals, which classifying raises, come first)."""
-    _finish_facts(facts, fake_args, resized)
+    _finish_facts(facts, fake_args, resized, wrapped)
     plan = alias.classify(facts)
     if calls.restrides.refusal is not None:
         raise calls.restrides.refusal
@@ -379,7 +393,7 @@ def collect_metadata(
             keep_in_graph=keep_input_mutations,
         )
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
-        plan = _classify(facts, fake_args, resizes.last, calls)
+        plan = _classify(facts, fake_args, resizes.last, calls, wrapped)
         inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
