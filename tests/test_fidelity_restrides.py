@@ -16,7 +16,7 @@ import torch
 
 import aotgrad
 from aotgrad.errors import UnsupportedError
-from eager_oracle import COMPILERS, DirtyMul, assert_like_eager, leaf_clone
+from eager_oracle import COMPILERS, DirtyMul, Half, ViewOf, assert_like_eager, leaf_clone
 
 
 @pytest.fixture(autouse=True)
@@ -203,6 +203,33 @@ def _view_as_of_a_chunk_of_a_reduction(x0):
 )
 def test_views_of_multi_output_views_keep_size_one_strides(fn: Any, compiler: str) -> None:
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
+def _leaf_4x4() -> tuple[list[Any], list[torch.Tensor]]:
+    x = _r(4, 4).requires_grad_()
+    return [x], [x]
+
+
+def _unsqueezed_custom_view(x0):
+    t = Half.apply(x0)
+    return t.unsqueeze(0).transpose(0, 1), t.view(-1)  # (4, 1, 4) strides (4, 16, 1)
+
+
+def _expanded_custom_view(x0):
+    t = ViewOf.apply(x0[0].unsqueeze(0).expand(2, 4))
+    return t, t.mT, t.view_as(t)  # stride (0, 1): the size-1 dim's stride survives
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_unsqueezed_custom_view, _expanded_custom_view])
+@pytest.mark.parametrize("make", [leaf_clone(4, 4), _leaf_4x4], ids=["clone", "leaf"])
+def test_views_of_custom_function_outputs_keep_size_one_strides(
+    fn: Any, make: Any, compiler: str
+) -> None:
+    """A custom Function's view of an input, viewed further: the runtime rebuilt it
+    through another custom Function, whose output autograd makes ``view_as`` of it,
+    recomputing the strides of size-1 dims (soak 35890, 33606, 37981)."""
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
 
 
 # ----------------------------------------------------------- as_strided of a view

@@ -301,10 +301,17 @@ def set_metadata(
         torch._C._autograd._unsafe_set_version_counter((t,), (version,))
 
 
+def _same_layout(x: torch.Tensor) -> torch.Tensor:
+    """A view of ``x`` laid out as ``x``, for a custom Function to return: returned as-is,
+    autograd would make it ``x.view_as(x)``, whose strides of size-1 dims are recomputed
+    (``(4, 16, 1)`` becomes ``(4, 4, 1)``)."""
+    return x.as_strided(x.shape, x.stride(), x.storage_offset())
+
+
 class _AsIs(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x
+        return _same_layout(x)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
@@ -334,7 +341,7 @@ def custom_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
 class _Routed(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, view: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-        return view
+        return _same_layout(view)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[None, torch.Tensor]:
