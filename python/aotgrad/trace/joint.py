@@ -236,19 +236,11 @@ class _JointTrace:
         outs = self._forward(call)
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
-        # an output that is a detach() of a saved tensor shares its version counter: a
-        # write to it after the call is a write to what eager saved
-        source = self.detached_from
         saved_outputs = [
-            k
-            for k, o in enumerate(outs)
-            if isinstance(o, torch.Tensor)
-            and (id(o) in self.packed or id(source.get(id(o))) in self.packed)
+            k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and self._is_saved(o)
         ]
         saved_bases = [
-            s
-            for s, k in enumerate(plan.intermediate_bases)
-            if id(outs[k]._base) in self.packed or id(source.get(id(outs[k]._base))) in self.packed
+            s for s, k in enumerate(plan.intermediate_bases) if self._is_saved(outs[k]._base)
         ]
         _tag_traced_by_forward()
         self.num_tokens = len(fwd_tokens)
@@ -260,6 +252,7 @@ class _JointTrace:
         ]
         per_primal = self._backward(fp, ft, call, fwd_values)
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
+        source = self.detached_from
         self.saved_outputs = {
             k: self._reading(diff_outs, outs[k], source.get(id(outs[k]))) for k in saved_outputs
         }
@@ -321,6 +314,13 @@ class _JointTrace:
     # Saved tensors keep their version: one written after it was saved fails eager's
     # check when the backward reads it, so the compiled backward raises as eager does
     # (the trace itself goes on: the forward alone must still work).
+
+    def _is_saved(self, t: Any) -> bool:
+        """Autograd saved ``t``, or ``t`` is a ``detach()`` of a saved tensor: it shares that
+        tensor's version counter, so a write to it after the call is a write to what eager
+        saved."""
+        return id(t) in self.packed or id(self.detached_from.get(id(t))) in self.packed
+
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
         version = t._version + self._shared_writes(t)
