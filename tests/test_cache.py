@@ -152,6 +152,30 @@ def test_key_changes_with_input_metadata():
     assert a != cache.key_for(gm, [torch.randn(2, 4)], opts, training=False)
 
 
+def test_key_changes_with_how_inputs_alias():
+    """Inputs alike one by one, but sharing a storage, viewing one base, or made by a
+    multi-output op: the trace differs (synthetic bases, eager's view checks), so the
+    key does (a Dynamo graph compiled for independent inputs was reused for chunks)."""
+    gm = torch.fx.symbolic_trace(lambda a, b: a + b)
+    from aotgrad.program import AotOptions
+
+    opts = AotOptions(fw_compiler=lambda g, i: g)
+
+    def key(a, b):
+        return cache.key_for(gm, [a, b], opts, training=True)
+
+    base = torch.randn(8, 4)
+    keys = {
+        key(torch.randn(4, 4), torch.randn(4, 4)),
+        key(base[:4], base[4:]),
+        key(base[:4], base[:4]),
+        key(*base.chunk(2)),
+        key(*torch.randn(8, 4).chunk(2)[::-1]),
+    }
+    assert len(keys) == 5
+    assert key(base[:4], base[4:]) == key(*(lambda b: (b[:4], b[4:]))(torch.randn(8, 4)))
+
+
 RELU_SCRIPT = textwrap.dedent(
     """
     import json, sys, torch

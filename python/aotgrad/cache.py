@@ -80,6 +80,30 @@ def _describe_input(x: Any) -> str:
     return f"V({type(x).__name__},{x!r})"
 
 
+def _describe_aliasing(inputs: Sequence[Any]) -> str:
+    """Which tensor inputs share a storage, which are views of one base, and how autograd
+    made each view (its creation meta): the trace depends on them (synthetic bases,
+    eager's view checks) where the inputs' own descriptions are alike."""
+    storages: dict[int, int] = {}
+    bases: dict[int, int] = {}
+    parts = []
+    for x in inputs:
+        if not isinstance(x, torch.Tensor):
+            continue
+        try:
+            s = storages.setdefault(x.untyped_storage()._cdata, len(storages))
+        except (RuntimeError, NotImplementedError):  # a wrapper subclass: no storage
+            parts.append("-")
+            continue
+        if x._is_view():
+            b = bases.setdefault(id(x._base), len(bases))
+            meta = torch._C._autograd._get_creation_meta(x).name
+            parts.append(f"{s}:{b}:{meta}:{x.storage_offset()}")
+        else:
+            parts.append(f"{s}:{x.storage_offset()}")
+    return f"A({','.join(parts)})"
+
+
 def _describe_callable(f: Any) -> str:
     f = getattr(f, "__wrapped__", f)
     return f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', type(f).__name__)}"
@@ -160,6 +184,7 @@ def key_for(
         gm.code,
         _constants_digest(gm, frozenset(lifted)),
         *map(_describe_input, inputs),
+        _describe_aliasing(inputs),
     ):
         h.update(part.encode())
         h.update(b"\0")

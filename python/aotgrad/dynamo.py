@@ -149,12 +149,39 @@ def _compiled_under_dynamo(
         # layout, so aotgrad guards the call itself and passes them as synthetic bases.
         return _guarded(lifted, options)
     run, prefix = artifact.run, lifted.tensors
+    layout = artifact.layout
+    if not (layout.mutated_inputs or layout.metadata_mutations):
+
+        def forward(*runtime_args: Any) -> tuple[Any, ...]:
+            return run(*prefix, *runtime_args)
+
+        forward.artifact = artifact  # type: ignore[attr-defined]
+        return forward
+    # The graph writes inputs: compiled for how they shared storage then. Dynamo's guards
+    # do not cover views of one base, so a later call whose inputs alias otherwise (two
+    # rows of one tensor where there were two tensors) goes to a guarded call.
+    shared = _storage_sharing(graph_inputs[len(prefix) :])
+    guarded: list[AotFunction] = []
 
     def forward(*runtime_args: Any) -> tuple[Any, ...]:
-        return run(*prefix, *runtime_args)
+        if _storage_sharing(runtime_args) == shared:
+            return run(*prefix, *runtime_args)
+        if not guarded:
+            guarded.append(_guarded(lifted, options))
+        return guarded[0](*runtime_args)  # (it puts the prefix first)
 
     forward.artifact = artifact  # type: ignore[attr-defined]
     return forward
+
+
+def _storage_sharing(args: Sequence[Any]) -> tuple[int, ...]:
+    """Per tensor argument, the first argument on the same storage (its own index when
+    none before it is)."""
+    first: dict[int, int] = {}
+    return tuple(
+        first.setdefault(a.untyped_storage()._cdata, i) if isinstance(a, torch.Tensor) else -1
+        for i, a in enumerate(args)
+    )
 
 
 def _cache_slot(

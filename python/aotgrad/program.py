@@ -603,7 +603,7 @@ def compile_for(
         artifact = compile_flat(flat_fn, fake_args, fake_mode, options, training=training)
         return Specialization(artifact, fake_mode, fake_args)
     except alias.NeedsSyntheticBase as need:
-        base = alias.SyntheticBase.of(tensors, need.inputs)
+        base = alias.SyntheticBase.of(tensors, need.inputs, need.groups)
     fake_mode = trace.make_fake_mode(False)
     fake_args = trace.fakify(fake_mode, base.prepare(tensors), dynamic=False)
     artifact = compile_flat(base.wrap(flat_fn), fake_args, fake_mode, options, training=training)

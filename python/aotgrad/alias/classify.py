@@ -4,6 +4,7 @@ tracer and the runtime do about each input and output."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .. import _rust
@@ -79,9 +80,11 @@ class NeedsSyntheticBase(UnsupportedError):
     """Inputs that overlap in memory are written: the caller can retry with the group
     passed as one synthetic base (``aotgrad.alias.synthetic_base``)."""
 
-    def __init__(self, message: str, inputs: list[int]) -> None:
+    def __init__(self, message: str, inputs: list[int], groups: Sequence[int] = ()) -> None:
         super().__init__(message)
         self.inputs = inputs
+        #: Per input, its alias group (``AliasFacts.input_storage``).
+        self.groups = list(groups)
 
 
 def classify(facts: AliasFacts) -> AliasPlan:
@@ -96,7 +99,8 @@ def classify(facts: AliasFacts) -> AliasPlan:
     )
     aliased = [i for i, v in enumerate(plan.inputs) if v == InputVerdict.ERROR_ALIASED_MUTATION]
     if aliased:
-        raise NeedsSyntheticBase(f"inputs {aliased} {_REFUSALS[plan.inputs[aliased[0]]]}", aliased)
+        message = f"inputs {aliased} {_REFUSALS[plan.inputs[aliased[0]]]}"
+        raise NeedsSyntheticBase(message, aliased, facts.input_storage)
     for i, v in enumerate(plan.inputs):
         if v == InputVerdict.ERROR_LEAF_MUTATED:
             raise EagerRefusal(f"input {i} {_REFUSALS[v]}")

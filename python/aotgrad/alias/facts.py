@@ -38,7 +38,7 @@ from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.voca
     OUT_STORAGE_CHANGED,
     OUT_VIEW_OF_INTERMEDIATE,
 )
-from .storage import byte_range, overlap_groups
+from .storage import byte_range, join_siblings, overlap_groups
 from .views import ViewSpec, eager_layout
 
 
@@ -138,6 +138,13 @@ def _storage_set(w: Any) -> bool:
 def _unwrap(t: FunctionalTensor) -> Any:
     torch._sync(t)
     return t.elem
+
+
+def _written_with_grad(flags: int) -> bool:
+    """An input written with a value that requires grad (autograd records the write)."""
+    return bool(flags & IN_MUTATES_DATA and flags & IN_NEW_VALUE_REQUIRES_GRAD) and not (
+        flags & IN_MUTATIONS_HIDDEN
+    )
 
 
 def _input_flags(
@@ -271,7 +278,8 @@ def _routed_output_facts(
         facts.output_custom.add(j)
         if candidates and id(o) not in input_index:
             k = _containing_input(o, candidates, originals)
-            view = ViewSpec.of(o, originals[k], check_base=False)
+            shown, through = (o, []) if k in facts.input_view else eager_layout(o, originals[k])
+            view = ViewSpec.of(shown, originals[k], check_base=False, through=through)
             facts.custom_view_of_input[j] = (k, view)
 
 
@@ -305,7 +313,13 @@ def _collect_inputs(
         if flags & IN_MUTATES_METADATA:
             facts.input_view[k] = ViewSpec.of(w, a, check_base=False)
     # Inputs count as aliased (one storage id) only where their bytes overlap.
-    facts.input_storage = overlap_groups(originals, storage_of_input)
+    # (and disjoint views of one base that eager links through it: ``join_siblings``)
+    facts.input_storage = join_siblings(
+        overlap_groups(originals, storage_of_input),
+        originals,
+        [k for k, f in enumerate(facts.input_flags) if _written_with_grad(f)],
+        [k for k, f in enumerate(facts.input_flags) if f & (IN_MUTATES_DATA | IN_MUTATES_METADATA)],
+    )
     return input_of_storage
 
 

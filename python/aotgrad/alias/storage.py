@@ -55,3 +55,44 @@ def overlap_groups(tensors: Sequence[Any], storage_ids: Sequence[int]) -> list[i
                 if overlaps(tensors[i], tensors[j]):
                     parent[root(j)] = root(i)
     return [root(i) for i in range(len(tensors))]
+
+
+def _default_view(t: torch.Tensor) -> bool:
+    """A view autograd made plainly (not under no_grad, by a multi-output op, in a
+    custom Function), or no view."""
+    meta = torch._C._autograd.CreationMeta
+    return not t._is_view() or torch._C._autograd._get_creation_meta(t) == meta.DEFAULT
+
+
+def join_siblings(
+    ids: Sequence[int], tensors: Sequence[Any], with_grad: Sequence[int], written: Sequence[int]
+) -> list[int]:
+    """``ids`` (``overlap_groups``) with inputs joined to the disjoint views of their
+    ``._base`` (same storage and dtype) where eager links them through it:
+
+    * an input in ``with_grad`` (written with a value that requires grad) to every such
+      view: autograd records the write on the base, and eager rebuilds every view of it
+      from the new node (``b[4:]`` requires grad after ``b[:4].add_(w)``, its gradient
+      reaching ``w`` as zeros);
+    * an input in ``written`` (any write) to those autograd made otherwise (a ``chunk()``
+      output, a view made under no_grad or in a custom Function): eager's check on reading
+      one after its base was written raises.
+
+    Traced as separate inputs, none of this would happen."""
+    ids = list(ids)
+    grad = set(with_grad)
+    for k in written:
+        base = tensors[k]._base
+        if base is None:
+            continue
+        for j, t in enumerate(tensors):
+            if (
+                not isinstance(t, torch.Tensor)
+                or t._base is not base
+                or t.dtype != tensors[k].dtype
+            ):
+                continue
+            if k in grad or not _default_view(t):
+                old = ids[j]
+                ids = [ids[k] if g == old else g for g in ids]
+    return ids

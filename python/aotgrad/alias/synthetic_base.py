@@ -42,15 +42,24 @@ def _root(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
 
 
-def _made_under_no_grad(t: torch.Tensor) -> bool:
-    meta = torch._C._autograd.CreationMeta
-    return t._is_view() and torch._C._autograd._get_creation_meta(t) == meta.NO_GRAD_MODE
+_CREATION = torch._C._autograd.CreationMeta
 
 
-def _member(base: torch.Tensor, layout: Layout, no_grad: bool) -> torch.Tensor:
+def _creation(t: torch.Tensor) -> Any:
+    """Autograd's creation meta of the caller's view (``DEFAULT`` for a non-view)."""
+    return torch._C._autograd._get_creation_meta(t) if t._is_view() else _CREATION.DEFAULT
+
+
+def _member(base: torch.Tensor, layout: Layout, creation: Any) -> torch.Tensor:
+    """A member rebuilt as made by the caller: under no_grad for a view made so, and with
+    its creation meta (a ``chunk()`` output's, a custom Function's), so that eager's
+    checks on writing through it, or on reading it after a write, are the caller's."""
     # (not set_grad_enabled: under the tracing modes it leaves grad mode on at exit)
-    with torch.no_grad() if no_grad else torch.enable_grad():
-        return base.as_strided(*layout)
+    with torch.no_grad() if creation == _CREATION.NO_GRAD_MODE else torch.enable_grad():
+        member = base.as_strided(*layout)
+    if creation not in (_CREATION.DEFAULT, _CREATION.NO_GRAD_MODE) and member._is_view():
+        torch._C._autograd._set_creation_meta(member, creation)
+    return member
 
 
 @dataclass(frozen=True)
@@ -60,10 +69,9 @@ class _Group:
     views: tuple[Layout, ...]
     #: True: the base is the members' common ``._base``; False: a flat storage view.
     common_base: bool
-    #: Per member, whether the caller made it under ``no_grad`` (autograd's creation
-    #: meta): the traced member is made alike, so that eager's checks on writing
-    #: through it (with grad on, in an ``enable_grad`` block) are the caller's.
-    no_grad_views: tuple[bool, ...] = ()
+    #: Per member, autograd's creation meta of the caller's view (made under ``no_grad``,
+    #: by a multi-output op, in a custom Function): the traced member is made alike.
+    creation: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, tensors: Sequence[Any], members: tuple[int, ...]) -> _Group:
@@ -76,8 +84,8 @@ class _Group:
             )
         if len({tensors[i].dtype for i in members}) != 1:
             raise UnsupportedError(f"inputs {names} overlap in memory with different dtypes")
-        no_grad = tuple(_made_under_no_grad(tensors[i]) for i in members)
-        return cls(members, tuple(_layout(tensors[i]) for i in members), common, no_grad)
+        creation = tuple(_creation(tensors[i]) for i in members)
+        return cls(members, tuple(_layout(tensors[i]) for i in members), common, creation)
 
     def base(self, tensors: Sequence[Any]) -> torch.Tensor:
         first = tensors[self.members[0]]
@@ -94,7 +102,8 @@ class _Group:
             _layout(tensors[i]) == v
             and tensors[i].untyped_storage()._cdata == storage
             and (not self.common_base or id(_root(tensors[i])) == root)
-            for i, v in zip(self.members, self.views)
+            and _creation(tensors[i]) == c
+            for i, v, c in zip(self.members, self.views, self.creation)
         )
 
 
@@ -142,13 +151,16 @@ class SyntheticBase:
     changed_with_grad: dict[int, bool] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def of(cls, tensors: Sequence[Any], written: Sequence[int]) -> SyntheticBase:
-        """The synthetic bases for the overlap groups of the ``written`` graph inputs."""
+    def of(
+        cls, tensors: Sequence[Any], written: Sequence[int], groups: Sequence[int] = ()
+    ) -> SyntheticBase:
+        """The synthetic bases for the alias groups of the ``written`` graph inputs:
+        ``groups`` (per input, as ``NeedsSyntheticBase`` has them), or their overlaps."""
         storage = [
             t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else -1 - i
             for i, t in enumerate(tensors)
         ]
-        ids = overlap_groups(tensors, storage)
+        ids = list(groups) or overlap_groups(tensors, storage)
         wanted = sorted({ids[i] for i in written})
         groups = tuple(
             _Group.of(tensors, tuple(i for i, g in enumerate(ids) if g == w)) for w in wanted
@@ -218,7 +230,7 @@ class SyntheticBase:
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
             for g, base in zip(groups, graph_inputs):
-                made = (_member(base, v, ng) for v, ng in zip(g.views, g.no_grad_views))
+                made = (_member(base, v, c) for v, c in zip(g.views, g.creation))
                 built.update(zip(g.members, made))
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}

@@ -1,0 +1,218 @@
+"""Inputs that are disjoint views of one base (``b[:4]``, ``b[4:]``): eager's views share
+their base's history, so a write that gives one a history (``x2.add_(w)``, ``w``
+requiring grad, the base not) gives the base one, and eager rebuilds every other view
+from it: ``x3 * 2`` requires grad (its gradient reaching ``w`` is zero, but it is there:
+``w.grad`` is a zero tensor, not ``None``, and a backward through it alone runs).
+aotgrad traced the views as independent inputs: the output did not require grad and
+the backward raised (soak seeds 29514, 36176; torch's AOT Autograd does the same)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS, assert_like_eager
+
+DT = torch.float64
+
+
+def _raises(fn: Callable, args: list[Any]) -> bool:
+    try:
+        fn(*args)
+    except Exception:  # whatever eager or Dynamo raises
+        return True
+    return False
+
+
+def _check(fn: Callable, make: Callable, compiler: str) -> None:
+    """``assert_like_eager``; under Dynamo, skipped where Dynamo itself (``backend="eager"``)
+    departs from eager: it asserts on a sibling that gained requires_grad (torch 2.16)."""
+    if compiler.startswith("dynamo"):
+        torch._dynamo.reset()
+        dynamo = _raises(torch.compile(fn, backend="eager"), make()[0])
+        torch._dynamo.reset()
+        if dynamo != _raises(fn, make()[0]):
+            pytest.skip("Dynamo itself (backend='eager') departs from eager")
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _rows(base_requires_grad: bool | None) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    """``w`` (requires grad), then two disjoint row views of one base: a clone of a
+    leaf (``True``/``False``: whether it requires grad) or a fresh tensor (``None``)."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        w = torch.randn(4, 4, dtype=DT, requires_grad=True)
+        leaf = torch.randn(8, 4, dtype=DT, requires_grad=bool(base_requires_grad))
+        base = leaf if base_requires_grad is None else leaf.clone()
+        grads = [w, leaf] if base_requires_grad else [w]
+        return [w, base[:4], base[4:]], grads
+
+    return make
+
+
+def _columns() -> tuple[list[Any], list[torch.Tensor]]:
+    """Column blocks of a 4x8 base: disjoint bytes, interleaved rows."""
+    w = torch.randn(4, 4, dtype=DT, requires_grad=True)
+    base = torch.randn(4, 8, dtype=DT)
+    return [w, base[:, :4], base[:, 4:]], [w]
+
+
+def _three() -> tuple[list[Any], list[torch.Tensor]]:
+    w = torch.randn(4, 4, dtype=DT, requires_grad=True)
+    base = torch.randn(12, 4, dtype=DT).clone()
+    return [w, base[:4], base[4:8], base[8:].t()], [w]
+
+
+def _write_then_read_sibling(w, x2, x3):
+    x2.add_(w)
+    return x3 * 2
+
+
+def _write_then_return_view_of_sibling(w, x2, x3):
+    x2.mul_(w)
+    return x3[1:3], x2.sum()
+
+
+def _write_under_no_grad(w, x2, x3):
+    with torch.no_grad():
+        x2.add_(w)
+    return x3 * 2, w * 3
+
+
+def _write_without_grad_value(w, x2, x3):
+    x2.add_(1.0)
+    return x3 * 2, w.sin()
+
+
+def _sibling_read_before_and_after(w, x2, x3):
+    before = x3 * 2
+    x2.copy_(w)
+    return before, x3.exp()
+
+
+def _detached_sibling(w, x2, x3):
+    x2.add_(w)
+    return x3.detach() + 1, x3 + 1
+
+
+def _three_siblings(w, x2, x3, x4):
+    x3.add_(w)
+    return x2 * 2, x4 + 1
+
+
+PROGRAMS = [
+    _write_then_read_sibling,
+    _write_then_return_view_of_sibling,
+    _write_under_no_grad,
+    _write_without_grad_value,
+    _sibling_read_before_and_after,
+    _detached_sibling,
+]
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+@pytest.mark.parametrize("fn", PROGRAMS)
+@pytest.mark.parametrize("base", [False, None, True], ids=["clone", "fresh", "clone_rg"])
+def test_write_through_one_view_is_seen_by_its_siblings(fn: Any, base: Any, compiler: str) -> None:
+    _check(fn, _rows(base), compiler)
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+@pytest.mark.parametrize("fn", PROGRAMS[:2])
+def test_column_siblings(fn: Any, compiler: str) -> None:
+    _check(fn, _columns, compiler)
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_three_siblings_one_transposed(compiler: str) -> None:
+    _check(_three_siblings, _three, compiler)
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if not c.startswith("dynamo")])
+def test_sibling_output_requires_grad_and_backward_runs(compiler: str) -> None:
+    """The pinned facts, not just equality: the sibling's output requires grad, and a
+    backward through it alone gives ``w`` a zero gradient, as eager's does."""
+    (w, x2, x3), _ = _rows(False)()
+    out = COMPILERS[compiler](_write_then_read_sibling)(w, x2, x3)
+    assert out.requires_grad and x3.requires_grad
+    out.sum().backward()
+    assert w.grad is not None
+    torch.testing.assert_close(w.grad, torch.zeros_like(w))
+
+
+# --------------- siblings autograd made otherwise: chunk() outputs, no_grad views
+
+
+def _chunks(base_requires_grad: bool) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        w = torch.randn(4, 4, dtype=DT, requires_grad=True)
+        leaf = torch.randn(8, 4, dtype=DT, requires_grad=base_requires_grad)
+        c0, c1 = leaf.clone().chunk(2)
+        return [w, c0, c1], [w, leaf] if base_requires_grad else [w]
+
+    return make
+
+
+def _base_and_chunk() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = torch.randn(8, 4, dtype=DT, requires_grad=True)
+    base = leaf.clone()
+    return [torch.randn(8, 4, dtype=DT), base, base.chunk(2)[1]], [leaf]
+
+
+def _write_base_under_no_grad_then_read_chunk(w, b, c1):
+    with torch.no_grad():
+        b.add_(w)
+    return c1 * 2
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+@pytest.mark.parametrize("fn", [_write_then_read_sibling, _write_under_no_grad])
+@pytest.mark.parametrize("rg", [True, False])
+def test_chunk_siblings_keep_their_multi_output_checks(fn: Any, rg: bool, compiler: str) -> None:
+    """A write with grad through one ``chunk()`` output raises as eager's (the siblings
+    joined to one synthetic base were rebuilt as plain views: it ran)."""
+    _check(fn, _chunks(rg), compiler)
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_chunk_read_after_its_base_was_written_raises(compiler: str) -> None:
+    """Reading a ``chunk()`` output whose base was written (under no_grad too) raises in
+    eager: "... its base or another view of its base has been modified inplace"."""
+    _check(_write_base_under_no_grad_then_read_chunk, _base_and_chunk, compiler)
+
+
+# ----------- a Dynamo graph compiled for separate tensors, called with views of one
+
+
+class _WritesFirst(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4, dtype=DT)
+
+    def forward(self, a, b):
+        a.mul_(2)
+        return self.lin(b + 1)
+
+
+@pytest.mark.parametrize("rows", [(slice(0, 4), slice(2, 6)), (slice(0, 4), slice(4, 8))])
+def test_dynamo_graph_is_not_reused_when_inputs_alias_otherwise(rows: Any) -> None:
+    """Dynamo's guards pass for two rows of one tensor where the graph was compiled for
+    two tensors: the graph wrote ``a`` without ``b`` seeing it (``b + 1`` read the old
+    rows; torch's ``aot_eager`` too). aotgrad's forward checks how the written inputs
+    share storage and guards such a call itself."""
+    torch.manual_seed(0)
+    m = _WritesFirst()
+    torch._dynamo.reset()
+    g = torch.compile(m, backend="aotgrad_eager")
+    g(torch.randn(4, 4, dtype=DT), torch.randn(4, 4, dtype=DT))
+    x = torch.randn(8, 4, dtype=DT)
+    xe = x.clone()
+    out, expected = g(x[rows[0]], x[rows[1]]), m(xe[rows[0]], xe[rows[1]])
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(x, xe)
+    grads = torch.autograd.grad(out.sum(), list(m.parameters()))
+    for got, want in zip(grads, torch.autograd.grad(expected.sum(), list(m.parameters()))):
+        torch.testing.assert_close(got, want)
