@@ -1,0 +1,271 @@
+"""In-place metadata changes of views (``t_``, ``transpose_``, ``unsqueeze_``,
+``as_strided_``...) compared with eager (``eager_oracle.assert_like_eager``). Each gave a
+silently wrong gradient:
+
+- a view of a traced tensor changed in place, then written or read after a write to its
+  base: autograd replayed the view's recorded chain, which left out the change
+  (``aotgrad.view_metadata_writes``);
+- a view's metadata changed under ``no_grad`` or inference mode, then differentiated:
+  eager rebuilds its node from the new geometry, the trace kept the old chain;
+- inputs overlapping in memory (one synthetic base) whose members change metadata, with
+  grad or under ``no_grad``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS, assert_like_eager, leaf_clone
+
+
+def _w4() -> torch.Tensor:
+    # made inside the function: a tensor read from outside is refused (not an argument)
+    return torch.arange(4.0, dtype=torch.float64)
+
+
+def _r(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64)
+
+
+# ------------------------------------------- a view changed in place, then written
+
+
+def _t_then_write(x):
+    v = x[0:4]
+    v.t_()
+    v.mul_(_w4())
+    return (x * 1,)
+
+
+def _t_then_base_written(x):
+    v = x[0:4]
+    v.t_()
+    x.mul_(2)
+    return (v * _w4(),)
+
+
+def _transpose_then_copy(x):
+    v = x[0:4]
+    v.transpose_(0, 1)
+    v.copy_(torch.arange(16.0, dtype=torch.float64).view(4, 4) * x[0:4])
+    return (x.sin(),)
+
+
+def _as_strided_then_write(x):
+    v = x[1:5]
+    v.as_strided_((4, 4), (1, 4))
+    v.mul_(_w4())
+    return (x * 1,)
+
+
+def _swapdims_then_write_then_return(x):
+    v = x[:, 1:3]
+    v.swapdims_(0, 1)
+    v.add_(torch.ones(2, 6, dtype=torch.float64) * x[0, 0])
+    return (x.cos(), v)
+
+
+def _unsqueeze_squeeze_t(x):
+    v = x[0:4]
+    v.unsqueeze_(0)
+    v.squeeze_(0)
+    v.t_()
+    v.mul_(_w4())
+    return (x * 1, v)
+
+
+def _restrided_past_then_t(x):
+    # v's new elements reach columns 2, 3, outside v: eager's gradient drops them
+    v = x[:, 0:2]
+    v.as_strided_((2, 4), (4, 1))
+    v.t_()
+    return (v * 1, x * 2)
+
+
+VIEW_FNS = [
+    _restrided_past_then_t,
+    _t_then_write,
+    _t_then_base_written,
+    _transpose_then_copy,
+    _as_strided_then_write,
+    _swapdims_then_write_then_return,
+    _unsqueeze_squeeze_t,
+]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", VIEW_FNS)
+def test_view_changed_in_place_keeps_its_gradient(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, leaf_clone(6, 4), COMPILERS[compiler], calls=2)
+
+
+def _w44() -> torch.Tensor:
+    return torch.arange(16.0, dtype=torch.float64).view(4, 4)
+
+
+def _view_t_under_no_grad(x):
+    v = x[0:4]
+    with torch.no_grad():
+        v.t_()
+    return (v * _w44(),)
+
+
+def _view_transposed_under_no_grad_then_written(x):
+    v = x[0:4]
+    with torch.no_grad():
+        v.transpose_(0, 1)
+    v.mul_(_w44())
+    return (x.sin(),)
+
+
+def _view_as_strided_under_no_grad(x):
+    v = x[0:4]
+    with torch.no_grad():
+        v.as_strided_((4, 4), (1, 4))
+    return (v * _w44(), x.cos())
+
+
+def _view_unsqueezed_under_no_grad(x):
+    v = x[0:4].view(4, 4)
+    with torch.no_grad():
+        v.unsqueeze_(0)
+    return (v * _w44(),)
+
+
+def _input_t_under_no_grad(x):
+    with torch.no_grad():
+        x.t_()
+    return (x * _w44(),)
+
+
+def _view_t_under_inference_mode(x):
+    v = x[0:2]
+    with torch.inference_mode():
+        v.t_()
+    return (v.sum(0) * torch.arange(2.0, dtype=torch.float64),)
+
+
+def _input_view_t_under_inference_mode(x):
+    with torch.inference_mode():
+        x.t_()
+    return (x * torch.arange(4.0, dtype=torch.float64).view(2, 2),)
+
+
+def _view_unsqueezed_twice_under_inference_mode(x):
+    v = x[0:2]
+    with torch.inference_mode():
+        v.unsqueeze_(0)
+        v.unsqueeze_(-1)
+    return ((v * 2).sum((0, 3)),)
+
+
+def _view_squeezed_under_inference_mode_then_written(x):
+    v = x[1:3]
+    with torch.inference_mode():
+        v.squeeze_(1)
+    v.mul_(torch.arange(6.0, dtype=torch.float64).view(2, 3))
+    return (x.sin(),)
+
+
+def _clone_rows_3x2() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = _r(3, 2).requires_grad_(True)
+    return [leaf.clone()[0:2]], [leaf]
+
+
+def _rows_of_a_clone() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = _r(8, 4).requires_grad_(True)
+    return [leaf.clone()[0:4]], [leaf]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_view_t_under_no_grad, leaf_clone(8, 4)),
+        (_view_transposed_under_no_grad_then_written, leaf_clone(8, 4)),
+        (_view_as_strided_under_no_grad, leaf_clone(8, 4)),
+        (_view_unsqueezed_under_no_grad, leaf_clone(8, 4)),
+        (_input_t_under_no_grad, leaf_clone(4, 4)),
+        (_input_t_under_no_grad, _rows_of_a_clone),
+        (_view_t_under_inference_mode, leaf_clone(3, 2)),
+        (_input_view_t_under_inference_mode, _clone_rows_3x2),
+        (_view_unsqueezed_twice_under_inference_mode, leaf_clone(3, 2)),
+        (_view_squeezed_under_inference_mode_then_written, leaf_clone(4, 1, 3)),
+    ],
+)
+def test_view_changed_under_no_grad_then_used_with_grad(fn: Any, make: Any, compiler: str) -> None:
+    """A view's metadata changed under ``no_grad`` (or inference mode), then
+    differentiated: eager's autograd
+    rebuilds the view's node from its new geometry (the gradient of the transposed view);
+    aotgrad's trace kept the view's old chain and gave the untransposed gradient
+    (silently wrong). An input that is no view in eager keeps its node: its gradient
+    is not transposed."""
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _overlapping_rows(of_a_clone: bool = True) -> tuple[list[Any], list[torch.Tensor]]:
+    """Rows 0:4 and 2:6 of a clone of a leaf (or of the leaf itself)."""
+    leaf = _r(8, 4).requires_grad_(True)
+    b = leaf.clone() if of_a_clone else leaf
+    return [b[0:4], b[2:6]], [leaf]
+
+
+def _member_t_then_copy(x0, x1):
+    x0.t_()
+    x0.copy_(x1.clone())
+    return (x1.relu(), x0)
+
+
+def _member_t_other_written(x0, x1):
+    x0.t_()
+    x1.mul_(2)
+    return (x0 * _w4(),)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_member_t_then_copy, _member_t_other_written])
+def test_overlapping_input_changed_in_place_keeps_its_gradient(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _overlapping_rows, COMPILERS[compiler], calls=2)
+
+
+def _member_t_under_no_grad(x0, x1):
+    with torch.no_grad():
+        x0.t_()
+    return (x0, x1)
+
+
+def _member_transposed_under_no_grad_other_read(x0, x1):
+    with torch.no_grad():
+        x0.transpose_(0, 1)
+        t = x1.view(-1)
+    return (x1 * 2, t.sum())
+
+
+def _member_t_under_no_grad_then_read_with_grad(x0, x1):
+    with torch.no_grad():
+        x0.t_()
+    return (x0 * _w4(), x1.relu())
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _member_t_under_no_grad,
+        _member_transposed_under_no_grad_other_read,
+        _member_t_under_no_grad_then_read_with_grad,
+    ],
+)
+@pytest.mark.parametrize("of_a_clone", [False, True], ids=["leaf", "clone"])
+def test_overlapping_input_changed_under_no_grad_is_not_recorded(
+    fn: Any, of_a_clone: bool, compiler: str
+) -> None:
+    """A metadata change under ``no_grad`` of an input overlapping another: autograd
+    does not record it (eager allows it on a view of a leaf that requires grad). The
+    runtime replayed it on the caller's tensor under the call's grad mode, raising "a
+    view of a leaf Variable ... in-place" (soak seeds 39319, 37331)."""
+    make = lambda: _overlapping_rows(of_a_clone)  # noqa: E731
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
