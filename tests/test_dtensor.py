@@ -68,6 +68,82 @@ def _sequence_parallel_block(mesh: object) -> torch.nn.Module:
     return parallelize_module(_Block(), mesh, plan)
 
 
+class _Attention(torch.nn.Module):
+    """Causal self-attention; under tensor parallelism each rank holds ``heads / world``
+    heads (``q``, ``k``, ``v`` colwise, ``out`` rowwise), hence the ``-1`` heads."""
+
+    def __init__(self, dim: int, head_dim: int) -> None:
+        super().__init__()
+        self.head_dim = head_dim
+        self.q, self.k, self.v, self.out = (torch.nn.Linear(dim, dim) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(b, s, -1, self.head_dim).transpose(1, 2)
+
+        y = torch.nn.functional.scaled_dot_product_attention(
+            heads(self.q(x)), heads(self.k(x)), heads(self.v(x)), is_causal=True
+        )
+        return self.out(y.transpose(1, 2).reshape(b, s, -1))
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(dim, 4 * dim)
+        self.down = torch.nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+class TransformerBlock(torch.nn.Module):
+    """A pre-norm transformer block (also ``benches/tp_block.py``'s)."""
+
+    def __init__(self, dim: int = 8, head_dim: int = 2) -> None:
+        super().__init__()
+        self.norm1 = torch.nn.LayerNorm(dim)
+        self.attn = _Attention(dim, head_dim)
+        self.norm2 = torch.nn.LayerNorm(dim)
+        self.mlp = _Mlp(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+def tp_sp_transformer_block(mesh: object, dim: int = 8, head_dim: int = 2) -> torch.nn.Module:
+    """Tensor parallel attention and MLP, sequence parallel norms and residuals (the
+    activations between them are DTensors sharded on the sequence): torch's Llama plan."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    torch.manual_seed(0)
+    gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
+    back = RowwiseParallel(output_layouts=Shard(1), use_local_output=False)
+    plan = {
+        "norm1": SequenceParallel(),
+        "attn": gather,
+        "attn.q": ColwiseParallel(),
+        "attn.k": ColwiseParallel(),
+        "attn.v": ColwiseParallel(),
+        "attn.out": back,
+        "norm2": SequenceParallel(),
+        "mlp": gather,
+        "mlp.up": ColwiseParallel(),
+        "mlp.down": back,
+    }
+    return parallelize_module(TransformerBlock(dim, head_dim), mesh, plan)
+
+
 def _fsdp2_block(mesh: object) -> torch.nn.Module:
     from torch.distributed.fsdp import fully_shard
 
@@ -79,13 +155,18 @@ def _fsdp2_block(mesh: object) -> torch.nn.Module:
 
 def _case(case: str, mesh: object, step: int) -> Any:
     """The eager and compiled models (``step < 0``) or the input of ``step``."""
-    make = {"tp_mlp": _mlp, "sp_block": _sequence_parallel_block, "fsdp2": _fsdp2_block}[case]
+    make = {
+        "tp_mlp": _mlp,
+        "sp_block": _sequence_parallel_block,
+        "tp_sp_transformer": tp_sp_transformer_block,
+        "fsdp2": _fsdp2_block,
+    }[case]
     if step >= 0:
         gen = torch.Generator().manual_seed(step)
         if case == "tp_mlp":
             return torch.randn(4, 8, generator=gen)
         x = torch.randn(2, 4, 8, generator=gen)
-        if case == "sp_block":
+        if case in ("sp_block", "tp_sp_transformer"):
             from torch.distributed.tensor import Shard, distribute_tensor
 
             return distribute_tensor(x, mesh, [Shard(1)])
@@ -139,7 +220,7 @@ def _worker(rank: int, world: int, port: int, backend: str, case: str, results: 
 
 
 @pytest.mark.parametrize("backend", ["aotgrad_eager", "aotgrad"])
-@pytest.mark.parametrize("case", ["tp_mlp", "sp_block", "fsdp2"])
+@pytest.mark.parametrize("case", ["tp_mlp", "sp_block", "tp_sp_transformer", "fsdp2"])
 def test_dtensor_two_processes(case: str, backend: str) -> None:
     if not dist.is_available():
         pytest.skip("torch.distributed is not available")
