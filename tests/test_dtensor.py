@@ -1,10 +1,12 @@
 """DTensor through aotgrad, 2 processes (gloo, CPU): a tensor-parallel MLP
 (``ColwiseParallel`` then ``RowwiseParallel``), a sequence-parallel block (LayerNorm
-under ``SequenceParallel``, its input a DTensor sharded on the sequence) and an FSDP2
-(``fully_shard``) block, trained under ``torch.compile`` with
-``backend="aotgrad_eager"`` and ``backend="aotgrad"`` (Inductor, strict), losses and
-gradients (full tensors) equal to eager's. TP and SP compile once; their DTensor
-parameters and inputs are flattened to local shards at the boundary of the trace
+under ``SequenceParallel``, its input a DTensor sharded on the sequence), a tensor and
+sequence parallel transformer block (torch's Llama plan) and an FSDP2 (``fully_shard``)
+block, trained under ``torch.compile`` with ``backend="aotgrad_eager"`` and
+``backend="aotgrad"`` (Inductor, strict): losses and gradients equal to eager's (full
+tensors, and their placements: a sequence-parallel norm's gradient is ``Partial`` as in
+eager, not all-reduced in the graph). TP and SP compile once; their DTensor parameters
+and inputs are flattened to local shards at the boundary of the trace
 (``aotgrad.subclasses``), the collectives being the functional collectives DTensor
 issues while traced. FSDP2's hooks unshard outside the compiled regions (graph breaks,
 as under torch's own backends), which hold plain tensors only."""
@@ -212,6 +214,8 @@ def _worker(rank: int, world: int, port: int, backend: str, case: str, results: 
                     p.grad.full_tensor(), q.grad.full_tensor(), atol=1e-5
                 ):
                     errors.append(f"step {step}: grad of {name}")
+                elif p.grad.placements != q.grad.placements:  # eager's: Partial for norms
+                    errors.append(f"step {step}: {name}.grad is {p.grad.placements}")
         results[rank] = (errors, len(compilations))
     except Exception as e:  # reported by the parent
         results[rank] = ([f"{type(e).__name__}: {e}"], -1)

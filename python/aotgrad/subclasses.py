@@ -46,6 +46,7 @@ subclasses with a ``__torch_dispatch__`` but no flatten protocol.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -232,12 +233,18 @@ def rebuild(layout: Layout, flat: Sequence[Any], start: int = 0) -> torch.Tensor
     )
 
 
-def _flatten_gradient(layout: Layout, grad: Any) -> list[Any]:
-    """A gradient of a subclass value as the leaves of ``layout`` (None: no gradient)."""
+def _flatten_gradient(
+    layout: Layout, grad: Any, seen: Callable[[Layout], None] | None = None
+) -> list[Any]:
+    """A gradient of a subclass value as its leaves (None: no gradient). A runtime
+    tangent of an output (``seen`` None) is coerced to the traced layout
+    (``__coerce_tangent_metadata__``); an input's gradient in the traced backward keeps
+    the layout it came with (a ``DTensor`` parameter's may be ``Partial`` where the
+    parameter is ``Replicate``: eager keeps it so), which ``seen`` is told."""
     if grad is None:
         return [None] * layout.n_leaves
     coerce = getattr(grad, "__coerce_tangent_metadata__", None)
-    if coerce is not None:
+    if coerce is not None and seen is None:
         grad = coerce()
     if type(grad) is not layout.cls:
         raise UnsupportedError(
@@ -249,6 +256,8 @@ def _flatten_gradient(layout: Layout, grad: Any) -> list[Any]:
         raise UnsupportedError(
             f"a gradient of a {layout.describe()} value is laid out as {got.describe()}"
         )
+    if seen is not None:
+        seen(got)
     return leaves(grad, got, [])
 
 
@@ -270,31 +279,41 @@ def _rebuild_gradient(
 class _Flatten(torch.autograd.Function):
     """A subclass to its leaves, differentiably. ``fresh`` decides which leaves are
     returned as new tensors (a tensor the caller holds must not become this node's
-    output: autograd would rewrite its history)."""
+    output: autograd would rewrite its history); ``grad_layout()``, asked in the
+    backward, is how the traced gradient was laid out (None: as the value)."""
 
     @staticmethod
-    def forward(ctx: Any, layout: Layout, fresh: Callable[[Any], Any], t: torch.Tensor) -> Any:  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        layout: Layout,
+        fresh: Callable[[Any], Any],
+        grad_layout: Callable[[], Layout | None],
+        t: torch.Tensor,
+    ) -> Any:
         out = leaves(t, layout, [])
-        ctx.layout = layout
+        ctx.layout, ctx.grad_layout = layout, grad_layout
         ctx.metas = [(x.shape, x.dtype) for x in out]
         return tuple(fresh(x) for x in out)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-        return None, None, _rebuild_gradient(ctx.layout, ctx.metas, grads)
+        layout = ctx.grad_layout() or ctx.layout
+        return None, None, None, _rebuild_gradient(layout, ctx.metas, grads)
 
 
 class _Unflatten(torch.autograd.Function):
     """Leaves to a subclass, differentiably."""
 
     @staticmethod
-    def forward(ctx: Any, layout: Layout, *flat: torch.Tensor) -> Any:  # type: ignore[override]
-        ctx.layout = layout
+    def forward(  # type: ignore[override]
+        ctx: Any, layout: Layout, seen: Callable[[Layout], None] | None, *flat: torch.Tensor
+    ) -> Any:
+        ctx.layout, ctx.seen = layout, seen
         return rebuild(layout, flat)
 
     @staticmethod
     def backward(ctx: Any, grad: Any) -> Any:  # type: ignore[override]
-        return (None, *_flatten_gradient(ctx.layout, grad))
+        return (None, None, *_flatten_gradient(ctx.layout, grad, ctx.seen))
 
 
 class _PlainGradient(torch.autograd.Function):
@@ -321,28 +340,40 @@ def _detached(x: torch.Tensor) -> torch.Tensor:
     return x.detach()
 
 
-def flatten_args(flat: Sequence[Any], layouts: Sequence[Layout | None]) -> list[Any]:
+def _as_traced() -> None:
+    """An output's gradient is rebuilt as the output is laid out."""
+    return None
+
+
+def flatten_args(
+    flat: Sequence[Any], layouts: Sequence[Layout | None], grad_layouts: dict[int, Layout]
+) -> list[Any]:
     """The child's arguments: every subclass replaced by its leaves. A subclass that
-    requires grad goes through ``_Flatten`` so its gradient reaches it."""
+    requires grad goes through ``_Flatten`` so its gradient reaches it, laid out as
+    ``grad_layouts`` (per argument, filled when the child traces its backward) says."""
     out: list[Any] = []
     grad = torch.is_grad_enabled()
-    for x, layout in zip(flat, layouts, strict=True):
+    for i, (x, layout) in enumerate(zip(flat, layouts, strict=True)):
         if layout is None:
             out.append(x)
         elif grad and x.requires_grad:
-            out.extend(_Flatten.apply(layout, _detached, x))
+            out.extend(_Flatten.apply(layout, _detached, lambda i=i: grad_layouts.get(i), x))
         else:
             out.extend(leaves(x, layout, []))
     return out
 
 
-def unflatten_values(values: Sequence[Any], layouts: Sequence[Layout | None]) -> list[Any]:
+def unflatten_values(
+    values: Sequence[Any],
+    layouts: Sequence[Layout | None],
+    grad_layouts: dict[int, Layout] | None = None,
+) -> list[Any]:
     """The inverse of ``flatten_args``: subclasses rebuilt (differentiably where a leaf
-    requires grad)."""
+    requires grad; their gradients' layouts noted in ``grad_layouts``, per value)."""
     out: list[Any] = []
     i = 0
     grad = torch.is_grad_enabled()
-    for layout in layouts:
+    for k, layout in enumerate(layouts):
         if layout is None:
             out.append(values[i])
             i += 1
@@ -350,7 +381,8 @@ def unflatten_values(values: Sequence[Any], layouts: Sequence[Layout | None]) ->
         part = values[i : i + layout.n_leaves]
         i += layout.n_leaves
         if grad and any(isinstance(p, torch.Tensor) and p.requires_grad for p in part):
-            out.append(_Unflatten.apply(layout, *part))
+            seen = None if grad_layouts is None else functools.partial(grad_layouts.__setitem__, k)
+            out.append(_Unflatten.apply(layout, seen, *part))
         else:
             out.append(rebuild(layout, part))
     return out
@@ -365,6 +397,8 @@ class _Outputs:
 
     spec: Any = None
     layouts: tuple[Layout | None, ...] = ()
+    #: Per subclass argument, how the traced backward laid out its gradient.
+    grad_layouts: dict[int, Layout] = dataclasses.field(default_factory=dict)
 
 
 def _plain_function(
@@ -375,7 +409,7 @@ def _plain_function(
     to plain tensors and records their layouts in ``record``."""
 
     def plain(*args: Any) -> list[Any]:
-        full = unflatten_values(args, layouts)
+        full = unflatten_values(args, layouts, record.grad_layouts)
         if torch.is_grad_enabled():
             full = [
                 _PlainGradient.apply(x)
@@ -407,7 +441,7 @@ def _plain_function(
             layout = layout_of(o)
             out_layouts.append(layout)
             if torch.is_grad_enabled() and o.requires_grad:
-                plain_outs.extend(_Flatten.apply(layout, fresh, o))
+                plain_outs.extend(_Flatten.apply(layout, fresh, _as_traced, o))
             else:
                 plain_outs.extend(leaves(o, layout, []))
         record.layouts = tuple(out_layouts)
@@ -457,7 +491,7 @@ def call(parent: Any, flat: list[Any], shape: Any, state: Any, make_child: Any) 
         options = _child_options(parent.options, flat, layouts)
         child = _Child(make_child(fn, options), record)
         children[key] = child
-    plain = flatten_args(flat, layouts)
+    plain = flatten_args(flat, layouts, child.outputs.grad_layouts)
     outs = child.compiled.call_flat(plain, len(plain), state)
     rebuilt = unflatten_values(outs, child.outputs.layouts)
     return pytree.tree_unflatten(rebuilt, child.outputs.spec)
