@@ -604,6 +604,28 @@ def compile_for(
         return Specialization(artifact, fake_mode, fake_args)
     except alias.NeedsSyntheticBase as need:
         base = alias.SyntheticBase.of(tensors, need.inputs, need.groups)
+    except Exception as error:
+        # Traced apart, views of one base may fail where eager's, linked through the
+        # base, run: once more over their synthetic base; its failure is not the news
+        base = alias.SyntheticBase.of_siblings(tensors)
+        if base is None:
+            raise
+        try:
+            return _compile_over(base, flat_fn, tensors, options, training=training)
+        except Exception:
+            raise error from None
+    return _compile_over(base, flat_fn, tensors, options, training=training)
+
+
+def _compile_over(
+    base: alias.SyntheticBase,
+    flat_fn: Callable[..., list[Any]],
+    tensors: Sequence[Any],
+    options: AotOptions,
+    *,
+    training: bool | None,
+) -> Specialization:
+    """``compile_flat`` over the synthetic ``base`` of ``tensors`` (static shapes)."""
     fake_mode = trace.make_fake_mode(False)
     fake_args = trace.fakify(fake_mode, base.prepare(tensors), dynamic=False)
     artifact = compile_flat(base.wrap(flat_fn), fake_args, fake_mode, options, training=training)

@@ -27,7 +27,7 @@ import torch
 from ..autograd_walks import reaches
 from ..errors import UnsupportedError
 from ..view_metadata_writes import METADATA_WRITES
-from .storage import overlap_groups
+from .storage import join_siblings, overlap_groups
 from .views import set_metadata
 
 #: (size, stride, absolute storage offset) of a member.
@@ -149,6 +149,8 @@ class SyntheticBase:
     #: Per member whose metadata the function changed: whether grad mode was on at its
     #: last change (autograd records it then; one under ``no_grad`` it does not).
     changed_with_grad: dict[int, bool] = field(default_factory=dict, compare=False)
+    #: Members the function called ``retain_grad()`` on: called on the caller's tensors.
+    retained: set[int] = field(default_factory=set, compare=False)
 
     @classmethod
     def of(
@@ -166,6 +168,20 @@ class SyntheticBase:
             _Group.of(tensors, tuple(i for i, g in enumerate(ids) if g == w)) for w in wanted
         )
         return cls(groups, len(tensors))
+
+    @classmethod
+    def of_siblings(cls, tensors: Sequence[Any]) -> SyntheticBase | None:
+        """Every group of views of one base (None: there is none). For a function that
+        raised where the inputs were traced apart, though eager links them through
+        their base (``retain_grad()`` on one that a write to another made require grad)."""
+        storage = [
+            t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else -1 - i
+            for i, t in enumerate(tensors)
+        ]
+        views = [i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._is_view()]
+        ids = join_siblings(overlap_groups(tensors, storage), tensors, views, views)
+        members = [i for i in views if ids.count(ids[i]) > 1]
+        return cls.of(tensors, members, ids) if members else None
 
     @property
     def members(self) -> list[int]:
@@ -207,6 +223,8 @@ class SyntheticBase:
         for i, flag in self.requires_grad_changes.items():
             if tensors[i].requires_grad != flag and tensors[i].is_leaf:
                 tensors[i].requires_grad_(flag)
+        for i in self.retained:  # (after the writes that gave it a history, as in eager)
+            tensors[i].retain_grad()
         if not self.member_outputs:
             return outs
         outs = list(outs)
@@ -225,7 +243,7 @@ class SyntheticBase:
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
         requires_grad_changes = self.requires_grad_changes
-        changed_with_grad = self.changed_with_grad
+        changed_with_grad, retained = self.changed_with_grad, self.retained
 
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
@@ -237,6 +255,7 @@ class SyntheticBase:
             rest = iter(graph_inputs[len(groups) :])
             with _MetadataWrites({id(t): i for i, t in built.items()}, changed_with_grad):
                 out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            retained.update(i for i, t in built.items() if t.retains_grad)
             member_of = {id(t): i for i, t in built.items()}
             for j, o in enumerate(out):
                 if id(o) in member_of:
