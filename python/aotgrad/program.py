@@ -604,16 +604,6 @@ def compile_for(
         return Specialization(artifact, fake_mode, fake_args)
     except alias.NeedsSyntheticBase as need:
         base = alias.SyntheticBase.of(tensors, need.inputs, need.groups)
-    except Exception as error:
-        # Traced apart, views of one base may fail where eager's, linked through the
-        # base, run: once more over their synthetic base; its failure is not the news
-        base = alias.SyntheticBase.of_siblings(tensors)
-        if base is None:
-            raise
-        try:
-            return _compile_over(base, flat_fn, tensors, options, training=training)
-        except Exception:
-            raise error from None
     return _compile_over(base, flat_fn, tensors, options, training=training)
 
 

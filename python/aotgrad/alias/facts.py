@@ -140,6 +140,20 @@ def _unwrap(t: FunctionalTensor) -> Any:
     return t.elem
 
 
+def link_siblings(facts: AliasFacts, originals: Sequence[Any]) -> None:
+    """Joins to the written inputs' alias groups the disjoint views of their base that
+    eager links through it (``join_siblings``): a write autograd records, or any write
+    beside a view autograd made otherwise. Not under inference mode, where autograd
+    records and checks nothing."""
+    flags = facts.input_flags
+    facts.input_storage = join_siblings(
+        facts.input_storage,
+        originals,
+        [k for k, f in enumerate(flags) if _written_with_grad(f)],
+        [k for k, f in enumerate(flags) if f & (IN_MUTATES_DATA | IN_MUTATES_METADATA)],
+    )
+
+
 def _written_with_grad(flags: int) -> bool:
     """An input written with a value that requires grad (autograd records the write)."""
     return bool(flags & IN_MUTATES_DATA and flags & IN_NEW_VALUE_REQUIRES_GRAD) and not (
@@ -313,13 +327,7 @@ def _collect_inputs(
         if flags & IN_MUTATES_METADATA:
             facts.input_view[k] = ViewSpec.of(w, a, check_base=False)
     # Inputs count as aliased (one storage id) only where their bytes overlap.
-    # (and disjoint views of one base that eager links through it: ``join_siblings``)
-    facts.input_storage = join_siblings(
-        overlap_groups(originals, storage_of_input),
-        originals,
-        [k for k, f in enumerate(facts.input_flags) if _written_with_grad(f)],
-        [k for k, f in enumerate(facts.input_flags) if f & (IN_MUTATES_DATA | IN_MUTATES_METADATA)],
-    )
+    facts.input_storage = overlap_groups(originals, storage_of_input)
     return input_of_storage
 
 

@@ -27,7 +27,7 @@ import torch
 from ..autograd_walks import reaches
 from ..errors import UnsupportedError
 from ..view_metadata_writes import METADATA_WRITES
-from .storage import join_siblings, overlap_groups
+from .storage import overlap_groups
 from .views import set_metadata
 
 #: (size, stride, absolute storage offset) of a member.
@@ -168,20 +168,6 @@ class SyntheticBase:
             _Group.of(tensors, tuple(i for i, g in enumerate(ids) if g == w)) for w in wanted
         )
         return cls(groups, len(tensors))
-
-    @classmethod
-    def of_siblings(cls, tensors: Sequence[Any]) -> SyntheticBase | None:
-        """Every group of views of one base (None: there is none). For a function that
-        raised where the inputs were traced apart, though eager links them through
-        their base (``retain_grad()`` on one that a write to another made require grad)."""
-        storage = [
-            t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else -1 - i
-            for i, t in enumerate(tensors)
-        ]
-        views = [i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._is_view()]
-        ids = join_siblings(overlap_groups(tensors, storage), tensors, views, views)
-        members = [i for i in views if ids.count(ids[i]) > 1]
-        return cls.of(tensors, members, ids) if members else None
 
     @property
     def members(self) -> list[int]:

@@ -286,13 +286,16 @@ def _finish_facts(
     """What the run's facts leave out: under inference mode autograd records nothing (no
     write is one it sees), except a custom Function's ``mark_dirty`` in an
     ``enable_grad`` block, whose check on a leaf that requires grad is Python's and runs
-    there too; inputs with empty storage and the storage sizes set inside."""
+    there too; elsewhere the views of one base that eager links through it; inputs with
+    empty storage and the storage sizes set inside."""
     if in_inference_mode():
         seen = alias.facts.IN_REQUIRES_GRAD | alias.facts.IN_NEW_VALUE_REQUIRES_GRAD
         facts.input_flags = [
             f if _dirty_by_custom_function(w) else f & ~seen
             for f, w in zip(facts.input_flags, wrapped)
         ]
+    else:
+        alias.facts.link_siblings(facts, fake_args)
     facts.input_storage_resize = {
         **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
         **resized,
