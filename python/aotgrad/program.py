@@ -32,6 +32,7 @@ from .compile import (
 )
 from .errors import UnsupportedError
 from .frame_stack import with_frame_room
+from .partition import regions
 from .roles import is_tangent
 from .runtime import (
     ForwardLayout,
@@ -471,6 +472,7 @@ def build_program(
     timings["trace"] = time.perf_counter() - t0
     observe.traced("joint", joint.gm, timings)
     t1 = time.perf_counter()
+    regions.stitch(joint.gm, options.partition_fn)
     fw_gm, bw_gm = options.partition_fn(
         joint.gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
     )
