@@ -16,6 +16,8 @@ the HOP's own dispatch rules then trace it under aotgrad's modes:
   the joint graph (``higher_order.<name>`` in the node table), with traced,
   functionalized subgraphs as ``get_attr`` nodes: a forward node, and a backward
   node whose subgraph is the branch's joint (it recomputes the branch's forward).
+  ``invoke_subgraph`` regions are then partitioned once each and stitched in
+  (``aotgrad.partition.regions``): the backward reads what the forward saved.
 
 ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` called directly in a
 function traced without Dynamo (``aot_function``, ``aot_module``) is routed the same
