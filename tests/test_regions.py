@@ -63,11 +63,23 @@ def _calls(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _INVOKE]
 
 
-@pytest.mark.parametrize("partition", ["min_cut", "default"])
+def _torch_min_cut(*args: Any, **kwargs: Any) -> Any:
+    from torch._functorch.partitioners import min_cut_rematerialization_partition as torch_mc
+
+    return torch_mc(*args, **kwargs)
+
+
+@pytest.mark.parametrize("partition", ["min_cut", "default", "torch_min_cut"])
 def test_region_is_partitioned_once_and_its_backward_reads_what_the_forward_saved(
     partition: str,
 ) -> None:
-    fn = {"min_cut": min_cut_rematerialization_partition, "default": default_partition}[partition]
+    """(Also with torch's own min-cut as the partitioner: the region's joint carries
+    torch's placeholder names, by which torch's partitioners tell tangents.)"""
+    fn = {
+        "min_cut": min_cut_rematerialization_partition,
+        "default": default_partition,
+        "torch_min_cut": _torch_min_cut,
+    }[partition]
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         return aotgrad.aot_module_simplified(gm, example_inputs, aotgrad.nop, partition_fn=fn)

@@ -72,9 +72,12 @@ def _joint_of(gm: fx.GraphModule, b: fx.Node, n_primals: int) -> tuple[fx.GraphM
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     grads, fw_outs = outs[:n_primals], outs[n_primals:]
     graph.output((*fw_outs, *grads))
-    joint = fx.GraphModule(sub, graph)
-    roles.stamp(joint.graph.find_nodes(op="placeholder"), n_primals)
-    return joint, len(fw_outs)
+    placeholders = graph.find_nodes(op="placeholder")
+    for i, p in enumerate(placeholders):  # torch's names too, for torch's partitioners
+        p._rename(f"primals_{i + 1}" if i < n_primals else f"tangents_{i - n_primals + 1}")
+        p.target = p.name
+    roles.stamp(placeholders, n_primals)
+    return fx.GraphModule(sub, graph), len(fw_outs)
 
 
 def _partition(
