@@ -234,3 +234,105 @@ def test_retain_grad_on_a_sibling_member(compiler: str) -> None:
     (w, x2, x3), _ = _rows(True)()
     out, retains = COMPILERS[compiler](_retain_sibling_after_write)(w, x2, x3)
     assert retains and x3.retains_grad and out.requires_grad
+
+
+# Views made under no_grad, made stale by a later write. Eager's siblings share their
+# base's version counter: a write through ``x2`` (a data write or a metadata change, even
+# under no_grad) moves the counter that a no_grad view of ``x3`` recorded, so reading
+# that view's ``grad_fn`` (``is_leaf``, a backward through it) raises "A view was created
+# in no_grad mode and its base ... has been modified inplace". Traced, each sibling had
+# its own counter: the view came back fresh (soak 29933, 28737, 25871).
+
+
+def _no_grad_view_then_sibling_metadata(w, x2, x3):
+    with torch.no_grad():
+        _a, b = x3.split(2)
+        x2.transpose_(0, 1)
+    return b, x3 * w
+
+
+def _no_grad_view_then_sibling_write(w, x2, x3):
+    with torch.no_grad():
+        v = x3[:2]
+        x2.mul_(2)
+    return v, x3 * w
+
+
+def _no_grad_view_then_sibling_write_with_grad(w, x2, x3):
+    with torch.no_grad():
+        v = x3[1:]
+    x2.mul_(w)
+    return v, x2
+
+
+def _view_with_grad_then_sibling_write(w, x2, x3):
+    v = x3[:2]
+    with torch.no_grad():
+        x2.zero_()
+    return v * w, v
+
+
+def _no_grad_view_then_own_metadata(w, x2, x3):
+    with torch.no_grad():
+        v = x3[:2]
+        v.t_()
+    return v, x3 * w
+
+
+STALE_PROGRAMS = [
+    _no_grad_view_then_sibling_metadata,
+    _no_grad_view_then_sibling_write,
+    _no_grad_view_then_sibling_write_with_grad,
+    _view_with_grad_then_sibling_write,
+    _no_grad_view_then_own_metadata,
+]
+
+
+def _leaf_rows() -> tuple[list[Any], list[torch.Tensor]]:
+    """Row views of a leaf that requires grad (written only under no_grad)."""
+    w = torch.randn(4, 4, dtype=DT, requires_grad=True)
+    leaf = torch.randn(8, 4, dtype=DT, requires_grad=True)
+    return [w, leaf[:4], leaf[4:]], [w, leaf]
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+@pytest.mark.parametrize("fn", STALE_PROGRAMS)
+def test_no_grad_view_made_stale_by_a_sibling(fn: Any, compiler: str) -> None:
+    _check(fn, _rows(True), compiler)
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+@pytest.mark.parametrize("fn", STALE_PROGRAMS[:2])
+def test_no_grad_view_of_a_leaf_row_made_stale(fn: Any, compiler: str) -> None:
+    _check(fn, _leaf_rows, compiler)
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_no_grad_view_of_a_chunk_made_stale(compiler: str) -> None:
+    def fn(w, c1, c2, c3):
+        with torch.no_grad():
+            v = c3[1:]
+            c1.add_(1)
+        return v, c2 * w
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        w = torch.randn(4, dtype=DT, requires_grad=True)
+        leaf = torch.randn(12, 4, dtype=DT, requires_grad=True)
+        return [w, *leaf.clone().chunk(3)], [w, leaf]
+
+    _check(fn, make, compiler)
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_no_grad_view_of_a_returned_intermediate_written_after(compiler: str) -> None:
+    """The view's base is returned too: eager's view is stale, its ``._base`` that output,
+    and both have version 1 (aotgrad's came back a stale copy at version 2)."""
+
+    def fn(w, x2, x3):
+        t = x3 * 1
+        with torch.no_grad():
+            v = t[:2]
+        t.mul_(2)
+        return v, t
+
+    _check(fn, _rows(True), compiler)

@@ -35,6 +35,7 @@ from .inplace_checks import inplace_error, written_tensor
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
+from .shared_counters import SharedCounters
 from .view_metadata_writes import METADATA_WRITES, write_metadata
 
 __all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
@@ -216,6 +217,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.left_autograd: set[int] = set()
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
+        #: Inputs whose caller tensors share a version counter (``shared_counters``).
+        self.counters = SharedCounters()
 
     def _eager_view(self, t: Any) -> bool:
         """Whether eager's tensor for ``t`` is a view: not an input's stand-in, unless the
@@ -223,8 +226,12 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         return id(t) not in self.inputs or id(t) in self.views
 
     @classmethod
-    def for_inputs(cls, args: Sequence[Any], originals: Sequence[Any]) -> EagerCalls:
-        """``args`` stand in for ``originals``: the ones for leaves that require grad."""
+    def for_inputs(
+        cls, args: Sequence[Any], originals: Sequence[Any], share_counters: bool = False
+    ) -> EagerCalls:
+        """``args`` stand in for ``originals``: the ones for leaves that require grad.
+        ``share_counters``: the stand-ins' counters move together where the caller's
+        tensors share one (``shared_counters``; the metadata trace's outputs read it)."""
         pairs = [(a, o) for a, o in zip(args, originals) if isinstance(o, torch.Tensor)]
         calls = cls(
             frozenset(id(a) for a, o in pairs if o.is_leaf and o.requires_grad),
@@ -237,10 +244,21 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
         calls.restrides = Restrides([a for a, _ in pairs])
+        if share_counters:
+            calls.counters = SharedCounters(pairs)
         calls.leaf_grad_fns = {id(a): a.grad_fn for a, o in pairs if id(a) in calls.leaves}
         return calls
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if not self.counters.groups:
+            return self._call(func, types, args, kwargs)
+        before = self.counters.versions()
+        try:
+            return self._call(func, types, args, kwargs)
+        finally:
+            self.counters.sync(before)
+
+    def _call(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         inference = getattr(_calls, "inference", False)
         if inference and torch.is_grad_enabled() and func is not torch._C._set_grad_enabled:
@@ -248,7 +266,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             # function's enable_grad blocks (a grad-mode switch itself is let through: in
             # a no_grad block of ours, the mode it sets would be undone on the way out)
             with torch.no_grad():
-                return self.__torch_function__(func, types, args, kwargs)
+                return self._call(func, types, args, kwargs)
         if func is _DETACH_ and args:
             if inference:  # autograd's kernel does not run: detach_() changes nothing
                 return args[0]
@@ -277,7 +295,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if func is _SETITEM and _zero_dim_mask(args):
             # ``x[x > 0] = v`` on a 0-dim ``x``: eager reads the mask's value (a Python
             # branch, data-dependent when traced); a masked fill is the same write
-            return self.__torch_function__(_MASKED_FILL_, types, args, kwargs)
+            return self._call(_MASKED_FILL_, types, args, kwargs)
         if func in _DETACH:
             result = func(*args, **kwargs)
             self.detached.append(result)

@@ -186,6 +186,12 @@ def _layout(
             for k, out in enumerate(metadata.outputs)
             if out.stale_custom_view
         },
+        stale_no_grad=frozenset(
+            k
+            for k, out in enumerate(metadata.outputs)
+            if out.stale_custom_view and k in facts.output_no_grad_view
+        ),
+        stale_output_views=_stale_output_views(metadata),
         fresh_outputs=_fresh_outputs(metadata),
         custom_views={
             k: src
@@ -219,6 +225,17 @@ def _metadata_with_grad(facts: alias.AliasFacts, metadata_mutations: dict) -> li
         for i in metadata_mutations
         if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
     ]
+
+
+def _stale_output_views(metadata: trace.TraceMetadata) -> dict[int, tuple[int, Any]]:
+    """Stale views made under no_grad of an intermediate that the function returns too
+    (``with no_grad: v = t[:2]``; ``t.mul_(2)``; ``return v, t``): that output and the view."""
+    facts = metadata.plan.facts
+    return {
+        k: src
+        for k, src in facts.stale_view_of_output.items()
+        if metadata.outputs[k].stale_custom_view
+    }
 
 
 def _version_deltas(facts: alias.AliasFacts) -> dict[int, int]:

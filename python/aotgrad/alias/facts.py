@@ -78,6 +78,11 @@ class AliasFacts:
     #: Per custom Function output that views an input's bytes (the Function returned its
     #: input, a view of it, or wrote it with ``mark_dirty``): the input, and the view.
     custom_view_of_input: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
+    #: Outputs that are stale views made under no_grad (reading their ``grad_fn`` raises)
+    #: of another output: that output and the view.
+    stale_view_of_output: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
+    #: Outputs that are views made under no_grad (whatever their verdict).
+    output_no_grad_view: set[int] = field(default_factory=set)
     #: Outputs that are detached aliases of an input (``t = x.detach()``) given a history
     #: by a write autograd tracked (``t.mul_(w)``, ``w`` requiring grad): eager's has a
     #: ``grad_fn`` and no ``._base``. Plain outputs of the graph, in ``custom_view_of_input``
@@ -249,7 +254,29 @@ def collect(
                 facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
         if isinstance(o, torch.Tensor):
             _output_object_facts(facts, j, o, flags, inp, wrapped, output_index)
+            _stale_view_of_output(facts, j, o, output_index)
     return facts
+
+
+_NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
+
+
+def _stale_view_of_output(
+    facts: AliasFacts, j: int, o: torch.Tensor, output_index: dict[int, int]
+) -> None:
+    """Output ``j``, a view made under no_grad (``output_no_grad_view``), a stale one of
+    another output (``stale_view_of_output``)."""
+    base = o._base if o._is_view() else None
+    if base is None or torch._C._autograd._get_creation_meta(o) != _NO_GRAD_MODE:
+        return
+    facts.output_no_grad_view.add(j)
+    k = output_index.get(id(base), -1)
+    if k >= 0 and k != j and grad_fn_of(o) is STALE_VIEW and not _reinterprets(o, base):
+        shown, through = eager_layout(o, base)
+        facts.stale_view_of_output[j] = (
+            k,
+            ViewSpec.of(shown, base, check_base=True, through=through),
+        )
 
 
 def _note_leaf_base(facts: AliasFacts, j: int, grad_fn: Any, output_index: dict[int, int]) -> None:

@@ -338,6 +338,23 @@ def custom_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
         return _AsIs.apply(_view(base, spec))
 
 
+def no_grad_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    """The view ``spec`` of ``base`` made under no_grad: writes to ``base`` after it make
+    reading its ``grad_fn`` raise, as eager's."""
+    with torch.no_grad():
+        return _view(base, spec)
+
+
+def stale_no_grad_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    """The view ``spec`` of ``base`` made under no_grad before ``base``'s last write (its
+    version count then one less): stale, as eager's, with ``base``'s count unchanged."""
+    now = base._version
+    torch._C._autograd._unsafe_set_version_counter((base,), (max(now - 1, 0),))
+    view = no_grad_view_of(base, spec)
+    torch._C._autograd._unsafe_set_version_counter((base,), (max(now, 1),))
+    return view
+
+
 class _Routed(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, view: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

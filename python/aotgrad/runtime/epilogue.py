@@ -17,11 +17,13 @@ from ..alias.views import (
     Evaluator,
     custom_view_of,
     detached_alias,
+    no_grad_view_of,
     regenerate,
     replay_metadata,
     routed_detached,
     routed_view,
     stale_custom_view,
+    stale_no_grad_view_of,
 )
 from .layout import ForwardLayout, OutputAlias
 
@@ -93,7 +95,9 @@ class Epilogue:
         spec = _identity if self.static else Evaluator(layout.bindings, args).spec
         # made before the writes below, which make them stale as eager's are
         early = {
-            k: custom_view_of(args[src[0]], spec(src[1]))
+            k: (no_grad_view_of if k in layout.stale_no_grad else custom_view_of)(
+                args[src[0]], spec(src[1])
+            )
             for k, src in layout.stale_views.items()
             if src is not None
         }
@@ -111,12 +115,7 @@ class Epilogue:
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
-        for k in layout.stale_views:
-            if k in layout.same_as:  # the earlier output, made once (one version count)
-                continue
-            stale = early.get(k)
-            version = layout.output_versions.get(k, 0)
-            outs[k] = stale if stale is not None else stale_custom_view(outs[k], version)
+        self._stale_outputs(outs, early, spec)
         for k, (i, view) in layout.custom_views.items():
             kind = layout.detached_custom_views.get(k)
             if kind:
@@ -137,6 +136,20 @@ class Epilogue:
                     outs[k] = outs[k].detach()
         _retain_grads(outs, args, layout.retained_grads)
         return tuple(outs)
+
+    def _stale_outputs(self, outs: list, early: dict[int, Any], spec: Any) -> None:
+        """Outputs eager returns as stale views: made early (of inputs), made of another
+        output before its last write (``stale_output_views``), or a stale copy."""
+        layout = self.layout
+        for k in layout.stale_views:
+            if k in layout.same_as:  # the earlier output, made once (one version count)
+                continue
+            stale = early.get(k)
+            if stale is None and k in layout.stale_output_views:
+                j, view = layout.stale_output_views[k]
+                stale = stale_no_grad_view_of(outs[j], spec(view))
+            version = layout.output_versions.get(k, 0)
+            outs[k] = stale if stale is not None else stale_custom_view(outs[k], version)
 
     def _write_inputs(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, before: list[int]

@@ -92,6 +92,12 @@ class ForwardLayout:
     #: User outputs eager returns as a stale custom-Function view (``OutputInfo``), and
     #: the input whose bytes it views (with the view), if any.
     stale_views: dict[int, tuple[int, ViewSpec] | None] = field(default_factory=dict)
+    #: Of those, the ones eager made under no_grad (stale views of their own kind, not
+    #: custom-Function views).
+    stale_no_grad: frozenset[int] = frozenset()
+    #: Stale views (made under no_grad) of another user output, written after: per
+    #: output, that output and the view.
+    stale_output_views: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
     #: User outputs eager returns as tensors of their own (not views): a compiled graph
     #: may return a view of one of its intermediates there (``reshape`` as ``view`` of a
     #: ``clone``; Inductor's ``reinterpret_tensor``), which the runtime detaches.

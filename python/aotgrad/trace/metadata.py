@@ -380,11 +380,12 @@ def collect_metadata(
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
         chain = EffectChain()
-        calls = EagerCalls.for_inputs(wrapped, fake_args)
+        calls = EagerCalls.for_inputs(wrapped, fake_args, share_counters=True)
         with _StorageResizes(wrapped) as resizes, calls.restrides.refusing():
             outs = flat_call(fn, wrapped, calls=calls)
         chain.finish()
         outputs = _outputs_info(outs, wrapped, fake_args)
+        before = calls.counters.own(before, wrapped)  # (each input's own version delta)
         rg_changes = _requires_grad_changes(wrapped, fake_args)
         _check_new_leaf_inputs(outs, wrapped, rg_changes, calls, before)
         facts = alias.collect(
