@@ -181,23 +181,8 @@ def _layout(
         output_aliases=aliases,
         bindings=bindings,
         new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
-        stale_views={
-            k: facts.custom_view_of_input.get(k)
-            for k, out in enumerate(metadata.outputs)
-            if out.stale_custom_view
-        },
-        stale_no_grad=frozenset(
-            k
-            for k, out in enumerate(metadata.outputs)
-            if out.stale_custom_view and k in facts.output_no_grad_view
-        ),
-        stale_output_views=_stale_output_views(metadata),
         fresh_outputs=_fresh_outputs(metadata),
-        custom_views={
-            k: src
-            for k, src in facts.custom_view_of_input.items()
-            if not metadata.outputs[k].stale_custom_view
-        },
+        **_custom_and_stale_views(metadata),
         detached_custom_views=facts.written_detached,
         same_as=facts.output_same_as,
         inference_outputs=sorted(facts.output_inference),
@@ -227,14 +212,20 @@ def _metadata_with_grad(facts: alias.AliasFacts, metadata_mutations: dict) -> li
     ]
 
 
-def _stale_output_views(metadata: trace.TraceMetadata) -> dict[int, tuple[int, Any]]:
-    """Stale views made under no_grad of an intermediate that the function returns too
-    (``with no_grad: v = t[:2]``; ``t.mul_(2)``; ``return v, t``): that output and the view."""
+def _custom_and_stale_views(metadata: trace.TraceMetadata) -> dict[str, Any]:
+    """The ``ForwardLayout`` fields of outputs eager returns as custom-Function views
+    (``custom_views``) or as stale views (``stale_views``: of them, the ones made under
+    no_grad, and the stale views of an intermediate the function returns too:
+    ``with no_grad: v = t[:2]``; ``t.mul_(2)``; ``return v, t``)."""
     facts = metadata.plan.facts
+    stale = [k for k, out in enumerate(metadata.outputs) if out.stale_custom_view]
     return {
-        k: src
-        for k, src in facts.stale_view_of_output.items()
-        if metadata.outputs[k].stale_custom_view
+        "stale_views": {k: facts.custom_view_of_input.get(k) for k in stale},
+        "stale_no_grad": frozenset(k for k in stale if k in facts.output_no_grad_view),
+        "stale_output_views": {
+            k: src for k, src in facts.stale_view_of_output.items() if k in stale
+        },
+        "custom_views": {k: src for k, src in facts.custom_view_of_input.items() if k not in stale},
     }
 
 

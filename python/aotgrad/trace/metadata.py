@@ -367,9 +367,8 @@ def collect_metadata(
     *,
     keep_input_mutations: bool = False,
 ) -> TraceMetadata:
-    """Run ``fn`` once on fakes, functionalized; record mutations and output facts and
-    classify them (``aotgrad.alias``). ``keep_input_mutations``: a forward-only graph
-    that writes into its inputs itself."""
+    """Run ``fn`` once on fakes, functionalized; record and classify mutations and output
+    facts (``aotgrad.alias``). ``keep_input_mutations``: a forward-only graph writes them."""
     grad_mode = torch.is_grad_enabled()
     shape_env = fake_mode.shape_env
     # Data-dependent ops (nonzero, item) make unbacked symbols here; only the traced run's
