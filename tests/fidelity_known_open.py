@@ -7,11 +7,6 @@ Replay one: ``python tests/fidelity_programs.py SEED ENTRY``.
 """
 
 FAMILIES = {
-    # as_strided is relative to the storage: after x.t().masked_fill_(...) the traced
-    # value of x is laid out otherwise than the caller's storage, so x.as_strided_(...)
-    # cannot be mapped and is refused (aotgrad.restrides; torch's AOT Autograd gives
-    # wrong values)
-    "as_strided on an input written through a transpose (refused)": {131},
     # eager's error comes after it wrote the module's parameter; aotgrad's trace raises
     # before anything runs, so the parameter's version count and values stay as before
     "aot_module: eager raises partway through, after a write to the parameter": {89, 258},

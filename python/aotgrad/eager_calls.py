@@ -32,6 +32,7 @@ from torch.utils._pytree import tree_flatten
 from .dtype_checks import dtype_error
 from .errors import EagerRefusal, UnsupportedError
 from .inplace_checks import inplace_error, written_tensor
+from .inplace_layout import keep_layout
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
@@ -250,13 +251,19 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         return calls
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if not self.counters.groups:
-            return self._call(func, types, args, kwargs)
-        before = self.counters.versions()
+        before = self.counters.versions() if self.counters.groups else None
         try:
-            return self._call(func, types, args, kwargs)
+            result = self._call(func, types, args, kwargs)
         finally:
-            self.counters.sync(before)
+            if before is not None:
+                self.counters.sync(before)
+        written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs or {})
+        if (
+            isinstance(written, torch.Tensor)
+            and getattr(func, "__name__", "") not in METADATA_WRITES
+        ):
+            keep_layout(written)
+        return result
 
     def _call(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}

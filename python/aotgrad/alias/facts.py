@@ -419,6 +419,12 @@ def grad_fn_of(t: Any) -> Any:
         return t.grad_fn
     except RuntimeError:
         return STALE_VIEW
+    except ValueError:
+        # traced, autograd rebuilds the node of a view whose base changed by replaying the
+        # view on the base's new metadata, which may not hold (``x.view(-1)`` after
+        # ``x.t_()``); eager's node is an ``as_strided`` of the base
+        with torch.enable_grad():
+            return t._base.as_strided(t.size(), t.stride(), t.storage_offset()).grad_fn
 
 
 def _written_detached(o: Any, roots: set[int]) -> bool:
