@@ -277,11 +277,63 @@ def _view_then_base_transposed(x):
     return x.unflatten(-1, (2, 2)), t, x
 
 
+def _view_used_after_base_transposed(x):
+    t = x.view(-1)
+    x.t_()
+    return t * 2, x
+
+
+def _transpose_used_after_base_unsqueezed(x):
+    t = x.t()
+    x.unsqueeze_(0)
+    return t.unsqueeze(0), t.exp(), x
+
+
+def _view_of_view_used_after_base_relaid(x):
+    t = x[:, 1:].t()
+    x.squeeze_().unsqueeze_(1)
+    return (t * t).sum(), x
+
+
+def _unsqueezed_view_after_base_restrided(x):
+    t1 = x.sum(0)
+    t3 = x.unsqueeze(0)
+    x.as_strided_((2, 2), (4, 1))
+    return (t3 + t1).expand(2, 1, 4, 4)
+
+
+def _column_member_transposed_then_unsqueezed(x0, x1):
+    x1[0].mul_(2)
+    t = x0.t()
+    x0.unsqueeze_(0)
+    return t.unsqueeze(0).squeeze(), x1.t()
+
+
+def _columns() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    base = leaf.clone()
+    return [base[:, :4], base[:, 4:]], [leaf]
+
+
 @pytest.mark.parametrize("compiler", list(COMPILERS))
-def test_view_whose_base_is_transposed_after(compiler: str) -> None:
-    """Traced, autograd rebuilds the node of ``t`` (its base's metadata changed) by
-    replaying ``view(-1)`` on the transposed base, which raised "Cannot view a tensor
-    ..." where eager's node is an ``as_strided`` of the base (soak 39643). Known open:
-    an op with grad on ``t`` inside the function (``t * 2``) rebuilds it the same way,
-    in autograd, and still raises."""
-    assert_like_eager(_view_then_base_transposed, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_view_then_base_transposed, leaf_clone(4, 4)),
+        (_view_used_after_base_transposed, leaf_clone(4, 4)),
+        (_transpose_used_after_base_unsqueezed, leaf_clone(4, 4)),
+        (_view_of_view_used_after_base_relaid, leaf_clone(4, 4)),
+        (_unsqueezed_view_after_base_restrided, leaf_clone(4, 4)),
+        (_column_member_transposed_then_unsqueezed, _columns),
+    ],
+    ids=["returned", "used", "t_then_unsqueeze", "view_of_view", "restrided", "column_member"],
+)
+def test_view_whose_base_metadata_changed_after(fn: Any, make: Any, compiler: str) -> None:
+    """Traced, autograd rebuilds the node of a view whose base's metadata changed by
+    replaying the view ops on the base as it is now, which fails where they no longer
+    apply (``t()`` of a 3-d tensor, ``view(-1)`` of a transposed one); eager's node is an
+    ``as_strided`` of the base (soak 39643, 22368), or gives another shape (the backward
+    raised "invalid gradient", soak 33973). A write through a view made of such a view
+    after the change is refused (soak 25832: functionalization refuses a write through
+    ``as_strided`` of a relaid base)."""
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)

@@ -37,7 +37,7 @@ from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
 from .shared_counters import SharedCounters
-from .view_metadata_writes import METADATA_WRITES, write_metadata
+from .view_metadata_writes import METADATA_WRITES, EarlierViews, write_metadata
 
 __all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
 
@@ -80,6 +80,17 @@ _SETITEM = torch.Tensor.__setitem__
 _MASKED_FILL_ = torch.Tensor.masked_fill_
 _AS_STRIDED = (torch.Tensor.as_strided, torch.as_strided)
 _AS_STRIDED_ = (torch.Tensor.as_strided_, torch.as_strided_)
+#: Calls about the tensor object itself, never given a stand-in for it (``relaid_views``).
+_OWN_IDENTITY = frozenset(
+    {
+        _REQUIRES_GRAD_,
+        _RETAIN_GRAD,
+        _POST_ACCUMULATE_HOOK,
+        _DETACH_,
+        *_AS_STRIDED_,
+        *(getattr(torch.Tensor, name) for name in METADATA_WRITES),
+    }
+)
 
 
 #: Autograd nodes of view ops (the name without its trailing number).
@@ -218,6 +229,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.left_autograd: set[int] = set()
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
+        #: Views made so far, and those whose root's metadata changed after.
+        self.earlier = EarlierViews()
         #: Inputs whose caller tensors share a version counter (``shared_counters``).
         self.counters = SharedCounters()
 
@@ -257,6 +270,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         finally:
             if before is not None:
                 self.counters.sync(before)
+        self.earlier.note(result)
         written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs or {})
         if (
             isinstance(written, torch.Tensor)
@@ -267,6 +281,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
 
     def _call(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if self.earlier.changes and func not in _OWN_IDENTITY:
+            written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs)
+            args, kwargs = self.earlier.stand_ins(args, kwargs, written, self.inputs)
         inference = getattr(_calls, "inference", False)
         if inference and torch.is_grad_enabled() and func is not torch._C._set_grad_enabled:
             # under inference mode autograd records and checks nothing, even inside the
@@ -294,6 +311,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
             return self._as_strided(func, args, kwargs)
         if getattr(func, "__name__", "") in METADATA_WRITES and args:
+            self.earlier.changed(args[0])
             return write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
@@ -374,6 +392,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             # beyond t's elements, eager's gradient drops the others: an as_strided of t
             fresh = _restrided_view if within(t, size, stride, at) else None
             view = self._eager_view(t)
+            self.earlier.changed(t)
             return write_metadata(func, (t, size, stride, offset), {}, fresh, view)
         if not agree or not _from_base(t):
             return func(t, size, stride, offset)

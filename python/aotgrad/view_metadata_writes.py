@@ -17,12 +17,14 @@ change is read from it)."""
 
 from __future__ import annotations
 
+import logging
+import weakref
 from typing import Any
 
 import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 
-__all__ = ["METADATA_WRITES", "write_metadata"]
+__all__ = ["METADATA_WRITES", "EarlierViews", "write_metadata"]
 
 #: In-place by name, writing metadata only, and the out-of-place op that makes the view.
 METADATA_WRITES = {
@@ -76,3 +78,82 @@ def write_metadata(
     torch._C._swap_tensor_impl(t, fresh)
     torch._C._autograd._set_creation_meta(t, creation)
     return t
+
+
+_STALE = "modified inplace"  # eager's own refusal for a stale view: left to raise
+
+
+def _replay_fails(t: Any) -> bool:
+    """Whether reading ``t.grad_fn`` fails for a reason eager does not have: autograd
+    replays the view ops that made ``t`` on its base, whose metadata changed since
+    (``v = x.t(); x.unsqueeze_(0)``: ``t()`` of a 3-d tensor)."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    quiet, log.disabled = log.disabled, True  # (it logs the failed replay as an error)
+    try:
+        _ = t.grad_fn  # (reading it replays the view)
+    except ValueError:
+        return True
+    except RuntimeError as e:
+        return _STALE not in str(e)
+    finally:
+        log.disabled = quiet
+    return False
+
+
+class EarlierViews:
+    """The views a traced function made (weakly held), and those whose root's metadata it
+    changed after (``changed``): eager rebuilds their nodes as an ``as_strided`` of the
+    root at their geometry, autograd's replay of their view ops on the relaid root gives
+    another shape (``x.unsqueeze(0)`` after ``x.as_strided_((2, 2), ...)``: the backward
+    raised "invalid gradient") or fails (``t()`` of a 3-d tensor)."""
+
+    def __init__(self) -> None:
+        self.views: list[weakref.ref] = []
+        #: Per view made before its root's metadata changed (by id), a weak reference.
+        self.relaid: dict[int, weakref.ref] = {}
+        #: Whether the function changed any metadata in place.
+        self.changes = False
+
+    def note(self, result: Any) -> None:
+        for t in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad:
+                self.views.append(weakref.ref(t))
+
+    def changed(self, t: Any) -> None:
+        """``t``'s metadata changes in place: the views of its root so far are relaid."""
+        self.changes = True
+        root = t._base if t._is_view() else t
+        for ref in self.views:
+            v = ref()
+            if v is not None and v is not t and v._base is root:
+                self.relaid[id(v)] = ref
+
+    def _is_relaid(self, t: Any) -> bool:
+        ref = self.relaid.get(id(t))
+        return ref is not None and ref() is t
+
+    def stand_ins(self, args: Any, kwargs: dict, written: Any, keep: frozenset[int]) -> Any:
+        """``(args, kwargs)`` with each relaid view (not ``written``: functionalization
+        refuses a write through ``as_strided`` of a relaid root), and each view whose
+        node autograd cannot replay (``_replay_fails``), replaced by what eager's is: an
+        ``as_strided`` of its root at its geometry, with its creation meta. ``keep``: ids
+        never replaced (the inputs' stand-ins, which the checks know by id)."""
+
+        def stand_in(t: Any) -> Any:
+            if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
+                return t
+            if id(t) in keep:
+                return t
+            creation = torch._C._autograd._get_creation_meta(t)
+            relaid = t is not written and creation == _DEFAULT and self._is_relaid(t)
+            if not (relaid or _replay_fails(t)):
+                return t
+            with torch.enable_grad():
+                view = t._base.as_strided(t.size(), t.stride(), t.storage_offset())
+            torch._C._autograd._set_creation_meta(view, creation)
+            return view
+
+        return torch.utils._pytree.tree_map(stand_in, (args, kwargs))
+
+
+_DEFAULT = torch._C._autograd.CreationMeta.DEFAULT
