@@ -81,3 +81,40 @@ def test_write_under_no_grad_to_a_transposed_input(compiler: str) -> None:
         return torch.where(x > 0, x, x), x.exp()
 
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _masked_fill_transposed_intermediate_returned_and_saved(x):
+    t = (x * 2).t()
+    t.masked_fill_(t > 0, 1.0)
+    return t, t.sin()
+
+
+def _index_put_transposed_clone_returned_and_saved(x, y):
+    t = x.clone().t()
+    t[t > 0] = y.t()[t > 0]
+    return t, t.exp()
+
+
+def _x_and_y() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn(4, 4, dtype=DT, requires_grad=True)
+    y = torch.randn(4, 4, dtype=DT, requires_grad=True)
+    return [x, y], [x, y]
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_masked_fill_transposed_intermediate_returned_and_saved, leaf_clone(4, 4)),
+        (_index_put_transposed_clone_returned_and_saved, _x_and_y),
+    ],
+    ids=["masked_fill", "index_put"],
+)
+def test_saved_value_an_output_views_is_saved_at_eagers_version(
+    fn: Any, make: Any, compiler: str
+) -> None:
+    """Min-cut saved the value whose transpose is the base the returned view is rebuilt
+    on; the runtime then set that view's version (eager's 1), moving the saved value's
+    shared counter: the backward raised "modified by an inplace operation" (blind
+    probes a36, a26). The version is now set before the value is saved."""
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)

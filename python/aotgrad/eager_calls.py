@@ -229,6 +229,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.left_autograd: set[int] = set()
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
+        #: The inputs' stand-ins and their bases (by id).
+        self.input_roots: frozenset[int] = inputs
         #: Views made so far, and those whose root's metadata changed after.
         self.earlier = EarlierViews()
         #: Inputs whose caller tensors share a version counter (``shared_counters``).
@@ -258,6 +260,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
         calls.restrides = Restrides([a for a, _ in pairs])
+        calls.input_roots = calls.inputs | {id(a._base) for a, _ in pairs if a._is_view()}
         if share_counters:
             calls.counters = SharedCounters(pairs)
         calls.leaf_grad_fns = {id(a): a.grad_fn for a, o in pairs if id(a) in calls.leaves}
@@ -265,6 +268,12 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         before = self.counters.versions() if self.counters.groups else None
+        if self.earlier.changes and func not in _OWN_IDENTITY:
+            kwargs = kwargs or {}
+            written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs)
+            args, kwargs = self.earlier.stand_ins(
+                args, kwargs, written, self.inputs, self.input_roots
+            )
         try:
             result = self._call(func, types, args, kwargs)
         finally:
@@ -281,9 +290,6 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
 
     def _call(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if self.earlier.changes and func not in _OWN_IDENTITY:
-            written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs)
-            args, kwargs = self.earlier.stand_ins(args, kwargs, written, self.inputs)
         inference = getattr(_calls, "inference", False)
         if inference and torch.is_grad_enabled() and func is not torch._C._set_grad_enabled:
             # under inference mode autograd records and checks nothing, even inside the

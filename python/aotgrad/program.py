@@ -387,8 +387,28 @@ def _versions_before_saving(fw: fx.GraphModule, layout: ForwardLayout) -> None:
     layout.versions_before_saving = {
         position[value[k]]: v
         for k, v in layout.output_versions.items()
-        if value[k] in saved and value[k] in position
+        if _views_saved(value[k], saved) and value[k] in position
     }
+
+
+def _views_saved(node: Any, saved: set) -> bool:
+    """Whether ``node`` is saved, or a view (of a view...) of a saved value: one version
+    counter (a write through ``x.t()`` made ``t(copy)`` the base an output views while
+    ``copy`` is what min-cut saves)."""
+    if node in saved:
+        return True
+    for _ in range(64):
+        target = getattr(node, "target", None)
+        if not (
+            getattr(target, "is_view", False) and node.args and isinstance(node.args[0], fx.Node)
+        ):
+            return False
+        node = node.args[0]
+        if node.op == "placeholder":  # an input's counter is the caller's: not set here
+            return False
+        if node in saved:
+            return True
+    return False
 
 
 def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:

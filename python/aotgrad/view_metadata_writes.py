@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 
+from .errors import UnsupportedError
+
 __all__ = ["METADATA_WRITES", "EarlierViews", "write_metadata"]
 
 #: In-place by name, writing metadata only, and the out-of-place op that makes the view.
@@ -132,12 +134,16 @@ class EarlierViews:
         ref = self.relaid.get(id(t))
         return ref is not None and ref() is t
 
-    def stand_ins(self, args: Any, kwargs: dict, written: Any, keep: frozenset[int]) -> Any:
+    def stand_ins(
+        self, args: Any, kwargs: dict, written: Any, keep: frozenset[int], roots: frozenset[int]
+    ) -> Any:
         """``(args, kwargs)`` with each relaid view (not ``written``: functionalization
         refuses a write through ``as_strided`` of a relaid root), and each view whose
         node autograd cannot replay (``_replay_fails``), replaced by what eager's is: an
         ``as_strided`` of its root at its geometry, with its creation meta. ``keep``: ids
-        never replaced (the inputs' stand-ins, which the checks know by id)."""
+        never replaced (the inputs' stand-ins, which the checks know by id); ``roots``:
+        ids of the inputs' stand-ins and their bases (a write through a view of one is
+        recorded right: the input's change of metadata gave its views a fresh record)."""
 
         def stand_in(t: Any) -> Any:
             if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
@@ -145,7 +151,10 @@ class EarlierViews:
             if id(t) in keep:
                 return t
             creation = torch._C._autograd._get_creation_meta(t)
-            relaid = t is not written and creation == _DEFAULT and self._is_relaid(t)
+            relaid = creation == _DEFAULT and self._is_relaid(t)
+            if relaid and t is written:
+                _refuse_write(t, roots)
+                return t
             if not (relaid or _replay_fails(t)):
                 return t
             with torch.enable_grad():
@@ -157,3 +166,18 @@ class EarlierViews:
 
 
 _DEFAULT = torch._C._autograd.CreationMeta.DEFAULT
+
+
+def _refuse_write(t: Any, roots: frozenset[int]) -> None:
+    """A write with grad through ``t``, a view made before its root (an intermediate)
+    changed metadata in place: autograd records it by replaying ``t``'s view ops on the
+    root's new geometry, which routes the gradient to other elements than eager's
+    (``v = t[0]; t.t_(); v.add_(y)``: ``y``'s gradient would be a row of the cotangent,
+    eager's is a column). Refused rather than given a wrong gradient."""
+    if torch.is_grad_enabled() and id(t._base) not in roots:
+        raise UnsupportedError(
+            "a write with grad through a view taken before the function changed its "
+            "base's metadata in place (t_/transpose_/unsqueeze_/as_strided_...): autograd "
+            "would replay the view on the new geometry and misroute the gradient; not "
+            "supported (take the view after the change, or write the base)"
+        )
