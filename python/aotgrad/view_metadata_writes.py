@@ -17,7 +17,6 @@ change is read from it)."""
 
 from __future__ import annotations
 
-import logging
 import weakref
 from typing import Any
 
@@ -82,26 +81,6 @@ def write_metadata(
     return t
 
 
-_STALE = "modified inplace"  # eager's own refusal for a stale view: left to raise
-
-
-def _replay_fails(t: Any) -> bool:
-    """Whether reading ``t.grad_fn`` fails for a reason eager does not have: autograd
-    replays the view ops that made ``t`` on its base, whose metadata changed since
-    (``v = x.t(); x.unsqueeze_(0)``: ``t()`` of a 3-d tensor)."""
-    log = logging.getLogger("torch._subclasses.fake_tensor")
-    quiet, log.disabled = log.disabled, True  # (it logs the failed replay as an error)
-    try:
-        _ = t.grad_fn  # (reading it replays the view)
-    except ValueError:
-        return True
-    except RuntimeError as e:
-        return _STALE not in str(e)
-    finally:
-        log.disabled = quiet
-    return False
-
-
 class EarlierViews:
     """The views a traced function made (weakly held), and those whose root's metadata it
     changed after (``changed``): eager rebuilds their nodes as an ``as_strided`` of the
@@ -137,10 +116,12 @@ class EarlierViews:
     def stand_ins(
         self, args: Any, kwargs: dict, written: Any, keep: frozenset[int], roots: frozenset[int]
     ) -> Any:
-        """``(args, kwargs)`` with each relaid view (not ``written``: functionalization
-        refuses a write through ``as_strided`` of a relaid root), and each view whose
-        node autograd cannot replay (``_replay_fails``), replaced by what eager's is: an
-        ``as_strided`` of its root at its geometry, with its creation meta. ``keep``: ids
+        """``(args, kwargs)`` with each relaid view (made by the function, with eager's
+        default creation meta) replaced by what eager's is: an ``as_strided`` of its root
+        at its geometry. Not ``written`` (functionalization refuses a write through
+        ``as_strided`` of a relaid root): a write with grad through it is refused where
+        its gradient would be misrouted (``_refuse_write``). (The nodes are never read
+        here: reading one that autograd must rebuild can block inside autograd.) ``keep``: ids
         never replaced (the inputs' stand-ins, which the checks know by id); ``roots``:
         ids of the inputs' stand-ins and their bases (a write through a view of one is
         recorded right: the input's change of metadata gave its views a fresh record)."""
@@ -148,14 +129,13 @@ class EarlierViews:
         def stand_in(t: Any) -> Any:
             if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
                 return t
-            if id(t) in keep:
+            if id(t) in keep or not self._is_relaid(t):
                 return t
             creation = torch._C._autograd._get_creation_meta(t)
-            relaid = creation == _DEFAULT and self._is_relaid(t)
-            if relaid and t is written:
+            if creation != _DEFAULT:  # made under no_grad, of several outputs...: eager's
+                return t  # node raises when read after the change, as the trace's does
+            if t is written:
                 _refuse_write(t, roots)
-                return t
-            if not (relaid or _replay_fails(t)):
                 return t
             with torch.enable_grad():
                 view = t._base.as_strided(t.size(), t.stride(), t.storage_offset())
