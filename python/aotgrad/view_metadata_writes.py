@@ -129,8 +129,8 @@ class EarlierViews:
         def stand_in(t: Any) -> Any:
             if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
                 return t
-            if id(t) in keep or not self._is_relaid(t):
-                return t
+            if id(t) in keep or id(t._base) in roots or not self._is_relaid(t):
+                return t  # (of an input: substituted, it lost its identity and offsets)
             creation = torch._C._autograd._get_creation_meta(t)
             if creation != _DEFAULT:  # made under no_grad, of several outputs...: eager's
                 return t  # node raises when read after the change, as the trace's does
