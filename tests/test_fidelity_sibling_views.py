@@ -336,3 +336,19 @@ def test_no_grad_view_of_a_returned_intermediate_written_after(compiler: str) ->
         return v, t
 
     _check(fn, _rows(True), compiler)
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_stale_chunk_of_a_saved_intermediate_keeps_eager_version(compiler: str) -> None:
+    """A no_grad chunk of an intermediate the backward saves, made stale by a write
+    through its sibling: eager's chunk is at version 1; aotgrad's was at 2 (the saved
+    intermediate already had eager's count when the stale view was made: soak 36221)."""
+
+    def fn(w, x2, x3):
+        t = x3.sin()
+        with torch.no_grad():
+            m0, m1 = t.chunk(2, -1)
+            m0.zero_()
+        return torch.mm(w, t), m1
+
+    _check(fn, _rows(True), compiler)

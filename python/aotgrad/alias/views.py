@@ -323,6 +323,11 @@ def stale_custom_view(t: torch.Tensor, version: int) -> torch.Tensor:
     it: a view (of a detached copy of ``t``'s value) whose ``grad_fn``, and so any use of
     it with grad, raises autograd's "...was created inside a custom Function" error."""
     leaf = t.detach().requires_grad_(True)
+    now = leaf._version
+    if version >= 1 and now >= version:
+        # made at the count before eager's last write (``t`` may already be at eager's
+        # count, set before it was saved): the count it ends at is eager's
+        torch._C._autograd._unsafe_set_version_counter((leaf,), (version - 1,))
     with torch.enable_grad():
         out = _AsIs.apply(leaf)
     # written after the view was made: its counter moves past the one the view recorded
