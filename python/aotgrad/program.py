@@ -226,6 +226,16 @@ def _custom_and_stale_views(metadata: trace.TraceMetadata) -> dict[str, Any]:
             k: src for k, src in facts.stale_view_of_output.items() if k in stale
         },
         "custom_views": {k: src for k, src in facts.custom_view_of_input.items() if k not in stale},
+        # a custom Function's view of an intermediate written before (``t.sub_(t)``,
+        # ``Half.apply(t)``) shares its counter: the count is set before the compiled
+        # Function returns it (after, autograd would take the view for a stale one)
+        "custom_versions": [
+            k
+            for k in sorted(facts.output_custom)
+            if k not in stale
+            and k not in facts.custom_view_of_input
+            and facts.output_version.get(k, 0)
+        ],
     }
 
 

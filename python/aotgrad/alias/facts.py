@@ -315,7 +315,7 @@ def _routed_output_facts(
         shown, through = (o, []) if k in facts.input_view else eager_layout(o, originals[k])
         view = ViewSpec.of(shown, originals[k], check_base=False, through=through)
         facts.custom_view_of_input[j] = (k, view)
-    elif _made_by_custom_function(o, through_views=candidates is not None, dirty=dirty):
+    elif made_by_custom_function(o, through_views=candidates is not None, dirty=dirty):
         facts.output_custom.add(j)
         if candidates and id(o) not in input_index:
             k = _containing_input(o, candidates, originals)
@@ -436,7 +436,7 @@ def _written_detached(o: Any, roots: set[int]) -> bool:
     return id(o._base) not in roots and grad_fn_of(o._base) not in (None, STALE_VIEW)
 
 
-def _made_by_custom_function(
+def made_by_custom_function(
     o: Any, *, through_views: bool = False, dirty: set[int] | frozenset[int] = frozenset()
 ) -> bool:
     """A custom ``autograd.Function``'s output (Python or C++): even when it aliases an
@@ -532,7 +532,7 @@ def _output_row(
     if same is not None:
         return flags | OUT_IS_INPUT | OUT_ALIASES_INPUT, same, -1, -1
     candidates = input_of_storage.get(StorageWeakRef(o.untyped_storage()))
-    if _made_by_custom_function(o, through_views=bool(candidates), dirty=dirty):
+    if made_by_custom_function(o, through_views=bool(candidates), dirty=dirty):
         return flags, -1, -1, -1
     if candidates and _written_detached(o, roots):
         return flags, -1, -1, -1

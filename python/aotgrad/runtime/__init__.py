@@ -222,7 +222,9 @@ class _TrainingPlan:
         # backward reads must be saved at that count.
         n_user = layout.num_user_outputs
         self.settle = {
-            k: layout.output_versions.get(k, 0) for k in (*fresh, *watched) if k < n_user
+            k: layout.output_versions.get(k, 0)
+            for k in (*fresh, *watched, *layout.custom_versions)
+            if k < n_user
         }
         self.presave = {**self.settle, **layout.versions_before_saving}
         self.settled = not self.settle  # the first call keeps the counts that need setting

@@ -110,6 +110,10 @@ class ForwardLayout:
     #: the view. The runtime returns that view of the real input, its gradient routed
     #: into the graph's output (``alias.views.routed_view``).
     custom_views: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
+    #: User outputs a custom Function made as a view of an intermediate the function
+    #: wrote before: their version count (``output_versions``) is set before the compiled
+    #: Function returns them.
+    custom_versions: list[int] = field(default_factory=list)
     #: Of ``custom_views``, the detached aliases a tracked write gave a history
     #: (``alias.facts.AliasFacts.written_detached``): returned as detached aliases
     #: (``alias.views.routed_detached``), not as views: 1 a detached alias, 2 a view of one.

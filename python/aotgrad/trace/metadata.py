@@ -156,7 +156,9 @@ def _inner_leaves(
     found: list[int] = []
     for j, leaf in enumerate(new_leaves):
         for o in [*outs, *written]:
-            if not isinstance(o, torch.Tensor) or (o._is_view() and o._base is leaf):
+            if not isinstance(o, torch.Tensor):
+                continue
+            if o._is_view() and o._base is leaf and not alias.facts.made_by_custom_function(o):
                 continue
             # read as eager would not: a view whose grad_fn eager refuses to read (a no_grad
             # view written with grad on) is not computed from anything here
