@@ -156,3 +156,41 @@ def test_view_of_a_returned_leaf_view_fills_its_grad() -> None:
         (t * 2).sum().backward()
         grads.append(t.grad)
     torch.testing.assert_close(grads[1], grads[0])
+
+
+def _view_read_after_its_base_left_and_was_written(x0):
+    t1 = x0[:, 1]
+    x0.requires_grad_(False)
+    with torch.no_grad():
+        x0.diagonal().zero_()
+    return t1 * x0
+
+
+def _view_read_after_detach_and_write(x0):
+    t1 = x0.unsqueeze(0)
+    with torch.no_grad():
+        torch.mul(x0, 2, out=x0)
+    x0.detach_()
+    return (t1.relu() * 2,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_view_read_after_its_base_left_and_was_written, _view_read_after_detach_and_write]
+)
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
+def test_view_of_an_input_that_left_autograd_then_was_written(fn: Any, ctx: Any, compiler: str):
+    """A view taken while the input required grad, read after the input left autograd
+    and was written: eager rebuilds its node as an ``as_strided`` leading nowhere (what is
+    computed from it requires grad). The trace's replay of the view on the input failed
+    inside autograd ("new_fn INTERNAL ASSERT": soak 34895, 31760, 21528)."""
+    if (
+        compiler.startswith("dynamo")
+        and fn is _view_read_after_its_base_left_and_was_written
+        and ctx is contextlib.nullcontext
+    ):
+        # Dynamo breaks the graph at requires_grad_(False) and passes the view in: the
+        # second graph's output does not require grad (eager's, Dynamo's backend="eager"'s
+        # do). Known open.
+        pytest.xfail("view passed across a graph break after its base left autograd")
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], ctx=ctx, calls=2)

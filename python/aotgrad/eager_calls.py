@@ -37,7 +37,14 @@ from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
 from .shared_counters import SharedCounters
-from .view_metadata_writes import METADATA_WRITES, EarlierViews, write_metadata
+from .view_metadata_writes import (
+    METADATA_WRITES,
+    EarlierViews,
+    left_autograd_views,
+    stand_ins_left_autograd,
+    views_left_autograd,
+    write_metadata,
+)
 
 __all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
 
@@ -274,8 +281,18 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             args, kwargs = self.earlier.stand_ins(
                 args, kwargs, written, self.inputs, self.input_roots
             )
+        # views of an input that left autograd, which a write may make autograd rebuild
+        left = left_autograd_views(args, kwargs, self.left_autograd) if self.left_autograd else ()
         try:
-            result = self._call(func, types, args, kwargs)
+            try:
+                result = self._call(func, types, args, kwargs)
+            except RuntimeError as e:
+                if not left or not views_left_autograd(e):
+                    raise
+                args, kwargs = stand_ins_left_autograd(
+                    func, args, kwargs or {}, left, self.new_leaves
+                )
+                result = self._call(func, types, args, kwargs)
         finally:
             if before is not None:
                 self.counters.sync(before)

@@ -24,6 +24,7 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 
 from .errors import UnsupportedError
+from .inplace_checks import written_tensor
 
 __all__ = ["METADATA_WRITES", "EarlierViews", "write_metadata"]
 
@@ -161,3 +162,51 @@ def _refuse_write(t: Any, roots: frozenset[int]) -> None:
             "would replay the view on the new geometry and misroute the gradient; not "
             "supported (take the view after the change, or write the base)"
         )
+
+
+def left_autograd_views(args: Any, kwargs: Any, left: set[int]) -> frozenset[int]:
+    """Ids of the views among ``(args, kwargs)`` of a tensor that left autograd (``left``:
+    ids) that still require grad (autograd may have to rebuild their nodes)."""
+    flat, _ = torch.utils._pytree.tree_flatten((args, kwargs))
+    return frozenset(
+        id(t)
+        for t in flat
+        if isinstance(t, FunctionalTensor)
+        and t._is_view()
+        and id(t._base) in left
+        and t.requires_grad
+    )
+
+
+def views_left_autograd(e: RuntimeError) -> bool:
+    """Whether ``e`` is autograd's failure to rebuild the node of a view whose base left
+    autograd (``requires_grad_(False)``, ``detach_()``) and was then written: it replays
+    the traced view's ops on the base, which no longer records a node (eager's, made by
+    plain view ops, is an ``as_strided`` node leading nowhere)."""
+    return "new_fn INTERNAL ASSERT" in str(e)
+
+
+def stand_ins_left_autograd(
+    func: Any, args: Any, kwargs: dict, left: frozenset[int], new_leaves: list
+) -> Any:
+    """``(args, kwargs)`` with each view of ``left`` (``left_autograd_views``, taken before
+    the failed call, which cleared their nodes) replaced by what eager's is for what
+    follows: a tensor of its value that requires grad, its gradient reaching nothing the
+    caller passed (eager's ``as_strided`` node has no next edge): a leaf the function
+    makes (``new_leaves``: outputs computed from it require grad, with a node, as eager's).
+    A write through such a view is refused (its history cannot be recorded the same way)."""
+    written = written_tensor(func, args, kwargs)
+
+    def stand_in(t: Any) -> Any:
+        if id(t) not in left:
+            return t
+        if t is written:
+            raise UnsupportedError(
+                "a write through a view whose base left autograd (requires_grad_(False) "
+                "or detach_()) and was written after the view was taken: not supported"
+            )
+        leaf = t.detach().requires_grad_()
+        new_leaves.append(leaf)
+        return leaf
+
+    return torch.utils._pytree.tree_map(stand_in, (args, kwargs))
