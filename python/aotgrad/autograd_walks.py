@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["reaches", "reaches_node", "walk_finds"]
+__all__ = ["accumulated_variable", "reaches", "reaches_node", "walk_finds"]
 
 
 def walk_finds(grad_fn: Any, found: Callable[[Any], bool]) -> bool:
@@ -22,11 +22,19 @@ def walk_finds(grad_fn: Any, found: Callable[[Any], bool]) -> bool:
     return False
 
 
+def accumulated_variable(node: Any) -> Any:
+    """The tensor an ``AccumulateGrad`` node fills; None for any other node (a custom
+    Function's node is its ``ctx``, whose attributes, ``variable`` too, are the user's)."""
+    if type(node).__name__ != "AccumulateGrad":
+        return None
+    return node.variable
+
+
 def reaches(grad_fn: Any, leaves: set[int]) -> bool:
     """Whether the autograd graph from ``grad_fn`` accumulates into one of ``leaves`` (ids)."""
 
     def accumulates(node: Any) -> bool:
-        variable = getattr(node, "variable", None)
+        variable = accumulated_variable(node)
         return variable is not None and id(variable) in leaves
 
     return walk_finds(grad_fn, accumulates)

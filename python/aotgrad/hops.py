@@ -52,6 +52,9 @@ import torch
 import torch.fx.traceback as fx_traceback
 import torch.utils.checkpoint as torch_checkpoint
 from torch._ops import HigherOrderOperator
+from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .errors import AotgradError, UnsupportedError
 
@@ -154,7 +157,10 @@ def refuse_deferred_autograd_errors(outputs: Sequence[Any]) -> None:
         if node is None or node in seen:
             continue
         seen.add(node)
-        if node.name() == _ERROR_NODE:
+        # (a custom Function's node is its ctx, whose attributes are the user's: ``name``
+        # may be a string there; it is never torch's error node)
+        custom = isinstance(node, torch.autograd.function.BackwardCFunction)
+        if not custom and node.name() == _ERROR_NODE:
             # It raises its message whatever the gradient. FunctionalTensor's own
             # wrappers carry such nodes too ("Cannot backprop through mirrored meta");
             # only torch's "Autograd not implemented for <op>" is an op's refusal.
@@ -180,13 +186,137 @@ def _prefer_recompute(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
     return torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
 
 
+class _SnapshotCaching(torch_checkpoint._CachingTorchDispatchMode):
+    """The selective-checkpoint forward mode of the default (recompute-everything)
+    policy. Under tracing it caches every op's output for the recompute to read; a
+    later in-place write to one (``b = a * 2; b.sin_()``) made torch raise "Tensor
+    cached during selective activation checkpoint has been mutated" where eager's plain
+    checkpoint runs. Before such a write, the entries it would change take a copy of
+    their value (a ``clone`` in the graph): the recompute reads the value each op made,
+    as eager's recompute computes it; views are made again in the recompute (of the
+    recomputed tensors, which the writes through them then change: ``_WritingCached``)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        written = _written_args(func, args, kwargs or {})
+        if written:
+            self._snapshot(written)
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        key = torch_checkpoint._sac_storage_key(func, args)
+        entries = self.storage.get(key, {})
+        idx = self.func_counter[key] - 1
+        if getattr(func, "is_view", False) and idx in entries:
+            # a view is made again in the recompute, of the recomputed tensor: a write
+            # through it then writes that tensor, as in eager
+            entries[idx] = _ViewEntry(entries[idx])
+        elif written:
+            # what the write returns is the written tensor, whose count autograd moves
+            # once the op returns: its entry is that tensor as written (no count to check)
+            for w in tree_flatten(entries.get(idx))[0]:
+                if hasattr(w, "version"):
+                    w.version = None
+        return out
+
+    def _snapshot(self, written: list[Any]) -> None:
+        refs = {_storage_ref(t) for t in written}
+        for entries in self.storage.values():
+            for entry in entries.values():
+                for w in tree_flatten(entry)[0]:
+                    val = getattr(w, "val", None)
+                    if isinstance(val, torch.Tensor) and _storage_ref(val) in refs:
+                        w.val = val.clone()
+                        w.version = w.val._version
+
+
+def _storage_ref(t: torch.Tensor) -> Any:
+    """What ``t``'s bytes are: a functional tensor's wrapper has a storage of its own,
+    its functional value the one its aliases share."""
+    return StorageWeakRef(getattr(t, "elem", t).untyped_storage())
+
+
+class _WritingCached(torch_checkpoint._CachedTorchDispatchMode):
+    """The recompute mode paired with ``_SnapshotCaching``: an in-place op returns its
+    cached result, which is the written tensor as written in the forward; the tensor the
+    recompute holds is written with it (else what the region computes after the write
+    would read the value from before it)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        key = torch_checkpoint._sac_storage_key(func, args)
+        entries = self.storage.get(key, {})
+        idx = self.func_counter[key]
+        entry = entries.get(idx)
+        if isinstance(entry, _ViewEntry):
+            self.func_counter[key] += 1
+            entries[idx] = torch_checkpoint._CONSUMED
+            if all(isinstance(t, FunctionalTensor) for t in _tensors(args, kwargs)):
+                return func(*args, **kwargs)
+            # a view of what the recompute reads from elsewhere (a module's parameter,
+            # under ``aot_module``): the forward's
+            return tree_map(lambda w: w.get_val(True), entry.cached)
+        written = _written_args(func, args, kwargs)
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if len(written) == 1 and isinstance(out, torch.Tensor) and out is not written[0]:
+            written[0].copy_(out)
+        return out
+
+
+class _ViewEntry:
+    """A view's entry in the selective-checkpoint cache: made again in the recompute."""
+
+    def __init__(self, cached: Any) -> None:
+        self.cached = cached
+
+
+def _tensors(args: Any, kwargs: dict) -> list[Any]:
+    return [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+
+
+def _written_args(func: Any, args: Any, kwargs: dict) -> list[Any]:
+    """The tensors ``func`` writes (its schema's mutable arguments)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return []
+    written = []
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(a.name)
+        written += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+    return written
+
+
+def _default_contexts(*_: Any, **__: Any) -> Any:
+    """The recompute-everything contexts (forward mode: ``_SnapshotCaching``, given by
+    the ``_snapshotting`` patch while tracing)."""
+    return torch_checkpoint.create_selective_checkpoint_contexts(_prefer_recompute)
+
+
+#: The recompute-everything policies: aotgrad's, and Dynamo's for a plain checkpoint
+#: (``torch._higher_order_ops.wrap``).
+_RECOMPUTE_ALL = ("_prefer_recompute", "_always_prefer_recompute")
+
+
+def _snapshotting(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``create_selective_checkpoint_contexts`` whose forward mode, for a
+    recompute-everything policy in a tracing thread, is ``_SnapshotCaching``."""
+
+    @functools.wraps(original)
+    def contexts(policy: Any, *args: Any, **kwargs: Any) -> Any:
+        forward, recompute = original(policy, *args, **kwargs)
+        name = getattr(policy, "__name__", "")
+        if getattr(_active, "on", False) and name in _RECOMPUTE_ALL:
+            forward.__class__ = _SnapshotCaching
+            recompute.__class__ = _WritingCached
+        return forward, recompute
+
+    return contexts
+
+
 def _tagged_contexts(context_fn: Callable[[], Any], region: int) -> Callable[[], Any]:
     """``context_fn``, or the recompute-everything policy for the default one, with
     ``region`` as the selective-checkpoint mode's region id where it has none."""
     if context_fn is torch_checkpoint.noop_context_fn:
-        context_fn = functools.partial(
-            torch_checkpoint.create_selective_checkpoint_contexts, _prefer_recompute
-        )
+        context_fn = _default_contexts
 
     def contexts() -> Any:
         forward, recompute = context_fn()
@@ -226,6 +356,8 @@ def checkpoint_regions() -> Iterator[None]:
         if _patch_depth == 0:
             original = getattr(torch_checkpoint, _IMPL_NAME)
             setattr(torch_checkpoint, _IMPL_NAME, _region_impl(original))
+            sac = torch_checkpoint.create_selective_checkpoint_contexts
+            torch_checkpoint.create_selective_checkpoint_contexts = _snapshotting(sac)
         _patch_depth += 1
     was = getattr(_active, "on", False)
     _active.on = True
@@ -238,3 +370,5 @@ def checkpoint_regions() -> Iterator[None]:
             if _patch_depth == 0:
                 patched = getattr(torch_checkpoint, _IMPL_NAME)
                 setattr(torch_checkpoint, _IMPL_NAME, patched.__wrapped__)
+                sac = torch_checkpoint.create_selective_checkpoint_contexts
+                torch_checkpoint.create_selective_checkpoint_contexts = sac.__wrapped__

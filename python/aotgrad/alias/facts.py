@@ -18,7 +18,7 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..autograd_walks import walk_finds
+from ..autograd_walks import accumulated_variable, walk_finds
 from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.vocab
     IN_GRAD_MODE,
     IN_IS_LEAF,
@@ -285,7 +285,7 @@ def _note_leaf_base(facts: AliasFacts, j: int, grad_fn: Any, output_index: dict[
     found: list[int] = []
 
     def output_leaf(node: Any) -> bool:
-        k = output_index.get(id(getattr(node, "variable", None)), -1)
+        k = output_index.get(id(accumulated_variable(node)), -1)
         if k >= 0 and k != j:
             found.append(k)
         return bool(found)
