@@ -156,18 +156,37 @@ def test_custom_function_backward_refused_by_the_engine_raises_in_the_backward(
     assert_like_eager(fn, _leaf_4x4, COMPILERS[compiler], calls=2)
 
 
+def _double_grad(p: torch.Tensor) -> None:
+    p.grad.mul_(2)
+
+
 def _post_accumulate_hook_on_a_leaf_input(x):
-    x.register_post_accumulate_grad_hook(lambda t: None)
+    x.register_post_accumulate_grad_hook(_double_grad)
     return (x * 2,)
 
 
-def test_post_accumulate_hook_on_a_leaf_input_is_refused_by_name() -> None:
-    """Eager runs the hook after the caller's backward; aotgrad raised torch's "cannot be
-    registered on non-leaf tensors" about a tensor the caller made a leaf."""
+@pytest.mark.parametrize("compiler", COMPILERS)
+def test_post_accumulate_hook_on_a_leaf_input_runs_after_the_callers_backward(
+    compiler: str,
+) -> None:
+    """Eager runs the hook once the caller's leaf is filled (here: doubles ``.grad``);
+    aotgrad refused it. It is now registered on the caller's leaf at each call (a second
+    call adds a second hook, as eager's does)."""
+    assert_like_eager(
+        _post_accumulate_hook_on_a_leaf_input, _leaf_4x4, COMPILERS[compiler], calls=2
+    )
+
+
+def test_post_accumulate_hook_holding_a_tensor_is_refused_by_name() -> None:
+    """A hook that holds a tensor would hold the trace's stand-in at runtime."""
+    w = _r(4)
+
+    def fn(x):
+        x.register_post_accumulate_grad_hook(lambda p: p.grad.mul_(w))
+        return (x * 2,)
+
     with pytest.raises(UnsupportedError, match="register_post_accumulate_grad_hook"):
-        aotgrad.aot_function(_post_accumulate_hook_on_a_leaf_input, aotgrad.nop)(
-            _r(4).requires_grad_(True)
-        )
+        aotgrad.aot_function(fn, aotgrad.nop)(_r(4).requires_grad_(True))
 
 
 # ------------------------------------- views made under no_grad, of inputs and leaves

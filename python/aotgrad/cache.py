@@ -250,7 +250,10 @@ def entry_path(key: str, root: Path | None = None) -> Path:
 
 def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Path | None:
     """Write ``program``'s graphs and layout under ``key`` (atomically). Returns the path,
-    or None (with a warning) when the graphs can't be serialised."""
+    or None (with a warning) when the graphs can't be serialised; None (without one) for
+    a layout holding the hooks the function registered (the traced call's objects)."""
+    if program.layout.input_hooks or program.layout.output_hooks:
+        return None
     payload_obj = {
         "training": program.training,
         "forward": program.forward,

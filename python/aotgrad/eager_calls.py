@@ -33,6 +33,7 @@ from .dtype_checks import dtype_error
 from .errors import EagerRefusal, UnsupportedError
 from .inplace_checks import inplace_error, written_tensor
 from .inplace_layout import keep_layout
+from .input_hooks import InputHooks, holds_traced_values
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
@@ -79,7 +80,9 @@ def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
 
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
 _RETAIN_GRAD = torch.Tensor.retain_grad
+_REGISTER_HOOK = torch.Tensor.register_hook
 _POST_ACCUMULATE_HOOK = torch.Tensor.register_post_accumulate_grad_hook
+_GRAD_BOOKKEEPING = (_RETAIN_GRAD, _POST_ACCUMULATE_HOOK, _REGISTER_HOOK)
 _DATA = torch._C.TensorBase.__dict__["data"]
 _DETACH_ = torch.Tensor.detach_
 _DETACH = (torch.Tensor.detach, torch.detach)
@@ -242,6 +245,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.earlier = EarlierViews()
         #: Inputs whose caller tensors share a version counter (``shared_counters``).
         self.counters = SharedCounters()
+        #: Hooks registered on inputs, which the runtime registers on the caller's tensors.
+        self.input_hooks = InputHooks()
 
     def _eager_view(self, t: Any) -> bool:
         """Whether eager's tensor for ``t`` is a view: not an input's stand-in, unless the
@@ -338,8 +343,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
-        if func in (_RETAIN_GRAD, _POST_ACCUMULATE_HOOK) and args:
-            self._grad_bookkeeping(func, args[0])
+        if func in _GRAD_BOOKKEEPING and args:
+            return self._grad_bookkeeping(func, args, kwargs)
         if func is _SETITEM and _zero_dim_mask(args):
             # ``x[x > 0] = v`` on a 0-dim ``x``: eager reads the mask's value (a Python
             # branch, data-dependent when traced); a masked fill is the same write
@@ -363,17 +368,34 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return func(*args, **kwargs)
         return call_with_out(func, args, kwargs, out)
 
-    def _grad_bookkeeping(self, func: Any, t: Any) -> None:
-        """``retain_grad()`` recorded (the runtime calls it on the caller's tensor); a
-        post-accumulate hook on a leaf input refused (it would run while tracing)."""
+    def _register_hook(self, func: Any, args: Any, kwargs: dict) -> Any:
+        """A hook on an input: left for the runtime (``input_hooks``); any other: traced,
+        and noted (an output rebuilt as a view gets it again at runtime)."""
+        if self.input_hooks.takes(func, args, self.inputs):
+            return self.input_hooks.add(args[0], args[1])
+        handle = func(*args, **kwargs)
+        self.input_hooks.note(func, args, handle)
+        return handle
+
+    def _grad_bookkeeping(self, func: Any, args: Any, kwargs: dict) -> Any:
+        """``retain_grad()`` recorded (the runtime calls it on the caller's tensor);
+        hooks (``_register_hook``); a post-accumulate hook on a leaf input left for the
+        runtime, which registers it on the caller's leaf, unless it holds the trace's
+        values."""
+        t = args[0]
+        if func is _REGISTER_HOOK:
+            return self._register_hook(func, args, kwargs)
         if func is _RETAIN_GRAD:
             self.retained.append(t)
-        elif id(t) in self.leaves:
-            raise UnsupportedError(
-                "register_post_accumulate_grad_hook() inside the function, on a leaf "
-                "input: not supported (the hook would run while tracing); register it "
-                "before the call"
-            )
+        elif id(t) in self.leaves and t.requires_grad and len(args) == 2:
+            if holds_traced_values(args[1]):
+                raise UnsupportedError(
+                    "register_post_accumulate_grad_hook() inside the function, on a leaf "
+                    "input, with a hook that holds a tensor: not supported (it would hold "
+                    "the trace's stand-in); register it before the call"
+                )
+            return self.input_hooks.defer(t, args[1], post_accumulate=True)
+        return func(*args, **kwargs)
 
     def _write(self, func: Any, args: Any, kwargs: dict) -> tuple[bool, Any]:
         """An in-place write checked against the inputs' restrides, and made here where

@@ -197,6 +197,8 @@ def _layout(
         storage_sets=sorted(facts.input_storage_set),
         relaid_inputs=metadata.relaid_inputs,
         retained_grads=metadata.retained_grads,
+        input_hooks=metadata.input_hooks,
+        output_hooks=metadata.output_hooks,
     )
 
 
@@ -226,15 +228,13 @@ def _custom_and_stale_views(metadata: trace.TraceMetadata) -> dict[str, Any]:
             k: src for k, src in facts.stale_view_of_output.items() if k in stale
         },
         "custom_views": {k: src for k, src in facts.custom_view_of_input.items() if k not in stale},
-        # a custom Function's view of an intermediate written before (``t.sub_(t)``,
-        # ``Half.apply(t)``) shares its counter: the count is set before the compiled
-        # Function returns it (after, autograd would take the view for a stale one)
+        # a custom Function's output of an intermediate: its count (a view of one written
+        # before shares its counter: ``t.sub_(t)``, ``Half.apply(t)``) is set before the
+        # compiled Function returns it (after, autograd would take the view for a stale one)
         "custom_versions": [
             k
             for k in sorted(facts.output_custom)
-            if k not in stale
-            and k not in facts.custom_view_of_input
-            and facts.output_version.get(k, 0)
+            if k not in stale and k not in facts.custom_view_of_input
         ],
     }
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..alias import OutputVerdict
 from .epilogue import Epilogue
 from .layout import ForwardLayout, OutputAlias
 
@@ -106,6 +107,39 @@ def _unview(outs: Sequence[Any], fresh: Sequence[int]) -> tuple[Any, ...]:
                 out[k] = out[k].detach()
         out = tuple(out)
     return out
+
+
+def _fresh_versions(layout: ForwardLayout, outputs: Iterable[int]) -> dict[int, int]:
+    """Eager's version count of each of ``outputs`` (indices of the forward's outputs):
+    a user output's own, an intermediate base's that of the outputs viewing it (one
+    counter). A graph may have bumped them (Inductor's ``mm(out=buf)``; ``aten.ones``
+    fills what it made: 1 where eager's ``torch.ones`` is at 0)."""
+    n_user = layout.num_user_outputs
+    counts = layout.output_versions
+    of_base = {
+        n_user + a.source: counts.get(a.index, 0)
+        for a in layout.output_aliases
+        if a.verdict in _VIEWS_OF_INTERMEDIATE
+    }
+    wanted = set(outputs)
+    versions = {k: counts.get(k, 0) for k in wanted if k < n_user}
+    versions.update({k: v for k, v in of_base.items() if k in wanted})
+    return versions
+
+
+_VIEWS_OF_INTERMEDIATE = (
+    OutputVerdict.ALIAS_OF_INTERMEDIATE,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+)
+
+
+def _settled(outs: tuple[Any, ...], versions: dict[int, int]) -> tuple[Any, ...]:
+    """``outs`` with the version counts ``versions`` (output index → eager's count)."""
+    for k, v in versions.items():
+        t = outs[k] if k < len(outs) else None
+        if t is not None and not t.is_inference() and t._version != v:
+            torch._C._autograd._unsafe_set_version_counter((t,), (v,))
+    return outs
 
 
 def _separate_non_differentiable(
@@ -220,12 +254,7 @@ class _TrainingPlan:
         # Version counts eager leaves on fresh outputs, set before anything is saved: a
         # compiled graph may have bumped them (Inductor's ``mm(out=buf)``), and one the
         # backward reads must be saved at that count.
-        n_user = layout.num_user_outputs
-        self.settle = {
-            k: layout.output_versions.get(k, 0)
-            for k in (*fresh, *watched, *layout.custom_versions)
-            if k < n_user
-        }
+        self.settle = _fresh_versions(layout, (*fresh, *watched, *layout.custom_versions))
         self.presave = {**self.settle, **layout.versions_before_saving}
         self.settled = not self.settle  # the first call keeps the counts that need setting
         # Unreached outputs matter only when some input's gradient comes from some of the
@@ -433,11 +462,14 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
         # inputs made to require grad before the graph (``x.requires_grad_()``): what the
         # graph computes from them has no autograd history (else the training graph runs)
         fw = _under_no_grad(fw)
+    # eager's version counts of the fresh outputs (a graph's ``aten.ones`` fills what it
+    # made: version 1 where eager's ``torch.ones`` is at 0)
+    versions = _fresh_versions(layout, fresh)
     if layout.plain:
 
         def run(*args: Any) -> tuple[Any, ...]:
             outs = tuple(fw(list(args))[:n_user])
-            return _unview(outs, fresh) if fresh else outs
+            return _settled(_unview(outs, fresh), versions) if fresh else outs
 
         return run
     epilogue = Epilogue(layout)
@@ -445,6 +477,6 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         before = epilogue.prepare(args)
         outs = fw(list(args))
-        return epilogue(args, _unview(outs, fresh) if fresh else outs, before)
+        return epilogue(args, _settled(_unview(outs, fresh), versions) if fresh else outs, before)
 
     return run_and_replay

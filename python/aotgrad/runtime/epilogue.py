@@ -25,6 +25,7 @@ from ..alias.views import (
     stale_custom_view,
     stale_no_grad_view_of,
 )
+from ..input_hooks import register_hooks
 from .layout import ForwardLayout, OutputAlias
 
 
@@ -116,7 +117,10 @@ class Epilogue:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
         self._stale_outputs(outs, early, spec)
+        of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         for k, (i, view) in layout.custom_views.items():
+            if k in of_leaves:
+                continue
             kind = layout.detached_custom_views.get(k)
             if kind:
                 outs[k] = routed_detached(args[i], spec(view), outs[k], kind)
@@ -135,6 +139,8 @@ class Epilogue:
                 if id(outs[k]) in taken:
                     outs[k] = outs[k].detach()
         _retain_grads(outs, args, layout.retained_grads)
+        register_hooks(args, layout.input_hooks)
+        register_hooks(outs, layout.output_hooks)
         return tuple(outs)
 
     def _stale_outputs(self, outs: list, early: dict[int, Any], spec: Any) -> None:
@@ -248,6 +254,33 @@ class Epilogue:
                     # (made under no_grad in eager: a view autograd does not track)
                     with torch.no_grad() if a.untracked else contextlib.nullcontext():
                         outs[k] = stand_in.as_strided(view.size, view.stride, at)
+                    made.add(k)
+        return made
+
+    def _custom_views_of_leaves(
+        self, args: Sequence[Any], outs: list, leaves: Sequence[Any], spec: Any
+    ) -> set[int]:
+        """A custom Function's views of an inner leaf (``Half.apply(t)``), as eager's:
+        views of the stand-in (the leaf), their gradient routed into the graph's output.
+        The stand-in has the leaf's value where it is returned (``_returned_leaves``), the
+        bytes of an input (``x.detach().requires_grad_()``) or the whole of such a view;
+        otherwise the output stays the graph's. Returns the outputs made here."""
+        made: set[int] = set()
+        for leaf, stand_in in zip(self.layout.inner_leaves, leaves):
+            given = bool(leaf.outputs)
+            for k, view in leaf.custom_views.items():
+                whole = view.size == tuple(leaf.shape) and view.offset == 0
+                of_input = self.layout.custom_views.get(k)
+                if not given and of_input is not None:
+                    source = args[of_input[0]]
+                    if tuple(source.shape) == tuple(leaf.shape):
+                        stand_in.data = source.detach()
+                        given = True
+                if not given and whole and view.stride == tuple(outs[k].stride()):
+                    stand_in.data = outs[k].detach()
+                    given = True
+                if given:
+                    outs[k] = routed_view(stand_in, spec(view), outs[k])
                     made.add(k)
         return made
 

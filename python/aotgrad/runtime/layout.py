@@ -110,9 +110,9 @@ class ForwardLayout:
     #: the view. The runtime returns that view of the real input, its gradient routed
     #: into the graph's output (``alias.views.routed_view``).
     custom_views: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
-    #: User outputs a custom Function made as a view of an intermediate the function
-    #: wrote before: their version count (``output_versions``) is set before the compiled
-    #: Function returns them.
+    #: User outputs a custom Function made of an intermediate (a view of one the function
+    #: wrote before shares its counter): their version count (``output_versions``) is set
+    #: before the compiled Function returns them.
     custom_versions: list[int] = field(default_factory=list)
     #: Of ``custom_views``, the detached aliases a tracked write gave a history
     #: (``alias.facts.AliasFacts.written_detached``): returned as detached aliases
@@ -175,6 +175,13 @@ class ForwardLayout:
     #: Outputs, then inputs, the function called ``retain_grad()`` on: the runtime calls
     #: it on the caller's tensors (``trace.TraceMetadata.retained_grads``).
     retained_grads: tuple[list[int], list[int]] = ([], [])
+    #: Hooks the function registered on inputs, ``(input, hook)``: registered on the
+    #: caller's tensors at each call (``aotgrad.input_hooks``). A layout with hooks is not
+    #: written to the disk cache (they are the traced call's objects).
+    input_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Hooks it registered on outputs rebuilt as views, ``(output, hook)``: registered on
+    #: the rebuilt output too (the caller's gradient reaches it there).
+    output_hooks: list[tuple[int, Any]] = field(default_factory=list)
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -204,4 +211,6 @@ class ForwardLayout:
             or self.custom_views
             or self.inference_outputs
             or any(self.retained_grads)
+            or self.input_hooks
+            or self.output_hooks
         )

@@ -44,6 +44,10 @@ class InnerLeaf:
     bases: list[int]
     #: User outputs that view the leaf (``t[1:]``), rebuilt as views of the stand-in.
     views: list[int] = field(default_factory=list)
+    #: Of ``views``, those a custom Function made (``Half.apply(t)``), and their view of
+    #: the leaf: returned as that view of the stand-in, the gradient routed through the
+    #: Function's backward (the graph's output).
+    custom_views: dict[int, alias.ViewSpec] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +88,13 @@ class TraceMetadata:
     #: Outputs, then inputs, the function called ``retain_grad()`` on: the runtime calls
     #: it on the caller's tensors (their ``.grad`` is filled as eager's).
     retained_grads: tuple[list[int], list[int]] = ([], [])
+    #: Hooks the function registered on inputs it does not write, ``(input, hook)``: the
+    #: runtime registers them on the caller's tensors (``aotgrad.input_hooks``).
+    input_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Inputs it writes that it registered hooks on: those stay in the trace.
+    traced_hook_inputs: list[int] = field(default_factory=list)
+    #: Hooks it registered on outputs the runtime rebuilds as views, ``(output, hook)``.
+    output_hooks: list[tuple[int, Any]] = field(default_factory=list)
 
     @property
     def needs_autograd(self) -> bool:

@@ -293,6 +293,7 @@ class _JointTrace:
         """The function, under the caller's grad mode (its own enable_grad / no_grad
         blocks decide what has autograd history, as in eager), saved tensors checked."""
         calls = EagerCalls.for_inputs(call, self.fake_args)
+        calls.input_hooks.traced = frozenset(id(call[i]) for i in self.metadata.traced_hook_inputs)
         with (
             torch.set_grad_enabled(self.metadata.grad_mode),
             torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),

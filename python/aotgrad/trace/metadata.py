@@ -16,6 +16,7 @@ from .. import alias
 from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
+from ..input_hooks import PostAccumulate, hooks_of_outputs
 from .failures import trace_errors
 from .functional import (
     EffectChain,
@@ -196,6 +197,14 @@ def _inner_leaf_facts(
                     for k, o in enumerate(outs)
                     if isinstance(o, torch.Tensor) and o._is_view() and o._base is leaf
                 ],
+                {
+                    k: alias.ViewSpec.of(o, leaf, check_base=False)
+                    for k, o in enumerate(outs)
+                    if isinstance(o, torch.Tensor)
+                    and o._is_view()
+                    and o._base is leaf
+                    and alias.facts.made_by_custom_function(o)
+                },
             )
         )
     return out
@@ -380,22 +389,14 @@ def collect_metadata(
     with tracing_modes(fake_mode), suppress_pending, trace_errors(fn):
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
-        chain = EffectChain()
-        calls = EagerCalls.for_inputs(wrapped, fake_args, share_counters=True)
-        with _StorageResizes(wrapped) as resizes, calls.restrides.refusing():
-            outs = flat_call(fn, wrapped, calls=calls)
-        chain.finish()
+        calls, resizes, outs = _run(fn, wrapped, fake_args)
         outputs = _outputs_info(outs, wrapped, fake_args)
         before = calls.counters.own(before, wrapped)  # (each input's own version delta)
         rg_changes = _requires_grad_changes(wrapped, fake_args)
         _check_new_leaf_inputs(outs, wrapped, rg_changes, calls, before)
+        keep = keep_input_mutations
         facts = alias.collect(
-            wrapped,
-            fake_args,
-            outs,
-            before,
-            grad_mode=grad_mode,
-            keep_in_graph=keep_input_mutations,
+            wrapped, fake_args, outs, before, grad_mode=grad_mode, keep_in_graph=keep
         )
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls, wrapped)
@@ -406,19 +407,59 @@ def collect_metadata(
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
         leaves = _inner_leaf_facts(outs, calls.new_leaves, inner, bases)
-    detached = {id(t) for t in calls.detached}  # (results of detach(), not the inputs')
-    return TraceMetadata(
-        outputs,
-        fake_fwd[: len(outs)],
-        plan,
-        fake_fwd,
-        grad_mode,
-        rg_changes,
-        [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off],
-        relaid,
-        [k for k, o in enumerate(outs) if id(o) in detached],
-        inner,
-        leaves,
-        left,
-        _retained(calls.retained, outs, wrapped, plan.mutated_inputs),
+    return _with_hooks(
+        TraceMetadata(
+            outputs,
+            fake_fwd[: len(outs)],
+            plan,
+            fake_fwd,
+            grad_mode,
+            rg_changes,
+            [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off],
+            relaid,
+            # (results of detach(), not the inputs')
+            [k for k, o in enumerate(outs) if any(o is t for t in calls.detached)],
+            inner,
+            leaves,
+            left,
+            _retained(calls.retained, outs, wrapped, plan.mutated_inputs),
+        ),
+        calls,
+        wrapped,
+        outs,
     )
+
+
+def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any]) -> Any:
+    """``fn`` on the functional stand-ins: what it called (``EagerCalls``), the storage
+    resizes it made, its outputs."""
+    chain = EffectChain()
+    calls = EagerCalls.for_inputs(wrapped, fake_args, share_counters=True)
+    with _StorageResizes(wrapped) as resizes, calls.restrides.refusing():
+        outs = flat_call(fn, wrapped, calls=calls)
+    chain.finish()
+    return calls, resizes, outs
+
+
+def _with_hooks(
+    metadata: TraceMetadata, calls: Any, wrapped: Sequence[Any], outs: Any
+) -> TraceMetadata:
+    """The hooks the runtime registers (``aotgrad.input_hooks``): on the inputs the
+    function does not write, and on the outputs it rebuilds as views."""
+    plan = metadata.plan
+    facts = plan.facts
+    hooks, kept = calls.input_hooks.of_inputs(wrapped)
+    written = {*plan.mutated_inputs, *facts.input_view}
+    traced = {i for i, h in hooks if i in written and not isinstance(h, PostAccumulate)} | kept
+    metadata.input_hooks = [
+        (i, h) for i, h in hooks if isinstance(h, PostAccumulate) or i not in traced
+    ]
+    metadata.traced_hook_inputs = sorted(traced)
+    rebuilt = [
+        k
+        for k, v in enumerate(plan.outputs)
+        if v not in (alias.OutputVerdict.NON_ALIAS, alias.OutputVerdict.IS_INPUT)
+        and k not in facts.output_custom
+    ]
+    metadata.output_hooks = hooks_of_outputs(calls.input_hooks.traced_hooks, outs, rebuilt)
+    return metadata

@@ -1,0 +1,149 @@
+"""Gradient hooks the function registers on its inputs (``x.register_hook(h)``).
+
+Traced, such a hook runs on the gradient the compiled backward returns for the input:
+only the part that flows through what the function computed. Eager's hook sits on the
+caller's tensor and sees every gradient reaching it, also through an output that is the
+input itself or a view of it (``x.register_hook(h); return x``: eager's gradient went
+through ``h``, the traced one did not). So the trace records them (``InputHooks``) and
+the runtime registers each on the caller's tensor at every call, as eager's call does.
+An input the function writes keeps its hooks in the trace (the write gives the caller's
+tensor another node: eager's hook stays on the one it had), and so does one with a hook
+that closes over a tensor or a symbolic number (at runtime it would hold the trace's
+stand-in; traced, the graph computes it from the call's values)."""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+from torch.utils.hooks import RemovableHandle
+
+__all__ = [
+    "InputHooks",
+    "PostAccumulate",
+    "holds_traced_values",
+    "hooks_of_outputs",
+    "register_hooks",
+]
+
+_REGISTER_HOOK = torch.Tensor.register_hook
+
+
+class InputHooks:
+    """The hooks registered on the inputs' stand-ins during a trace, in order; a handle's
+    ``remove()`` inside the function takes its hook out, as eager's does."""
+
+    def __init__(self) -> None:
+        # (an OrderedDict: a handle holds it weakly, which a dict does not allow)
+        self.entries: OrderedDict[int, tuple[Any, Callable]] = OrderedDict()
+        #: ids of stand-ins whose hooks are traced instead (written inputs, and those
+        #: named by ``kept``: known from the metadata trace when the joint one runs)
+        self.traced: frozenset[int] = frozenset()
+        #: Stand-ins given a hook that must stay in the trace (``holds_traced_values``).
+        self.kept: set[int] = set()
+        #: Hooks registered in the trace: ``(tensor, hook, handle)``.
+        self.traced_hooks: list[tuple[Any, Callable, Any]] = []
+
+    def note(self, func: Any, args: Sequence[Any], handle: Any) -> None:
+        """A hook the trace registered (on a tensor the function made, or kept): the
+        runtime registers it again on an output rebuilt as a view (``of_outputs``)."""
+        if func is _REGISTER_HOOK and len(args) == 2 and not holds_traced_values(args[1]):
+            self.traced_hooks.append((args[0], args[1], handle))
+
+    def takes(self, func: Any, args: Sequence[Any], inputs: frozenset[int]) -> bool:
+        """Whether ``func(*args)`` registers a hook this records (on an input that
+        requires grad: on one that does not, eager's call raises, as the trace's does)."""
+        return (
+            func is _REGISTER_HOOK
+            and len(args) == 2
+            and id(args[0]) in inputs
+            and id(args[0]) not in self.traced
+            and args[0].requires_grad
+        )
+
+    def add(self, t: Any, hook: Callable) -> Any:
+        if holds_traced_values(hook):
+            self.kept.add(id(t))
+            return _REGISTER_HOOK(t, hook)
+        return self.defer(t, hook)
+
+    def defer(self, t: Any, hook: Callable, *, post_accumulate: bool = False) -> Any:
+        """Leave ``hook`` for the runtime; ``post_accumulate``: a leaf input's
+        ``register_post_accumulate_grad_hook`` (it runs after the caller's leaf is filled:
+        registered on the stand-in, it would never run)."""
+        handle = RemovableHandle(self.entries)
+        self.entries[handle.id] = (t, PostAccumulate(hook) if post_accumulate else hook)
+        return handle
+
+    def of_inputs(self, wrapped: Sequence[Any]) -> tuple[list[tuple[int, Callable]], set[int]]:
+        """``(input index, hook)`` of each hook still registered, in order, and the
+        inputs whose hooks must stay in the trace (``kept``)."""
+        index = {id(w): i for i, w in enumerate(wrapped)}
+        hooks = [(index[id(t)], hook) for t, hook in self.entries.values()]
+        return hooks, {i for i, w in enumerate(wrapped) if id(w) in self.kept}
+
+
+def hooks_of_outputs(
+    traced: Sequence[tuple[Any, Callable, Any]], outs: Sequence[Any], rebuilt: Sequence[int]
+) -> list[tuple[int, Callable]]:
+    """``(output, hook)`` of each hook still registered on a ``rebuilt`` output (a view
+    the runtime makes of the real input or base): the caller's gradient reaches it
+    there, not through the compiled backward where the traced hook runs."""
+    found = []
+    for t, hook, handle in traced:
+        if handle.id not in (t._backward_hooks or {}):
+            continue  # removed inside the function
+        found += [(k, hook) for k in rebuilt if outs[k] is t]
+    return found
+
+
+def holds_traced_values(hook: Callable) -> bool:
+    """Whether ``hook`` holds (closes over, defaults to, is bound to or partially applied
+    with) a tensor or a symbolic number, also inside lists, tuples and dicts; a callable
+    that is not a Python function holds what is not known: counted as one."""
+    values: list[Any] = []
+    fn: Any = hook
+    if isinstance(fn, functools.partial):
+        values += [*fn.args, *fn.keywords.values()]
+        fn = fn.func
+    if hasattr(fn, "__self__") and hasattr(fn, "__func__"):  # a bound method
+        values.append(fn.__self__)
+        fn = fn.__func__
+    if getattr(fn, "__code__", None) is None:
+        return True
+    values += [c.cell_contents for c in fn.__closure__ or () if _filled(c)]
+    values += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+    flat, _ = tree_flatten(values)
+    return any(
+        isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)) for v in flat
+    )
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
+class PostAccumulate:
+    """A hook ``register_post_accumulate_grad_hook`` registered (on a leaf input)."""
+
+    def __init__(self, hook: Callable) -> None:
+        self.hook = hook
+
+
+def register_hooks(tensors: Sequence[Any], hooks: Sequence[tuple[int, Callable]]) -> None:
+    """At each call, the function's hooks on the caller's inputs or outputs."""
+    for i, hook in hooks:
+        t = tensors[i]
+        if isinstance(hook, PostAccumulate):
+            if t.is_leaf and t.requires_grad:
+                t.register_post_accumulate_grad_hook(hook.hook)
+        elif t.requires_grad:
+            t.register_hook(hook)
