@@ -38,6 +38,7 @@ from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
 from .shared_counters import SharedCounters
+from .uncounted_writes import restore, uncounted
 from .view_metadata_writes import (
     METADATA_WRITES,
     EarlierViews,
@@ -288,6 +289,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             )
         # views of an input that left autograd, which a write may make autograd rebuild
         left = left_autograd_views(args, kwargs, self.left_autograd) if self.left_autograd else ()
+        counts = uncounted(func, args, kwargs or {})
         try:
             try:
                 result = self._call(func, types, args, kwargs)
@@ -301,6 +303,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         finally:
             if before is not None:
                 self.counters.sync(before)
+        restore(counts)
         self.earlier.note(result)
         written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs or {})
         if (

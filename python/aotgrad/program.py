@@ -40,6 +40,7 @@ from .runtime import (
     make_inference_function,
     make_training_function,
 )
+from .vocab import IN_MUTATES_DATA
 
 
 def default_partition_fn(*args: Any, **kwargs: Any) -> Any:
@@ -241,12 +242,13 @@ def _custom_and_stale_views(metadata: trace.TraceMetadata) -> dict[str, Any]:
 
 def _version_deltas(facts: alias.AliasFacts) -> dict[int, int]:
     """Per input, the version count the function adds. Every in-place op bumps eager's
-    counter, also one that changes nothing (squeeze_(0) of a dim that is not 1); a set_
-    input's is kept when 0 (``x.data = y``): the runtime's own set_ counts one."""
+    counter, also one that changes nothing (squeeze_(0) of a dim that is not 1); a
+    written input's is kept when 0 (batch norm's running statistics, ``x.data = y``,
+    ``x.data.add_(1)``): the runtime's own write or set_ counts one."""
     return {
         i: d
         for i, d in enumerate(facts.input_version_delta)
-        if d > 0 or i in facts.input_storage_set
+        if d > 0 or i in facts.input_storage_set or facts.input_flags[i] & IN_MUTATES_DATA
     }
 
 
