@@ -39,7 +39,7 @@ def _torch_batch_norm(x, rm, rv, w, b):
 
 
 def _native_batch_norm(x, rm, rv, w, b):
-    out, mean, invstd = torch.native_batch_norm(x, w, b, rm, rv, True, 0.3, 1e-5)
+    out, mean, _invstd = torch.native_batch_norm(x, w, b, rm, rv, True, 0.3, 1e-5)
     return out, mean
 
 
