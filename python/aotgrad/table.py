@@ -290,6 +290,9 @@ def _unbacked(val: Any) -> bool:
         return True
 
 
+#: ``x.item()``: a Python float Dynamo passes as a 0-dim tensor is read back with it.
+_ITEM = torch.ops.aten._local_scalar_dense.default
+
 _SIDE_EFFECTS: frozenset[Any] = frozenset(getattr(fx.node, "_side_effectful_functions", ()))
 
 _CHECKPOINT_FLAGS = {
@@ -529,6 +532,8 @@ class _Rows:
         else:
             val = meta.get("val")
             nb, vbits = _value_facts(val)
+            if node.target is _ITEM and isinstance(val, torch.SymFloat):
+                vbits &= ~_NON_TENSOR  # read from a tensor's data: never recomputed, saved
             bits |= vbits
             if vbits & _SYMINT and k == _CALL and _unbacked(val):
                 ch = _UNIQUE_TAG ^ row

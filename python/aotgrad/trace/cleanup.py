@@ -1,8 +1,10 @@
-"""Finishing a traced graph: placeholder roles, flat codegen, dead code."""
+"""Finishing a traced graph: placeholder roles, flat codegen, dead code, Python floats as
+tensors."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -53,4 +55,21 @@ def clean(gm: fx.GraphModule) -> None:
         node.replace_all_uses_with(node.args[0])  # type: ignore[arg-type]
         gm.graph.erase_node(node)
     gm.graph.eliminate_dead_code(is_impure_node=_is_impure_keep_random)
+    gm.recompile()
+
+
+def tensorify_scalars(gm: fx.GraphModule, fake_mode: Any) -> None:
+    """Arithmetic on a Python float that Dynamo passes as a 0-dim tensor (read back with
+    ``item()``, a SymFloat) done on the tensor instead, as torch's AOT Autograd does
+    (``tensorify_python_scalars``): no backend compiles an ``item()`` of a graph input
+    whose value it cannot know, and the float stays an input, not a constant. A float
+    it cannot handle so makes Dynamo start again with the float specialised."""
+    from torch.fx.passes._tensorify_python_scalars import tensorify_python_scalars
+
+    shape_env = getattr(fake_mode, "shape_env", None)
+    if shape_env is None or not any(
+        isinstance(n.meta.get("val"), torch.SymFloat) for n in gm.graph.nodes
+    ):
+        return
+    tensorify_python_scalars(gm, shape_env, fake_mode)
     gm.recompile()

@@ -10,7 +10,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from .cleanup import clean, flatten_codegen, mark_roles
+from .cleanup import clean, flatten_codegen, mark_roles, tensorify_scalars
 from .decompositions import with_trace_decompositions
 from .failures import trace_errors
 from .functional import (
@@ -59,5 +59,6 @@ def trace_inference(
         )
     flatten_codegen(gm)
     clean(gm)
+    tensorify_scalars(gm, fake_mode)
     mark_roles(gm, len(fake_args))
     return InferenceGraph(gm, metadata, fake_mode, list(fake_args), len(metadata.outputs))

@@ -18,7 +18,7 @@ from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
-from .cleanup import clean, flatten_codegen, mark_roles
+from .cleanup import clean, flatten_codegen, mark_roles, tensorify_scalars
 from .decompositions import with_trace_decompositions
 from .failures import trace_errors
 from .functional import (
@@ -484,6 +484,7 @@ def trace_joint(
     state.refuse_backward_mutations()
     flatten_codegen(gm)
     clean(gm)
+    tensorify_scalars(gm, fake_mode)
     mark_roles(gm, len(fake_args), metadata.mutated_inputs, static_inputs)
     num_user_outputs = len(metadata.outputs)
     num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(metadata.mutated_inputs)
