@@ -37,6 +37,7 @@ from .input_hooks import InputHooks, holds_traced_values
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
+from .rng_setters import GeneratorsSeen
 from .shared_counters import SharedCounters
 from .uncounted_writes import restore, uncounted
 from .view_metadata_writes import (
@@ -218,6 +219,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
         #: a factory called with ``requires_grad=True``), in the order it made them.
         self.new_leaves: list[torch.Tensor] = []
+        self.generators = GeneratorsSeen()  # passed to random ops (``rng_setters``)
         #: Tensors ``retain_grad()`` was called on: the runtime calls it on the outputs and
         #: inputs among them (on the traced stand-ins it would fill nothing the caller sees).
         self.retained: list[Any] = []
@@ -290,6 +292,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         # views of an input that left autograd, which a write may make autograd rebuild
         left = left_autograd_views(args, kwargs, self.left_autograd) if self.left_autograd else ()
         counts = uncounted(func, args, kwargs or {})
+        if kwargs and kwargs.get("generator") is not None:
+            self.generators.note(kwargs["generator"])
         try:
             try:
                 result = self._call(func, types, args, kwargs)

@@ -16,6 +16,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 
 from ..eager_calls import EagerCalls
 from ..hops import checkpoint_regions, unsupported_hop_errors
+from ..rng_setters import refusing_rng_setters
 
 
 def to_functional(x: Any) -> Any:
@@ -126,6 +127,7 @@ def tracing_modes(fake_mode: FakeTensorMode):
         TRACE_LOCK,
         unsupported_hop_errors(),
         checkpoint_regions(),
+        refusing_rng_setters(),
         fake_mode,
         enable_python_dispatcher(),
         FunctionalTensorMode(),

@@ -438,6 +438,7 @@ def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any
     with _StorageResizes(wrapped) as resizes, calls.restrides.refusing():
         outs = flat_call(fn, wrapped, calls=calls)
     chain.finish()
+    calls.generators.refuse_made_inside()
     return calls, resizes, outs
 
 

@@ -1,0 +1,97 @@
+"""The function setting the random number generator's state: a compiled graph draws as
+the function did but cannot repeat a Python call that sets the state, which runs once,
+while tracing; from the second call on it drew other numbers than eager (blind I1).
+``aot_function`` refuses such calls by name; ``torch.compile`` runs them eagerly (a graph
+break) and matches eager. A generator made outside and passed in is followed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.errors import UnsupportedError
+
+DT = torch.float64
+
+
+def _seed_inside(x):
+    torch.manual_seed(3)
+    return x + torch.rand_like(x)
+
+
+def _random_module_seed_inside(x):
+    torch.random.manual_seed(3)
+    return x + torch.rand_like(x)
+
+
+def _set_state_inside(x):
+    s = torch.get_rng_state()
+    a = torch.rand_like(x)
+    torch.set_rng_state(s)
+    return x + a - torch.rand_like(x)
+
+
+def _fork_inside(x):
+    with torch.random.fork_rng():
+        a = torch.rand_like(x)
+    return a - torch.rand_like(x)
+
+
+def _generator_made_inside(x):
+    g = torch.Generator().manual_seed(5)
+    return x + torch.randn(x.shape, generator=g, dtype=DT)
+
+
+SETTERS = [
+    (_seed_inside, "torch.manual_seed"),
+    (_random_module_seed_inside, "torch.random.manual_seed"),
+    (_set_state_inside, "torch.set_rng_state"),
+    (_fork_inside, "torch.random.fork_rng"),
+    (_generator_made_inside, "torch.Generator"),
+]
+
+
+def _two_calls(f):
+    torch.manual_seed(0)
+    x = torch.zeros(3, dtype=DT, requires_grad=True)
+    return [f(x).detach().clone() for _ in range(2)]
+
+
+@pytest.mark.parametrize(("fn", "named"), SETTERS)
+def test_aot_function_refuses_setting_the_generator_state(fn, named):
+    eager = _two_calls(fn)
+    torch.testing.assert_close(eager[0], eager[1])  # eager repeats its draws every call
+    with pytest.raises(UnsupportedError, match=named.replace(".", r"\.")):
+        _two_calls(aotgrad.aot_function(fn, aotgrad.nop))
+
+
+@pytest.mark.parametrize(("fn", "named"), SETTERS)
+def test_torch_compile_runs_the_setter_like_eager(fn, named):
+    torch._dynamo.reset()
+    compiled = _two_calls(torch.compile(fn, backend="aotgrad_eager"))
+    for c, e in zip(compiled, _two_calls(fn)):
+        torch.testing.assert_close(c, e)
+
+
+def test_a_generator_passed_in_is_followed():
+    def f(x, g):
+        return x + torch.randn(x.shape, generator=g, dtype=DT)
+
+    def draws(fn):
+        g = torch.Generator().manual_seed(7)
+        x = torch.zeros(3, dtype=DT, requires_grad=True)
+        return [fn(x, g).detach().clone() for _ in range(3)]
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    for c, e in zip(draws(compiled), draws(f)):
+        torch.testing.assert_close(c, e)
+
+
+def test_reading_the_state_without_setting_it_traces():
+    def f(x):
+        s = torch.get_rng_state()  # read only: nothing to repeat
+        return x * 2 + s.numel() * 0
+
+    x = torch.ones(3, dtype=DT, requires_grad=True)
+    torch.testing.assert_close(aotgrad.aot_function(f, aotgrad.nop)(x), x * 2)
