@@ -269,3 +269,30 @@ def test_zero_dim_tensor_value_is_never_baked_in():
     compiled = aotgrad.aot_function(narrow, aotgrad.nop)
     with pytest.raises(UnsupportedError, match="data-dependent sizes or offset"):
         compiled(torch.randn(5, 3, requires_grad=True), torch.tensor(1))
+
+
+def test_an_output_object_pytree_cannot_see_into_is_refused():
+    """A dataclass output holding tensors came back holding the traced ones, unusable
+    (blind K2); a registered one is flattened and returned like eager's."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Opaque:
+        a: torch.Tensor
+
+    with pytest.raises(UnsupportedError, match="Opaque holding tensors"):
+        aotgrad.aot_function(lambda x: Opaque(x * 2), aotgrad.nop)(torch.ones(2))
+
+    @dataclasses.dataclass
+    class Registered:
+        a: torch.Tensor
+        label: str = "r"
+
+    torch.utils._pytree.register_dataclass(
+        Registered, field_names=["a"], drop_field_names=["label"]
+    )
+    x = torch.ones(2, requires_grad=True)
+    out = aotgrad.aot_function(lambda x: Registered(x * 2), aotgrad.nop)(x)
+    assert isinstance(out, Registered)
+    out.a.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 2.0))

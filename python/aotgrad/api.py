@@ -23,7 +23,7 @@ import torch.utils._pytree as pytree
 from . import alias, guards, subclasses
 from .compile import Compiler
 from .eager_calls import for_inference_mode
-from .errors import GuardError
+from .errors import GuardError, UnsupportedError
 from .program import (
     AotOptions,
     CompiledArtifact,
@@ -119,7 +119,23 @@ class _FlatCall:
             full[p] = tensors[u]
         a, kw = pytree.tree_unflatten(full, self.in_spec)
         out_flat, self.out_spec = pytree.tree_flatten(self.fn(*a, **kw))
+        for k, o in enumerate(out_flat):
+            _refuse_opaque_output(k, o)
         return out_flat
+
+
+def _refuse_opaque_output(k: int, o: Any) -> None:
+    """An output object pytree does not see into (a dataclass, a plain class) that holds
+    tensors: the traced ones would be returned inside it, unusable (torch raises too)."""
+    fields = getattr(o, "__dict__", None)
+    if isinstance(o, torch.Tensor) or not isinstance(fields, dict):
+        return
+    if any(isinstance(v, torch.Tensor) for v in fields.values()):
+        raise UnsupportedError(
+            f"output {k} is a {type(o).__qualname__} holding tensors, which aotgrad cannot "
+            "see into: register its type as a pytree node "
+            "(torch.utils._pytree.register_dataclass, register_pytree_node)"
+        )
 
 
 class AotFunction:
