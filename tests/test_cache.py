@@ -214,6 +214,59 @@ def test_inductor_compiles_a_graph_read_back_from_disk(tmp_path, inductor_cache)
     assert runs[1]["fx_cache"] == expected
 
 
+RELOAD_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, torch
+    import aotgrad.observe as observe
+    from torch._dynamo.utils import counters
+    from torch._inductor.codecache import FxGraphCache
+    if os.environ.get("RELOAD_TEST_CONFIG"):
+        torch._inductor.config.comment_origin = True  # another environment for Inductor
+    keyed = []
+    prepare = FxGraphCache.prepare_key
+    def counting(*a, **k):
+        keyed.append(1)
+        return prepare(*a, **k)
+    FxGraphCache.prepare_key = staticmethod(counting)
+    hits = []
+    observe.on_compiled(lambda a: hits.append("cache" in a.timings))
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    c = torch.compile(lambda x, w: torch.relu(x @ w).sin() + 1, backend=sys.argv[1])
+    out = c(x, w)
+    out.sum().backward()
+    fx_cache = {k: v for k, v in counters["inductor"].items() if k.startswith("fxgraph_cache")}
+    print(json.dumps({"hits": hits, "out": out.tolist(), "grad": w.grad.tolist(),
+                      "keyed": len(keyed), "fx_cache": fx_cache}))
+    """
+)
+
+
+def test_second_process_loads_inductors_code_by_its_recorded_key(tmp_path, monkeypatch):
+    """Warm start: the first process records the FX-graph cache key of each compiled graph
+    beside aotgrad's entry; the second loads the code by that key, without hashing the
+    graphs again (most of a warm start's own time). A process whose Inductor config differs
+    compiles through Inductor's own key instead (it may generate other code); a damaged
+    record is ignored. Outputs and gradients are the same every time."""
+    first = _run(tmp_path, "aotgrad", RELOAD_SCRIPT)
+    assert first["hits"] == [False] and first["keyed"] == 2
+    assert first["fx_cache"] == {"fxgraph_cache_miss": 2}
+    records = list((tmp_path / "aotgrad").rglob("*.compiled"))
+    assert len(records) == 1
+    second = _run(tmp_path, "aotgrad", RELOAD_SCRIPT)
+    assert second["hits"] == [True] and second["keyed"] == 0
+    assert second["fx_cache"] == {"fxgraph_cache_hit": 2}
+    monkeypatch.setenv("RELOAD_TEST_CONFIG", "1")
+    other = _run(tmp_path, "aotgrad", RELOAD_SCRIPT)
+    assert other["hits"] == [True] and other["keyed"] == 2
+    monkeypatch.delenv("RELOAD_TEST_CONFIG")
+    records[0].write_bytes(b"not a record")
+    damaged = _run(tmp_path, "aotgrad", RELOAD_SCRIPT)
+    assert damaged["hits"] == [True] and damaged["keyed"] == 2
+    for run in (second, other, damaged):
+        assert run["out"] == first["out"] and run["grad"] == first["grad"]
+
+
 DATA_DEPENDENT_SCRIPT = textwrap.dedent(
     """
     import json, sys, torch

@@ -224,6 +224,8 @@ class Slot:
 
     def put(self, artifact: CompiledArtifact) -> None:
         memory_put(self.key, artifact)
+        if disk_enabled() and artifact.compiled and artifact.compiled_fresh:
+            store_compiled(self.key, artifact.compiled)
 
     def load(self, fake_args: Sequence[Any], fake_mode: Any) -> PartitionedProgram | None:
         return load(self.key, fake_args, fake_mode) if disk_enabled() else None
@@ -281,6 +283,43 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
     return path
 
 
+def compiled_path(key: str, root: Path | None = None) -> Path:
+    return entry_path(key, root).with_suffix(".compiled")
+
+
+def store_compiled(key: str, compiled: dict[str, Any], root: Path | None = None) -> None:
+    """Beside the entry of ``key``: what reloads its graphs' compiled code in another
+    process (``compile.compile_or_reload``), written once they are compiled. Only with
+    an entry (a program not cached on disk has nothing to reload from)."""
+    path = compiled_path(key, root)
+    if not entry_path(key, root).exists():
+        return
+    try:
+        data = pickle.dumps({"format": FORMAT, "key": key, "compiled": compiled})
+    except Exception:  # a compiler's record that does not pickle: nothing kept
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _read_compiled(key: str, root: Path | None) -> dict[str, Any]:
+    """The records ``store_compiled`` kept for ``key``; nothing (compile again) when there
+    are none or they do not check out."""
+    path = compiled_path(key, root)
+    try:
+        body = pickle.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except Exception:
+        path.unlink(missing_ok=True)
+        return {}
+    ok = isinstance(body, dict) and body.get("format") == FORMAT and body.get("key") == key
+    compiled = body.get("compiled") if ok else None
+    return compiled if isinstance(compiled, dict) else {}
+
+
 class CorruptEntry(Exception):
     """An on-disk entry that fails a check (never raised to users: the entry is rebuilt)."""
 
@@ -331,6 +370,7 @@ def load(
     program = PartitionedProgram(
         body["training"], body["forward"], body["backward"], body["layout"], None, {}
     )
+    program.compiled = _read_compiled(key, root)
     try:
         restore_fake_values(program, fake_args, fake_mode, body.get("values"))
     except Exception as e:  # an entry whose graphs do not run on these inputs is stale

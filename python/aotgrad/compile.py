@@ -67,6 +67,27 @@ def run_compiler(
     return boxed(compiler(gm, inputs))
 
 
+def compile_or_reload(
+    compiler: Compiler,
+    gm: fx.GraphModule,
+    example_inputs: Sequence[Any] | None = None,
+    saved: Any = None,
+) -> tuple[Callable[[list[Any]], Any], Any]:
+    """``run_compiler``, or, given what an earlier process recorded for ``gm`` (``saved``),
+    the compiler's ``reload`` of it (a compiler offering warm starts has ``reload(saved,
+    gm, example_inputs)``, None when it cannot, and ``saved_of(compiled)``). Returns the
+    boxed callable and the record that reloads it (None: nothing to keep)."""
+    inputs = fake_inputs_of(gm) if example_inputs is None else example_inputs
+    reload = getattr(compiler, "reload", None)
+    if saved is not None and reload is not None:
+        made = reload(saved, gm, inputs)
+        if made is not None:
+            return boxed(made), saved
+    made = compiler(gm, inputs)
+    saved_of = getattr(compiler, "saved_of", None)
+    return boxed(made), (saved_of(made) if saved_of is not None else None)
+
+
 @contextlib.contextmanager
 def reporting_output_strides(gm: fx.GraphModule) -> Iterator[list[Any] | None]:
     """Collect the strides a compiler gives ``gm``'s outputs (Inductor reports them to

@@ -10,8 +10,10 @@ decomposition table.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,7 +45,6 @@ def _compile_inner(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: 
     """``compile_fx_inner``, letting real tensor constants through its fake propagation:
     a traced graph may read one (make_fx's ``_tensor_constant`` attributes, kept as real
     tensors, also by ``graph_records``); Inductor embeds it like any constant."""
-    import contextlib
     from unittest import mock
 
     from torch._guards import detect_fake_mode
@@ -180,6 +181,100 @@ def inductor_partition(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
     return partition
 
 
+# ----------------------------------------------------------------- warm start
+#
+# A graph aotgrad's disk cache brings back was compiled by an earlier process: Inductor's
+# FX-graph cache holds its code under a key that hashes the graph (most of a warm
+# start's own time). Kept with aotgrad's entry (``saved_compilation``), the key loads the
+# code directly (``reload``), as torch's AOT Autograd cache does. aotgrad's key already
+# covers the graph (the Dynamo graph, its inputs, aotgrad's code and torch's version);
+# what else shapes Inductor's code (its config, deterministic and matmul settings, the
+# machine) is compared through the key Inductor gives an empty graph.
+
+
+def _environment() -> str:
+    from torch._inductor.codecache import compiled_fx_graph_hash
+
+    graph = fx.Graph()
+    graph.output(())
+    return compiled_fx_graph_hash(fx.GraphModule(torch.nn.Module(), graph), [], {}, [])[0]
+
+
+def saved_compilation(compiled: Any) -> dict[str, Any] | None:
+    """What reloads ``compiled`` (a ``CompiledFxGraph``) in another process: its FX-graph
+    cache key, the guards it was saved under, the environment; None when Inductor cached
+    nothing (a graph without calls, caches off)."""
+    key = getattr(compiled, "_fx_graph_cache_key", None)
+    if not isinstance(key, str):
+        return None
+    return {
+        "key": key,
+        "debug_lines": list(getattr(compiled, "_fx_graph_cache_debug_lines", None) or []),
+        "guards_expr": getattr(compiled, "guards_expr", None),
+        "environment": _environment(),
+    }
+
+
+def _reload(
+    saved: dict[str, Any], gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
+) -> Any | None:
+    """The code ``saved`` names, loaded from Inductor's FX-graph cache and finished as
+    ``compile_fx_inner`` finishes a cache hit; None (compile instead) when the cache is
+    off, the environment changed or the entry is gone."""
+    import torch._inductor.config as config
+    from torch._guards import TracingContext, tracing
+    from torch._inductor.codecache import FxGraphCache
+    from torch._inductor.output_code import CompiledFxGraphConstantsWithGm
+    from torch._inductor.utils import BoxedBool
+
+    if config.force_disable_caches or not config.fx_graph_cache:
+        return None
+    if saved.get("environment") != _environment():
+        return None
+    if not os.path.isdir(FxGraphCache._get_tmp_dir_for_key(saved["key"])):
+        return None  # not in this Inductor cache (a fresh one): compiled, one miss counted
+    graph_kwargs: dict[str, Any] = {
+        "cudagraphs": BoxedBool(config.triton.cudagraphs),
+        "static_input_idxs": (),
+        "is_backward": False,
+        "graph_id": None,
+        "cpp_wrapper": False,
+        "fx_wrapper": False,
+        "is_inference": False,
+        "boxed_forward_device_index": None,
+        "layout_opt": None,
+        "extern_node_serializer": None,
+        **kwargs,
+    }
+    constants = CompiledFxGraphConstantsWithGm(gm)
+    scope = tracing(TracingContext(fake_mode_of(gm))) if TracingContext.try_get() is None else None
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.utils._python_dispatch._disable_current_modes())
+        if scope is not None:
+            stack.enter_context(scope)
+        graph, _ = FxGraphCache.load_with_key(
+            saved["key"],
+            saved["debug_lines"],
+            example_inputs,
+            local=True,
+            remote_cache=None,
+            is_backward=graph_kwargs["is_backward"],
+            constants=constants,
+            evaluate_guards=lambda expr, _hints: expr == saved["guards_expr"],
+        )
+        if graph is None:
+            return None
+        graph.post_compile(example_inputs, constants, graph_kwargs)
+    policy = config.cudagraph_policy
+    return graph if policy is None else policy.wrap_output(graph)
+
+
+def _backward_kwargs(gm: fx.GraphModule) -> dict[str, Any]:
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    num_saved = sum(1 for p in placeholders if not is_tangent(p))
+    return {"is_backward": True, "static_input_idxs": list(range(num_saved))}
+
+
 def inductor_forward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     if "user_visible_output_idxs" not in gm.graph.output_node().meta:
         _mark_user_visible(gm, None)
@@ -195,13 +290,20 @@ def inductor_inference(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Cal
 
 
 def inductor_backward(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    placeholders = gm.graph.find_nodes(op="placeholder")
-    num_saved = sum(1 for p in placeholders if not is_tangent(p))
+    kwargs = _backward_kwargs(gm)
     gm.graph.output_node().meta["user_visible_output_idxs"] = []
     _sink_effect_tokens(gm)
-    return _compile_inner(
-        gm, example_inputs, is_backward=True, static_input_idxs=list(range(num_saved))
-    )
+    return _compile_inner(gm, example_inputs, **kwargs)
+
+
+# The compilers' warm-start hooks (``compile.compile_or_reload``).
+for _compiler in (inductor_forward, inductor_inference, inductor_backward):
+    _compiler.saved_of = saved_compilation  # type: ignore[attr-defined]
+inductor_forward.reload = _reload  # type: ignore[attr-defined]
+inductor_inference.reload = functools.partial(_reload, is_inference=True)  # type: ignore[attr-defined]
+inductor_backward.reload = lambda saved, gm, inputs: _reload(  # type: ignore[attr-defined]
+    saved, gm, inputs, **_backward_kwargs(gm)
+)
 
 
 @functools.cache

@@ -26,8 +26,8 @@ import torch.fx as fx
 from . import alias, observe, trace
 from .compile import (
     Compiler,
+    compile_or_reload,
     reporting_output_strides,
-    run_compiler,
     saved_inputs_as_produced,
 )
 from .errors import UnsupportedError
@@ -105,6 +105,9 @@ class PartitionedProgram:
     layout: ForwardLayout
     joint: fx.GraphModule | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    #: Per graph ("forward", "backward"), what an earlier process's compiler recorded to
+    #: reload its code (``compile.compile_or_reload``): read back with the program.
+    compiled: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,6 +121,10 @@ class CompiledArtifact:
     joint: fx.GraphModule | None
     layout: ForwardLayout
     timings: dict[str, float] = field(default_factory=dict)
+    #: What reloads each graph's code in another process (``PartitionedProgram.compiled``),
+    #: and whether it is new (compiled here, not reloaded): then the cache keeps it.
+    compiled: dict[str, Any] = field(default_factory=dict)
+    compiled_fresh: bool = False
 
 
 def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
@@ -549,6 +556,8 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     timings = dict(program.timings)
     t0 = time.perf_counter()
     layout = program.layout
+    records: dict[str, Any] = {}
+    saved = program.compiled.get
     layout.merged_outputs = _merged_outputs(program.forward, layout)
     if program.training:
         _versions_before_saving(program.forward, layout)
@@ -558,19 +567,30 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
             for n in program.forward.graph.nodes
         )
         compiler = options.inference_compiler or options.fw_compiler
-        fw = run_compiler(compiler, program.forward)
+        fw, records["forward"] = compile_or_reload(
+            compiler, program.forward, None, saved("forward")
+        )
         run = make_inference_function(fw, layout)
     else:
         assert program.backward is not None
         with reporting_output_strides(program.forward) as fw_strides:
-            fw = run_compiler(options.fw_compiler, program.forward)
+            fw, records["forward"] = compile_or_reload(
+                options.fw_compiler, program.forward, None, saved("forward")
+            )
         bw_inputs = saved_inputs_as_produced(program.backward, fw_strides, layout.num_fwd_outputs)
-        bw = run_compiler(options.bw_compiler or options.fw_compiler, program.backward, bw_inputs)
+        bw, records["backward"] = compile_or_reload(
+            options.bw_compiler or options.fw_compiler,
+            program.backward,
+            bw_inputs,
+            saved("backward"),
+        )
         run = make_training_function(fw, bw, layout)
     timings["compile"] = time.perf_counter() - t0
     artifact = CompiledArtifact(
         run, program.training, program.forward, program.backward, program.joint, layout, timings
     )
+    artifact.compiled = {k: v for k, v in records.items() if v is not None}
+    artifact.compiled_fresh = artifact.compiled != program.compiled
     observe.compiled(artifact)
     return artifact
 
