@@ -296,3 +296,32 @@ def test_an_output_object_pytree_cannot_see_into_is_refused():
     assert isinstance(out, Registered)
     out.a.sum().backward()
     torch.testing.assert_close(x.grad, torch.full((2,), 2.0))
+
+
+def test_aot_module_refuses_a_reassigned_buffer_and_keeps_an_in_place_one():
+    """``self.avg = self.avg * 0.5 + m`` in forward: the new tensor was dropped and every
+    call read the old buffer (blind H2; torch's aot_module too). Refused by name; the same
+    update written in place is carried like eager's."""
+
+    class Ema(torch.nn.Module):
+        def __init__(self, in_place: bool) -> None:
+            super().__init__()
+            self.in_place = in_place
+            self.register_buffer("avg", torch.zeros(2, dtype=torch.float64))
+
+        def forward(self, x):
+            new = self.avg * 0.5 + x.detach().mean(0)
+            if self.in_place:
+                self.avg.copy_(new)
+            else:
+                self.avg = new
+            return x + self.avg
+
+    with pytest.raises(UnsupportedError, match="reassigns 'avg'"):
+        aotgrad.aot_module(Ema(False), aotgrad.nop)(torch.ones(3, 2, dtype=torch.float64))
+    eager, compiled = Ema(True), Ema(True)
+    f = aotgrad.aot_module(compiled, aotgrad.nop)
+    for _ in range(3):
+        x = torch.ones(3, 2, dtype=torch.float64)
+        torch.testing.assert_close(f(x), eager(x))
+    torch.testing.assert_close(compiled.avg, eager.avg)

@@ -336,6 +336,26 @@ def module_snapshot(mod: torch.nn.Module) -> tuple[_Names, list[torch.Tensor], t
     return _Names(names + buffer_names), params + buffers, tuple(flags)
 
 
+def _refuse_reassigned(mod: torch.nn.Module, given: dict[str, Any]) -> None:
+    """A parameter or buffer the forward reassigns (``self.avg = self.avg * 0.5 + m``)
+    rather than writes: the traced call runs on stand-ins for them, so the new tensor
+    would be dropped and every later call read the old one, without a word (blind H2)."""
+    from torch.nn.utils._named_member_accessor import NamedMemberAccessor
+
+    accessor = NamedMemberAccessor(mod)
+    for name, t in given.items():
+        try:
+            now = accessor.get_tensor(name)
+        except AttributeError:
+            now = None
+        if now is not t:
+            raise UnsupportedError(
+                f"the module's forward reassigns {name!r}: aot_module cannot carry a new "
+                f"tensor out of the compiled call; write it in place (self.{name.split('.')[-1]}"
+                ".copy_(...)), or use torch.compile, which follows the reassignment"
+            )
+
+
 def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
     """``aot_function`` for an ``nn.Module``: parameters and buffers become graph inputs,
     read from the module on every call by name (a replaced parameter or reassigned buffer
@@ -343,8 +363,13 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
     submodule's ``training`` flag is part of the guard."""
 
     def functional_call(names: _Names, *rest: Any, **kw: Any) -> Any:
-        n = len(names)
-        return torch.func.functional_call(mod, dict(zip(names, rest[:n])), rest[n:], kw)
+        from torch.nn.utils.stateless import _reparametrize_module
+
+        given = dict(zip(names, rest[: len(names)]))
+        with _reparametrize_module(mod, given, tie_weights=True):
+            out = mod(*rest[len(names) :], **kw)
+            _refuse_reassigned(mod, given)
+        return out
 
     kwargs.setdefault("num_params_buffers", len(module_snapshot(mod)[1]))
     return AotModule(mod, aot_function(functional_call, *args, **kwargs))
