@@ -228,16 +228,22 @@ RELOAD_SCRIPT = textwrap.dedent(
         keyed.append(1)
         return prepare(*a, **k)
     FxGraphCache.prepare_key = staticmethod(counting)
-    hits = []
-    observe.on_compiled(lambda a: hits.append("cache" in a.timings))
+    hits, arts = [], []
+    observe.on_compiled(lambda a: (hits.append("cache" in a.timings), arts.append(a)))
     torch.manual_seed(0)
     x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
     c = torch.compile(lambda x, w: torch.relu(x @ w).sin() + 1, backend=sys.argv[1])
     out = c(x, w)
     out.sum().backward()
     fx_cache = {k: v for k, v in counters["inductor"].items() if k.startswith("fxgraph_cache")}
+    def valued(a):
+        nodes = [*a.forward.graph.nodes, *a.backward.graph.nodes]
+        return all(n.meta.get("val") is not None for n in nodes if n.op == "placeholder")
+    before = valued(arts[0])
+    arts[0].ensure_values()
     print(json.dumps({"hits": hits, "out": out.tolist(), "grad": w.grad.tolist(),
-                      "keyed": len(keyed), "fx_cache": fx_cache}))
+                      "keyed": len(keyed), "fx_cache": fx_cache,
+                      "values": [before, valued(arts[0])]}))
     """
 )
 
@@ -247,7 +253,9 @@ def test_second_process_loads_inductors_code_by_its_recorded_key(tmp_path, monke
     beside aotgrad's entry; the second loads the code by that key, without hashing the
     graphs again (most of a warm start's own time). A process whose Inductor config differs
     compiles through Inductor's own key instead (it may generate other code); a damaged
-    record is ignored. Outputs and gradients are the same every time."""
+    record is ignored. A reloaded program's fake values are restored when something asks
+    (``ensure_values``: a compiler, the report, a graph log). Outputs and gradients are the
+    same every time."""
     first = _run(tmp_path, "aotgrad", RELOAD_SCRIPT)
     assert first["hits"] == [False] and first["keyed"] == 2
     assert first["fx_cache"] == {"fxgraph_cache_miss": 2}
@@ -256,6 +264,8 @@ def test_second_process_loads_inductors_code_by_its_recorded_key(tmp_path, monke
     second = _run(tmp_path, "aotgrad", RELOAD_SCRIPT)
     assert second["hits"] == [True] and second["keyed"] == 0
     assert second["fx_cache"] == {"fxgraph_cache_hit": 2}
+    # reloaded: the nodes' fake values are restored only when asked for
+    assert first["values"] == [True, True] and second["values"] == [False, True]
     monkeypatch.setenv("RELOAD_TEST_CONFIG", "1")
     other = _run(tmp_path, "aotgrad", RELOAD_SCRIPT)
     assert other["hits"] == [True] and other["keyed"] == 2

@@ -371,8 +371,15 @@ def load(
         body["training"], body["forward"], body["backward"], body["layout"], None, {}
     )
     program.compiled = _read_compiled(key, root)
+    values = body.get("values")
+    if values is not None and set(program.compiled) >= _graph_names(program):
+        # reloadable as compiled: values only when something asks (``ensure_values``)
+        program.pending_values = functools.partial(
+            restore_fake_values, program, fake_args, fake_mode, values
+        )
+        return program
     try:
-        restore_fake_values(program, fake_args, fake_mode, body.get("values"))
+        restore_fake_values(program, fake_args, fake_mode, values)
     except Exception as e:  # an entry whose graphs do not run on these inputs is stale
         warnings.warn(
             f"aotgrad: discarding cache entry {path.name}: its graphs do not run on this "
@@ -382,6 +389,10 @@ def load(
         path.unlink(missing_ok=True)
         return None
     return program
+
+
+def _graph_names(program: PartitionedProgram) -> set[str]:
+    return {"forward", "backward"} if program.training else {"forward"}
 
 
 def restore_fake_values(

@@ -70,19 +70,20 @@ def run_compiler(
 def compile_or_reload(
     compiler: Compiler,
     gm: fx.GraphModule,
-    example_inputs: Sequence[Any] | None = None,
     saved: Any = None,
+    example_inputs: Callable[[], Sequence[Any]] | None = None,
 ) -> tuple[Callable[[list[Any]], Any], Any]:
     """``run_compiler``, or, given what an earlier process recorded for ``gm`` (``saved``),
     the compiler's ``reload`` of it (a compiler offering warm starts has ``reload(saved,
-    gm, example_inputs)``, None when it cannot, and ``saved_of(compiled)``). Returns the
-    boxed callable and the record that reloads it (None: nothing to keep)."""
-    inputs = fake_inputs_of(gm) if example_inputs is None else example_inputs
+    gm, example_inputs)``, None when it cannot, and ``saved_of(compiled)``). The example
+    inputs (by default the placeholders' fake values) are made only to compile. Returns
+    the boxed callable and the record that reloads it (None: nothing to keep)."""
     reload = getattr(compiler, "reload", None)
     if saved is not None and reload is not None:
-        made = reload(saved, gm, inputs)
+        made = reload(saved, gm, fake_inputs_of(gm))
         if made is not None:
             return boxed(made), saved
+    inputs = fake_inputs_of(gm) if example_inputs is None else example_inputs()
     made = compiler(gm, inputs)
     saved_of = getattr(compiler, "saved_of", None)
     return boxed(made), (saved_of(made) if saved_of is not None else None)

@@ -192,12 +192,34 @@ def inductor_partition(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
 # machine) is compared through the key Inductor gives an empty graph.
 
 
+_environments: dict[str, str] = {}
+
+
 def _environment() -> str:
+    """Inductor's key of an empty graph: what shapes its code besides the graph. Computed
+    once per state of what it reads that can change within a process (its config, the
+    deterministic, dtype, thread and matmul settings); torch and the machine cannot."""
+    import torch._inductor.config as config
     from torch._inductor.codecache import compiled_fx_graph_hash
 
-    graph = fx.Graph()
-    graph.output(())
-    return compiled_fx_graph_hash(fx.GraphModule(torch.nn.Module(), graph), [], {}, [])[0]
+    state = repr(
+        (
+            sorted(config.get_config_copy().items(), key=lambda kv: kv[0]),
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.get_default_dtype(),
+            torch.get_num_threads(),
+            torch.get_float32_matmul_precision(),
+            torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32,
+        )
+    )
+    if state not in _environments:
+        graph = fx.Graph()
+        graph.output(())
+        empty = fx.GraphModule(torch.nn.Module(), graph)
+        _environments[state] = compiled_fx_graph_hash(empty, [], {}, [])[0]
+    return _environments[state]
 
 
 def saved_compilation(compiled: Any) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from . import alias, observe, trace
 from .compile import (
     Compiler,
     compile_or_reload,
+    fake_inputs_of,
     reporting_output_strides,
     saved_inputs_as_produced,
 )
@@ -108,6 +109,14 @@ class PartitionedProgram:
     #: Per graph ("forward", "backward"), what an earlier process's compiler recorded to
     #: reload its code (``compile.compile_or_reload``): read back with the program.
     compiled: dict[str, Any] = field(default_factory=dict)
+    #: Read back with a record for every graph, the nodes' fake values are restored only
+    #: when something needs them (a compiler, a report, a graph log): ``ensure_values``.
+    pending_values: Callable[[], None] | None = None
+
+    def ensure_values(self) -> None:
+        restore, self.pending_values = self.pending_values, None
+        if restore is not None:
+            restore()
 
 
 @dataclass
@@ -125,6 +134,9 @@ class CompiledArtifact:
     #: and whether it is new (compiled here, not reloaded): then the cache keeps it.
     compiled: dict[str, Any] = field(default_factory=dict)
     compiled_fresh: bool = False
+    #: Gives the graphs' nodes their fake values (``PartitionedProgram.ensure_values``):
+    #: call it before reading ``meta["val"]`` of an artefact a warm start reloaded.
+    ensure_values: Callable[[], None] = field(default=lambda: None)
 
 
 def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
@@ -558,6 +570,14 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     layout = program.layout
     records: dict[str, Any] = {}
     saved = program.compiled.get
+
+    def valued(gm: fx.GraphModule) -> Callable[[], list[Any]]:
+        def inputs() -> list[Any]:
+            program.ensure_values()
+            return fake_inputs_of(gm)
+
+        return inputs
+
     layout.merged_outputs = _merged_outputs(program.forward, layout)
     if program.training:
         _versions_before_saving(program.forward, layout)
@@ -568,21 +588,23 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
         )
         compiler = options.inference_compiler or options.fw_compiler
         fw, records["forward"] = compile_or_reload(
-            compiler, program.forward, None, saved("forward")
+            compiler, program.forward, saved("forward"), valued(program.forward)
         )
         run = make_inference_function(fw, layout)
     else:
         assert program.backward is not None
+        bw_gm = program.backward
         with reporting_output_strides(program.forward) as fw_strides:
             fw, records["forward"] = compile_or_reload(
-                options.fw_compiler, program.forward, None, saved("forward")
+                options.fw_compiler, program.forward, saved("forward"), valued(program.forward)
             )
-        bw_inputs = saved_inputs_as_produced(program.backward, fw_strides, layout.num_fwd_outputs)
+
+        def bw_inputs() -> list[Any]:
+            program.ensure_values()
+            return saved_inputs_as_produced(bw_gm, fw_strides, layout.num_fwd_outputs)
+
         bw, records["backward"] = compile_or_reload(
-            options.bw_compiler or options.fw_compiler,
-            program.backward,
-            bw_inputs,
-            saved("backward"),
+            options.bw_compiler or options.fw_compiler, bw_gm, saved("backward"), bw_inputs
         )
         run = make_training_function(fw, bw, layout)
     timings["compile"] = time.perf_counter() - t0
@@ -590,6 +612,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
         run, program.training, program.forward, program.backward, program.joint, layout, timings
     )
     artifact.compiled = {k: v for k, v in records.items() if v is not None}
+    artifact.ensure_values = program.ensure_values
     artifact.compiled_fresh = artifact.compiled != program.compiled
     observe.compiled(artifact)
     return artifact

@@ -133,6 +133,11 @@ def _artifact(name: str, payload: Callable[[], Any]) -> None:
         (folder / f"{name}.json").write_text(json.dumps(payload(), indent=1))
 
 
+def _tracing() -> bool:
+    """Whether ``TORCH_TRACE`` (structured trace) is on."""
+    return bool(torch_logging.trace_log.handlers)
+
+
 def graph(kind: str, gm: fx.GraphModule, *, from_cache: bool = False) -> None:
     """One of aotgrad's graphs (``joint``, ``forward``, ``backward``, ``inference``). A
     ``joint`` or ``inference`` graph opens a new compilation (its number ``n``)."""
@@ -196,6 +201,8 @@ def partitioned(program: Any) -> None:
 
 def loaded(program: Any) -> None:
     """A program from aotgrad's disk cache: its graphs, as torch logs a cache hit's."""
+    if _graphs_log.isEnabledFor(logging.INFO) or _debug_dir() is not None or _tracing():
+        program.ensure_values()  # the graphs are printed with their shapes
     if program.training:
         _current.id = next(_ids)
         graph("forward", program.forward, from_cache=True)

@@ -257,6 +257,7 @@ def collect_artifact(
     saves with what aotgrad's min-cut and default partitions save. An artefact
     without its joint graph (loaded from the on-disk cache) is described from
     its forward and backward graphs alone (``collect_split``)."""
+    artifact.ensure_values()  # a warm start's graphs get their values when read
     if not artifact.training:
         return None
     nfo = artifact.layout.num_fwd_outputs
