@@ -18,6 +18,10 @@ written by older code).
   node's fake value, rebuilt without running an op); an entry that fails any
   check — truncated, tampered, another key, another format — is discarded with a
   warning and rebuilt, never trusted.
+* Beside an entry, once compiled (``<key>.compiled``): what reloads each graph's
+  compiled code (Inductor's FX-graph key, ``inductor.saved_compilation``). With one for
+  every graph, a warm start restores the fake values only when asked
+  (``PartitionedProgram.ensure_values``).
 """
 
 from __future__ import annotations
