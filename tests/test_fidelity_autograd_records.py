@@ -404,6 +404,20 @@ def test_tensor_read_from_outside_the_arguments_is_refused_by_name() -> None:
         aotgrad.aot_function(_reads_a_global, aotgrad.nop)(_r(3, 4).requires_grad_(True))
 
 
+def _writes_a_global(x):
+    _OUTSIDE.add_(x.detach()[0])
+    return (x * 2,)
+
+
+def test_tensor_written_from_outside_the_arguments_is_refused_by_name() -> None:
+    # torch (and aotgrad before) failed with functionalization's INTERNAL ASSERT (blind
+    # K3); the global is left as it was
+    before = _OUTSIDE.clone()
+    with pytest.raises(UnsupportedError, match="writes a tensor that is not one of its"):
+        aotgrad.aot_function(_writes_a_global, aotgrad.nop)(_r(3, 4).requires_grad_(True))
+    assert torch.equal(_OUTSIDE, before)
+
+
 # ------------------------- an input written with a value from a leaf made inside
 
 

@@ -50,6 +50,13 @@ def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
             "compiled graph holds only the input's own elements; eager reads its base's "
             "storage)"
         )
+    if "mutating a non-functional tensor with a functional tensor" in msg:
+        # a tensor from outside the arguments written with a traced value
+        return UnsupportedError(
+            f"cannot trace {name}: it writes a tensor that is not one of its arguments (a "
+            f"global, or a closure's) at {where}: pass it as an argument (a module's "
+            "buffers go through aot_module)"
+        )
     if msg == "slice() cannot be applied to a 0-dim tensor.":
         return IndexError(msg)  # torch's decomposition raises another type than eager's
     if "data-dependent" in msg or "Cannot access data pointer" in msg or "item()" in msg:
