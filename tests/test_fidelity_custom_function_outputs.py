@@ -17,23 +17,13 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, Half, assert_like_eager, leaves
+from eager_oracle import COMPILERS, Half, ViewOf, assert_like_eager, leaves
 
 DT = torch.float64
 AOT = [c for c in COMPILERS if c.startswith("aot_function")]
 
 
-class Doubled(torch.autograd.Function):
-    """Returns a view of its input; backward g * 2."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x.view(x.shape)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 2
-
+Doubled = ViewOf  # returns a view of its input; backward g * 2
 
 LEAVES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "detach": lambda x: x.detach().requires_grad_(),

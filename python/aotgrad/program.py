@@ -31,17 +31,15 @@ from .compile import (
     reporting_output_strides,
     saved_inputs_as_produced,
 )
-from .errors import UnsupportedError
 from .frame_stack import with_frame_room
+from .layout_of_trace import layout_of_trace
 from .partition import regions
 from .roles import is_tangent
 from .runtime import (
     ForwardLayout,
-    OutputAlias,
     make_inference_function,
     make_training_function,
 )
-from .vocab import IN_MUTATES_DATA
 
 
 def default_partition_fn(*args: Any, **kwargs: Any) -> Any:
@@ -165,236 +163,6 @@ def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
 
     return wrapper
-
-
-def _layout(
-    metadata: trace.TraceMetadata,
-    fake_args: Sequence[Any],
-    tangent_outputs: list[int],
-    num_saved_tensors: int = 0,
-    num_saved_symints: int = 0,
-    num_tokens: int = 0,
-) -> ForwardLayout:
-    """The runtime's instructions, from the alias plan of the traced function."""
-    plan = metadata.plan
-    facts = plan.facts
-    aliases = _output_aliases(metadata, fake_args)
-    metadata_mutations = {
-        i: facts.input_view[i] for i, v in enumerate(plan.inputs) if v in alias.METADATA_WRITE
-    }
-    specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
-    bindings = _view_bindings(specs, fake_args)
-    return ForwardLayout(
-        num_user_outputs=len(metadata.outputs),
-        mutated_inputs=plan.mutated_inputs,
-        tangent_outputs=tangent_outputs,
-        num_saved_tensors=num_saved_tensors,
-        num_saved_symints=num_saved_symints,
-        num_tokens=num_tokens,
-        num_intermediate_bases=len(plan.intermediate_bases),
-        mutation_with_grad=[
-            plan.inputs[i] in alias.DIFFERENTIABLE_WRITE for i in plan.mutated_inputs
-        ],
-        metadata_mutations=metadata_mutations,
-        metadata_with_grad=_metadata_with_grad(facts, metadata_mutations),
-        version_deltas=_version_deltas(facts),
-        output_aliases=aliases,
-        bindings=bindings,
-        new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
-        fresh_outputs=_fresh_outputs(metadata),
-        **_custom_and_stale_views(metadata),
-        detached_custom_views=facts.written_detached,
-        same_as=facts.output_same_as,
-        inference_outputs=sorted(facts.output_inference),
-        output_versions=facts.output_version,
-        requires_grad_changes=metadata.requires_grad_changes,
-        left_then_written=metadata.left_then_written,
-        requires_grad_flag_off=metadata.requires_grad_flag_off,
-        detached_outputs=metadata.detached_outputs,
-        inner_leaves=metadata.inner_leaves,
-        enable_grad=not metadata.grad_mode,
-        storage_resizes=facts.input_storage_resize,
-        storage_sets=sorted(facts.input_storage_set),
-        relaid_inputs=metadata.relaid_inputs,
-        retained_grads=metadata.retained_grads,
-        input_hooks=metadata.input_hooks,
-        output_hooks=metadata.output_hooks,
-    )
-
-
-def _metadata_with_grad(facts: alias.AliasFacts, metadata_mutations: dict) -> list[int]:
-    """Inputs whose new metadata autograd records (they require grad, and the change was
-    not hidden from autograd)."""
-    visible = alias.facts.IN_REQUIRES_GRAD
-    hidden = alias.facts.IN_MUTATIONS_HIDDEN
-    return [
-        i
-        for i in metadata_mutations
-        if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
-    ]
-
-
-def _custom_and_stale_views(metadata: trace.TraceMetadata) -> dict[str, Any]:
-    """The ``ForwardLayout`` fields of outputs eager returns as custom-Function views
-    (``custom_views``) or as stale views (``stale_views``: of them, the ones made under
-    no_grad, and the stale views of an intermediate the function returns too:
-    ``with no_grad: v = t[:2]``; ``t.mul_(2)``; ``return v, t``)."""
-    facts = metadata.plan.facts
-    stale = [k for k, out in enumerate(metadata.outputs) if out.stale_custom_view]
-    return {
-        "stale_views": {k: facts.custom_view_of_input.get(k) for k in stale},
-        "stale_no_grad": frozenset(k for k in stale if k in facts.output_no_grad_view),
-        "stale_output_views": {
-            k: src for k, src in facts.stale_view_of_output.items() if k in stale
-        },
-        "custom_views": {k: src for k, src in facts.custom_view_of_input.items() if k not in stale},
-        # a custom Function's output of an intermediate: its count (a view of one written
-        # before shares its counter: ``t.sub_(t)``, ``Half.apply(t)``) is set before the
-        # compiled Function returns it (after, autograd would take the view for a stale one)
-        "custom_versions": [
-            k
-            for k in sorted(facts.output_custom)
-            if k not in stale and k not in facts.custom_view_of_input
-        ],
-    }
-
-
-def _version_deltas(facts: alias.AliasFacts) -> dict[int, int]:
-    """Per input, the version count the function adds. Every in-place op bumps eager's
-    counter, also one that changes nothing (squeeze_(0) of a dim that is not 1); a
-    written input's is kept when 0 (batch norm's running statistics, ``x.data = y``,
-    ``x.data.add_(1)``): the runtime's own write or set_ counts one."""
-    return {
-        i: d
-        for i, d in enumerate(facts.input_version_delta)
-        if d > 0 or i in facts.input_storage_set or facts.input_flags[i] & IN_MUTATES_DATA
-    }
-
-
-def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> list[OutputAlias]:
-    """How the runtime rebuilds each output that aliases an input or an intermediate."""
-    plan = metadata.plan
-    facts = plan.facts
-    _refuse_views_without_history(metadata)
-    return [
-        OutputAlias(
-            k,
-            v,
-            plan.output_source[k],
-            facts.output_view.get(k),
-            out.requires_grad,
-            facts.output_creation_meta.get(k),
-            facts.output_detached.get(k, 0),
-            base_output=facts.output_detached_base.get(k, facts.output_leaf_base.get(k, -1)),
-            base_leaf=k in facts.output_base_leaf,
-            tracked=k in facts.output_tracked_view,
-            untracked=_untracked_view(k, facts),
-            with_grad=not metadata.grad_mode and k in facts.output_has_grad_fn,
-            of_leaf_view=_of_leaf_view(k, v, out, metadata, fake_args),
-            grad_through_base=(
-                v == alias.OutputVerdict.ALIAS_OF_INPUT
-                and metadata.grad_mode
-                and not out.requires_grad
-                and not getattr(fake_args[plan.output_source[k]], "requires_grad", True)
-                and k not in facts.output_creation_meta
-                and k not in facts.output_detached
-            ),
-        )
-        for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
-        if v != alias.OutputVerdict.NON_ALIAS
-    ]
-
-
-_CM = torch._C._autograd.CreationMeta
-
-
-def _refuse_views_without_history(metadata: trace.TraceMetadata) -> None:
-    """A view of an input taken while the input did not require grad
-    (``x.requires_grad_(False); v = x[1:]; x.requires_grad_(True)``), returned: eager's
-    view requires grad through its base yet has no ``grad_fn`` (its gradient stops at
-    the view). Not rebuilt so: refused by name."""
-    facts = metadata.plan.facts
-    for k, (v, out) in enumerate(zip(metadata.plan.outputs, metadata.outputs)):
-        if v != alias.OutputVerdict.ALIAS_OF_INPUT or not metadata.grad_mode:
-            continue
-        i = metadata.plan.output_source[k]
-        if (
-            i in metadata.requires_grad_flag_off
-            and metadata.requires_grad_changes.get(i, True)
-            and out.requires_grad
-            and facts.output_view.get(k) is not None
-            and k not in facts.output_has_grad_fn
-            and k not in facts.output_creation_meta
-            and k not in facts.output_detached
-        ):
-            raise UnsupportedError(
-                f"output {k} is a view of input {i} taken while "
-                "the input did not require grad, which requires grad again by the return: "
-                "eager's view has no grad_fn; not supported (return a .clone() of it)"
-            )
-
-
-def _of_leaf_view(
-    k: int, v: Any, out: Any, metadata: trace.TraceMetadata, fake_args: Sequence[Any]
-) -> bool:
-    """Output ``k`` views an input without grad, requires grad and has a ``grad_fn``: a
-    view of a view ``requires_grad_()`` made a leaf (``OutputAlias.of_leaf_view``)."""
-    facts = metadata.plan.facts
-    if v != alias.OutputVerdict.ALIAS_OF_INPUT or not out.requires_grad:
-        return False
-    i = metadata.plan.output_source[k]
-    return (
-        not getattr(fake_args[i], "requires_grad", True)
-        and not metadata.requires_grad_changes.get(i, False)
-        and k in facts.output_has_grad_fn
-        and k not in facts.output_creation_meta
-        and k not in facts.output_detached
-    )
-
-
-def _untracked_view(k: int, facts: Any) -> bool:
-    """Output ``k`` is a view autograd does not track in eager: made in no_grad or
-    inference mode, or by a custom Function run under no_grad (its creation meta says
-    "in a custom Function", yet it has no ``grad_fn``, or only a view's of it)."""
-    meta = facts.output_creation_meta.get(k)
-    if meta in (_CM.NO_GRAD_MODE, _CM.INFERENCE_MODE):
-        return True
-    return meta == _CM.IN_CUSTOM_FUNCTION and (
-        k in facts.output_tracked_view or k not in facts.output_has_grad_fn
-    )
-
-
-def _view_bindings(specs: list[Any], fake_args: Sequence[Any]) -> list[Any]:
-    """The input sizes that the symbolic sizes of rebuilt views and of inputs' new
-    metadata are read from; refused when one of them depends on data."""
-    bindings = [] if all(s.static for s in specs) else alias.views.bindings_of(fake_args)
-    unbound = alias.views.unbound_symbols(specs, bindings)
-    if unbound:
-        raise UnsupportedError(
-            "an output that views an input or intermediate, or an input's new metadata, "
-            f"has data-dependent sizes or offset ({', '.join(sorted(map(str, unbound)))}): "
-            "not supported; return a copy (.clone()) instead"
-        )
-    return bindings
-
-
-def _fresh_outputs(metadata: trace.TraceMetadata) -> list[int]:
-    """User outputs the graph computes afresh (no alias, no custom view, not the same
-    object as another output, not a reinterpreting view), and the intermediate bases
-    (never views in eager; the graph may return one: a transpose of what it wrote)."""
-    plan = metadata.plan
-    facts = plan.facts
-    return [
-        k
-        for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
-        if out.is_tensor
-        and v == alias.OutputVerdict.NON_ALIAS
-        and k not in facts.output_custom
-        and k not in facts.output_same_as
-        # a reinterpreting view (another dtype, a conj bit) is returned as computed
-        and not facts.output_flags[k]
-        & (alias.facts.OUT_ALIASES_INPUT | alias.facts.OUT_VIEW_OF_INTERMEDIATE)
-    ] + [len(metadata.outputs) + j for j in range(metadata.num_intermediate_bases)]
 
 
 def _versions_before_saving(fw: fx.GraphModule, layout: ForwardLayout) -> None:
@@ -521,7 +289,7 @@ def build_program(
     if not training:
         g = trace.trace_inference(flat_fn, fake_args, fake_mode, metadata, options.decompositions)
         timings["trace"] = time.perf_counter() - t0
-        layout = _layout(metadata, fake_args, [])
+        layout = layout_of_trace(metadata, fake_args, [])
         observe.traced("inference", g.gm, timings)
         return PartitionedProgram(False, g.gm, None, layout, None, timings)
 
@@ -537,7 +305,7 @@ def build_program(
     )
     timings["partition"] = time.perf_counter() - t1
     n_tensors, n_sym = _saved_split(fw_gm, joint.num_fwd_outputs)
-    layout = _layout(
+    layout = layout_of_trace(
         metadata, fake_args, metadata.tangent_outputs, n_tensors, n_sym, joint.num_tokens
     )
     layout.backward_mutations = joint.backward_mutations

@@ -1,7 +1,7 @@
 """What the runtime knows of a compiled forward: how its flat outputs are laid out
 (user outputs, intermediate bases, new values of mutated inputs, tokens, saved values)
 and every fact the epilogue replays (``ForwardLayout``), per aliased output
-(``OutputAlias``). Built by ``program._layout`` from the trace's metadata."""
+(``OutputAlias``). Built by ``layout_of_trace`` from the trace's metadata."""
 
 from __future__ import annotations
 
