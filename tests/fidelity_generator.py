@@ -6,7 +6,8 @@ overlapping and disjoint views of one base, transposed inputs, 0-dim inputs), a 
 views and intermediates, metadata mutations, detach, custom autograd Functions,
 grad-mode and autocast blocks, multi-output views, Python branches) and two calls (other
 values, other ``requires_grad`` flags, a call mode: grad, ``no_grad``,
-``inference_mode``, ``autocast``). ``print(program.source)`` is the reproducer.
+``inference_mode``, ``autocast``; some calls run the function twice on the same inputs
+before one backward through both results). ``print(program.source)`` is the reproducer.
 ``tests/fidelity_programs.py`` runs and compares them.
 """
 
@@ -229,6 +230,10 @@ class Call:
     mode: str
     scalars: tuple
     post_mutate: int | None = None  # outs[i].mul_(2) after the call (a tensor output)
+    # called twice on the same inputs, then one backward through both calls' outputs
+    # (gradient accumulation, D(real) + D(fake)); drawn from its own stream so that the
+    # programs of earlier seeds are unchanged
+    twice: bool = False
 
 
 @dataclass
@@ -757,7 +762,9 @@ class Gen:
             rg = self.rg1 if i == 0 else self.rg2
             scal = tuple(s[2] if i == 0 else s[3] for s in self.scalars)
             pm = rng.randrange(4) if i == 0 and rng.random() < 0.25 else None
-            calls.append(Call(seed, rg, self.w(modes), scal, pm))
+            mode = self.w(modes)
+            twice = mode != "inference_mode" and random.Random(seed * 31 + 5).random() < 0.2
+            calls.append(Call(seed, rg, mode, scal, pm, twice))
         return calls
 
 
@@ -784,7 +791,8 @@ def generate(seed: int) -> Program:
         "CALLS = [  # seed, requires_grad flags, call mode, scalars, post-call outs[i].mul_(2)\n"
     )
     for c in calls:
-        calls_src += f"    dict(seed={c.seed}, rg={c.rg}, mode={c.mode!r}, scalars={c.scalars}, post_mutate={c.post_mutate}),\n"
+        twice = ", twice=True" if c.twice else ""
+        calls_src += f"    dict(seed={c.seed}, rg={c.rg}, mode={c.mode!r}, scalars={c.scalars}, post_mutate={c.post_mutate}{twice}),\n"
     calls_src += "]\n"
     source = PRELUDE + "\n" + head + g.inputs_src + "\n\n" + fn_src + "\n\n" + calls_src
     return Program(

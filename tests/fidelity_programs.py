@@ -433,7 +433,7 @@ def _observe(prog: Program, entry: str, eager: bool) -> Obs:
                 # compiled once for the first call's metadata (unguarded, as under
                 # Dynamo, which guards): later calls change values only
                 c0 = prog.calls[0]
-                call = Call(call.seed, c0.rg, c0.mode, c0.scalars, call.post_mutate)
+                call = Call(call.seed, c0.rg, c0.mode, c0.scalars, call.post_mutate, call.twice)
             _observe_call(obs, prog, runner, ns, ci, call)
     obs.info["warnings"] = [
         str(w.message).split("\n")[0][:120] for w in caught if "aotgrad" in str(w.message).lower()
@@ -456,6 +456,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
         target, cargs, watch = runner.prepare(ci, args, watch, call.scalars, call.mode)
         before_dp = {n: _dp(w) for n, w in watch.items()}
         with _mode(call.mode):
+            first = target(*cargs) if call.twice else None
             out = target(*cargs)
     except Exception as e:
         _show(e)
@@ -463,6 +464,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
         return
     obs.add(f"{pre}.call.raise", "raise", None)
     kind, outs = _flat_outs(out)
+    earlier = _flat_outs(first)[1] if call.twice else []
     obs.add(f"{pre}.call.out_structure", "out_structure", (kind, len(outs)))
     _record_outputs(obs, f"{pre}.call", outs, watch, before_dp)
     _record_inputs(obs, f"{pre}.call", watch, before_dp)
@@ -476,7 +478,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
                 obs.add(f"{pre}.post.raise", "raise", _exc(e))
                 return
             _record_inputs(obs, f"{pre}.post", watch, before_dp, cat="post_mutate")
-    diff, cots = _cotangents(outs)
+    diff, cots = _cotangents(earlier + outs)
     if not diff:
         return
     try:

@@ -322,6 +322,79 @@ def test_as_strided_after_a_write_reads_the_callers_elements(compiler: str) -> N
     )
 
 
+# ------------------------------- a written input that requires grad keeps its geometry
+# The function runs on a copy of such an input; a dense copy at offset 0 made
+# as_strided_ with the caller's offset, or into a column slice's gaps, read other
+# elements than eager (twice-called fidelity programs, seed 20063).
+
+
+def _gapped(rg: bool) -> Any:
+    """An (2, 2) input with strides (4, 1) over a 4x4 clone: elements 2, 3, 6 are gaps."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = _r(4, 4).requires_grad_(rg)
+        x = leaf.clone()
+        x.as_strided_((2, 2), (4, 1))
+        return [x], [leaf] if rg else []
+
+    return make
+
+
+def _restrided_to_its_own_geometry(x):
+    x.as_strided_((2, 2), (4, 1))
+    return x * 2
+
+
+def _restrided_into_its_gaps(x):
+    x.as_strided_((2,), (1,), 2)
+    return x * 2
+
+
+def _restrided_at_the_callers_offset(x):
+    x.as_strided_((2, 2), (4, 1), 8)
+    return x * 2
+
+
+def _viewed_at_the_callers_offset_then_written(x):
+    y = x.as_strided((2, 2), (4, 1), 8)
+    x.mul_(2)
+    return y + 0, x * 1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_restrided_to_its_own_geometry, _gapped),
+        (_restrided_into_its_gaps, _gapped),
+        (_restrided_at_the_callers_offset, _rows_at_offset),
+        (_viewed_at_the_callers_offset_then_written, _rows_at_offset),
+    ],
+    ids=["own_geometry", "into_gaps", "callers_offset", "viewed_then_written"],
+)
+@pytest.mark.parametrize("rg", [True, False])
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])
+def test_a_restrided_input_reads_the_callers_elements(
+    fn: Any, make: Any, rg: bool, ctx: Any, compiler: str
+) -> None:
+    """Or is refused, where the traced value of a written input would not lie as the
+    caller's tensor does: an as_strided view of it taken before the write, unless the
+    function runs on a copy (the input requires grad, called with grad on). Dynamo runs
+    that view apart from the write."""
+    kw = dict(ctx=ctx, calls=2)
+    if (
+        fn is _viewed_at_the_callers_offset_then_written
+        and (not rg or ctx is torch.no_grad)
+        and compiler.startswith("aot_function")
+    ):
+        with ctx(), pytest.raises(UnsupportedError, match="as_strided view of it was taken"):
+            aotgrad.aot_function(fn, aotgrad.nop)(*make(rg)()[0])
+        with ctx():
+            fn(*make(rg)()[0])  # eager runs it
+        return
+    assert_like_eager(fn, make(rg), COMPILERS[compiler], **kw)
+
+
 # ------------------------------------------------------------ refused, nothing written
 
 

@@ -159,3 +159,51 @@ def test_view_of_a_detached_saved_tensor_written_after_the_call(fn: Any, compile
     eager = _observe(fn, None, _write_second, [0])
     compiled = _observe(fn, COMPILERS[compiler], _write_second, [0])
     assert eager["raises"] and compiled["raises"]
+
+
+# --------- a saved detach() of an input shares the input's version counter
+
+
+def _detached_input_saved(x):
+    with torch.no_grad():
+        d = x.detach().requires_grad_()
+    return torch.maximum(d, x.sum()), x * 2
+
+
+def _detached_row_of_input_saved(x):
+    d = x.detach()[1:3].requires_grad_()
+    return (d * d).sum(), x.sin()
+
+
+def _written_input_then_detached_saved(x):
+    x.t().mul_(x.clone())  # saved at the version the call leaves the input
+    d = x.detach().requires_grad_()
+    return (torch.maximum(d, x.sum()),)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_detached_input_saved, _detached_row_of_input_saved, _written_input_then_detached_saved]
+)
+def test_a_saved_detach_of_an_input_written_after_the_call(fn: Any, compiler: str) -> None:
+    """The backward reads ``x.detach()`` (or a view of one), which shares the input's
+    version counter: the caller's write to the input after the call fails eager's
+    backward; aotgrad's ran, on the value from before the write (fidelity program
+    20158, called twice: the second call's write to the input)."""
+
+    def run(g: Any) -> Any:
+        leaf = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        x = leaf.clone()
+        outs = g(x)
+        with torch.no_grad():
+            x.add_(1)
+        try:
+            torch.autograd.backward([o.sum() for o in outs if o.requires_grad])
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e), e
+            return "raises"
+        return leaf.grad
+
+    eager, compiled = run(fn), run(COMPILERS[compiler](fn))
+    assert eager == "raises", "the program must exercise eager's check"
+    assert compiled == "raises"

@@ -118,6 +118,35 @@ class _InputStorage:
     reached_out: bool = False
     #: The old elements of views restrided in place to other elements.
     narrowed: list[frozenset[int]] = field(default_factory=list)
+    #: An ``as_strided`` view was taken at the caller's coordinates: a write that moves
+    #: the traced value elsewhere makes functionalization rebuild it at other elements.
+    views_taken: bool = False
+
+    #: The joint trace runs the function on a copy laid out as the caller's storage
+    #: (``trace.functional.clone_in_callers_layout``): an input that requires grad,
+    #: called with grad on, which the function writes.
+    copied: bool = False
+
+    def keeps_coordinates(self) -> bool:
+        """Whether a write leaves the traced value in the caller's coordinates: the
+        function runs on a copy laid out as the caller's storage, or the input is dense
+        at offset 0 (a written value is laid out as it is)."""
+        if self.copied:
+            return True
+        if self.layout is None:  # symbolic or large: what can be known without a guard
+            from torch._prims_common import is_non_overlapping_and_dense_or_false
+            from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+            t = self.stand_in
+            return bool(
+                statically_known_true(t.storage_offset() == 0)
+                and is_non_overlapping_and_dense_or_false(t)
+            )
+        size, _, offset = self.layout
+        n = 1
+        for d in size:
+            n *= d
+        return offset == 0 and _elements(self.layout) == frozenset(range(n))
 
     def shift(self) -> int | None:
         """Where the input's first element now lies in its value, less where it lies in
@@ -140,12 +169,15 @@ class Restrides:
     def __init__(self, inputs: Sequence[Any]) -> None:
         self.storages: dict[StorageWeakRef, _InputStorage] = {}
         self.refusal: UnsupportedError | None = None
+        grad = torch.is_grad_enabled()  # the call's grad mode: the joint trace's copies
         for t in inputs:
             if isinstance(t, torch.Tensor):
                 key = StorageWeakRef(t.untyped_storage())
                 if key not in self.storages:
                     layout = _static(t.shape, t.stride(), t.storage_offset())
-                    self.storages[key] = _InputStorage(t, layout, _writes(t))
+                    info = _InputStorage(t, layout, _writes(t))
+                    info.copied = grad and t.requires_grad
+                    self.storages[key] = info
 
     def restride(self, name: str, t: torch.Tensor, size: Any, stride: Any, offset: Any) -> bool:
         """Before ``t.<name>(size, stride, offset)`` (``offset`` the caller's, or None):
@@ -174,6 +206,7 @@ class Restrides:
                 f"{name} after the function wrote the input reaches elements outside it"
             )
         info.restrided = True
+        info.views_taken = info.views_taken or name == "as_strided"
         mine = _static(t.shape, t.stride(), t.storage_offset())
         if new is None or mine is None or not _elements(new) <= _elements(mine):
             # outside the input: the rebuilt view reads other elements; outside only the
@@ -191,6 +224,13 @@ class Restrides:
         """Refuse a write through ``written`` whose bytes the compiled graph would lose."""
         info = self.storages.get(StorageWeakRef(written.untyped_storage()))
         if info is None or not info.restrided:
+            return
+        if info.views_taken and not info.keeps_coordinates():
+            self.keep_refusal(
+                "a write to an input's storage after an as_strided view of it was taken "
+                "(the traced value of the written input starts elsewhere than the "
+                "caller's tensor: the view would be rebuilt from other elements)"
+            )
             return
         if info.reached_out:
             self.keep_refusal(

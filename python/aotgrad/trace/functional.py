@@ -49,6 +49,21 @@ def from_functional(x: Any) -> Any:
     return x
 
 
+def clone_in_callers_layout(p: Any) -> Any:
+    """A copy of input ``p`` to run the function on, laid out as the caller's tensor:
+    its sizes, strides and storage offset, over a copy of its storage up to its last
+    element. ``p.clone()`` is dense at offset 0, so ``as_strided`` / ``as_strided_`` on
+    the copy (absolute geometry: an offset, the gaps of a column slice) would read other
+    elements than eager reads in the caller's storage."""
+    from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+
+    if p.storage_offset() == 0 and dense(p):
+        return p.clone()  # preserve_format: the same strides over the same elements
+    size, stride, offset = p.shape, p.stride(), p.storage_offset()
+    end = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) if p.numel() else offset
+    return p.as_strided((end,), (1,), 0).clone().as_strided(size, stride, offset)
+
+
 def layout_anchors(wrapped: Sequence[Any], indices: Any) -> dict[int, Any]:
     """Views of inputs made before the function runs, in the layout the caller's tensor
     has. An input whose data and metadata the function both changes (``x.t().add_(1);

@@ -23,6 +23,7 @@ from .decompositions import with_trace_decompositions
 from .failures import trace_errors
 from .functional import (
     EffectChain,
+    clone_in_callers_layout,
     flat_call,
     from_functional,
     layout_anchors,
@@ -226,10 +227,14 @@ class _JointTrace:
         ft = [to_functional(t) for t in tangents]
         chain = EffectChain()
         with torch.enable_grad():
-            call = [p.clone() if i in self.cloned else p for i, p in enumerate(fp)]
+            call, copies = self._copies(fp)
             anchors = layout_anchors(call, self.relaid)
-            bases = self._seen_as_views(call)
+            bases = {}
+            seen_as_views = [i for i in self._seen_as_views() if i not in copies]
+            for i, view in layout_anchors(call, seen_as_views).items():
+                bases[i], call[i] = call[i], view
             anchors.update((i, bases[i]) for i in anchors if i in bases)
+            bases.update(copies)
         self.call = call
         self.primals = fp
         self.relaid_bases = {id(base): i for i, base in bases.items()}
@@ -267,9 +272,9 @@ class _JointTrace:
         bwd += [from_functional(call[i]) for i in self.written_in_backward]
         return fwd + fwd_tokens, bwd + chain.finish()
 
-    def _seen_as_views(self, call: list[Any]) -> dict[int, Any]:
+    def _seen_as_views(self) -> list[int]:
         """Inputs whose metadata the function changes are seen as views of their clone
-        (``call[i]`` replaced; returns the clones): the change (``x.as_strided_``,
+        (``run`` replaces ``call[i]``; these are their indices): the change (``x.as_strided_``,
         ``x.t_()``) leaves the value's history alone, and autograd rebuilds views taken
         before it from the clone, whose layout never changes, as eager's does from the
         storage (``_views_alike``: where it does); the runtime records the change on the
@@ -277,17 +282,27 @@ class _JointTrace:
         meta = self.metadata
         # (a base the function detach_()es stays one: detach_() of a view raises)
         detached = {*meta.requires_grad_changes, *meta.left_then_written}
-        restrided = [
+        return [
             i
             for i, view in meta.plan.facts.input_view.items()
             if (i in self.relaid or i in self.cloned)
             and _views_alike(self.fake_args[i], view)
             and (i not in detached or self.fake_args[i]._is_view())
         ]
-        bases = {}
-        for i, view in layout_anchors(call, restrided).items():
-            bases[i], call[i] = call[i], view
-        return bases
+
+    def _copies(self, fp: list[Any]) -> tuple[list[Any], dict[int, Any]]:
+        """What the function runs on: each cloned input's copy, laid out as the caller's
+        storage (``clone_in_callers_layout``), and, per such input, the copy of the
+        storage its copy views. That copy is the input's view in the caller's layout
+        already: it is not seen as a view again (a second as_strided step would ban writes
+        through it), and views of it are the input's."""
+        call, copies = [], {}
+        for i, p in enumerate(fp):
+            c = clone_in_callers_layout(p) if i in self.cloned else p
+            if c is not p and c._base is not None:
+                copies[i] = c._base
+            call.append(c)
+        return call, copies
 
     def _forward(self, call: list[Any]) -> list[Any]:
         """The function, under the caller's grad mode (its own enable_grad / no_grad
@@ -392,10 +407,20 @@ class _JointTrace:
 
     def _note_input_read(self, t: Any, version: int) -> None:
         """The backward reads a saved input (or a view of one) saved at the version the
-        call leaves it: written after the call, eager's backward raises."""
-        i = self._input_of(t)
+        call leaves it: written after the call, eager's backward raises. A ``detach()`` of
+        one (or of a view of one) shares its version counter: so is it."""
+        i, source = self._input_of(t), self._detached_source(t)
+        while i is None and source is not None:
+            i, source = self._input_of(source), self._detached_source(source)
         if i is not None and i < len(self.final_versions) and self.final_versions[i] == version:
             self.saved_inputs.setdefault(i, []).append(torch._C._current_autograd_node())
+
+    def _detached_source(self, t: Any) -> Any:
+        """What ``t`` (or its base) is a ``detach()`` of, if anything."""
+        found = self.detached_from.get(id(t))
+        return (
+            found if found is not None or t._base is None else self.detached_from.get(id(t._base))
+        )
 
     def _shared_writes(self, t: Any) -> int:
         """Writes to the other inputs that share the counter of the input ``t`` is (or
