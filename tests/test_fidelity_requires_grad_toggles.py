@@ -194,3 +194,44 @@ def test_view_of_an_input_that_left_autograd_then_was_written(fn: Any, ctx: Any,
         # do). Known open.
         pytest.xfail("view passed across a graph break after its base left autograd")
     assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], ctx=ctx, calls=2)
+
+
+def _off_written_then_view_written(x0, x1):
+    with torch.no_grad():
+        x1.requires_grad_(False)
+    x0[1:3].mul_(torch.ones(2, 4, dtype=torch.float64, requires_grad=True))  # no leaf now
+    x1[:, 1:3].mul_(2)  # a view of a non-leaf: eager writes it
+    return x1 * 1, x0.sum()
+
+
+def _off_written_then_on_then_view_written(x):
+    t1 = x.diagonal()
+    with torch.no_grad():
+        x.requires_grad_(False)
+    x[1:3].lerp_(t1.clone(), 0.5)
+    x.requires_grad_()
+    x[:, 1:3].addcmul_(t1.sum(), t1.sum())
+    return x * 1, t1
+
+
+def _the_leaf_twice() -> tuple[list[Any], list[torch.Tensor]]:
+    x = _r(4, 4).requires_grad_()
+    return [x, x], [x]
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_off_written_then_view_written, _the_leaf_twice),
+        (_off_written_then_on_then_view_written, leaves(((4, 4), True))),
+    ],
+    ids=["written_then_view", "written_on_again_then_view"],
+)
+def test_a_leaf_turned_off_then_written_is_no_leaf(fn: Any, make: Any, compiler: str) -> None:
+    """A leaf input ``requires_grad_(False)`` took out, written with a value that requires
+    grad, is a leaf no more: a write through a view of it is eager's to make (aotgrad
+    raised "a view of a leaf Variable ...", soak seed 31760). Eager's backward then
+    raises ("leaf variable has been moved into the graph interior"); so does aotgrad's.
+    Under Dynamo the output loses ``requires_grad`` (torch's ``aot_eager`` too)."""
+    assert_like_eager(fn, make, COMPILERS[compiler])

@@ -334,7 +334,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         refusal = (
             inplace_error(func, args, kwargs, frozenset(), frozenset())
             if inference
-            else inplace_error(func, args, kwargs, self.leaves, self.leaf_views)
+            else inplace_error(func, args, kwargs, self._leaves_now(args), self.leaf_views)
         )
         if refusal is None:
             refusal = dtype_error(func, args, kwargs)
@@ -483,6 +483,19 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         """A leaf input's stand-in leaves autograd: its gradient edge now (``edges_off``)."""
         if id(t) in self.leaves and t.requires_grad:
             self.edges_off.setdefault(id(t), []).append(torch.autograd.graph.get_gradient_edge(t))
+
+    def _leaves_now(self, args: Any) -> frozenset[int]:
+        """``leaves``, less a leaf input ``requires_grad_(False)`` took out of autograd that
+        was then written with a value requiring grad (eager's is no leaf any more: a write
+        through a view of it is no write to a view of a leaf)."""
+        if not self.flag_off or not args or not isinstance(args[0], torch.Tensor):
+            return self.leaves
+        gone = {
+            id(t)
+            for t in (args[0], args[0]._base)
+            if t is not None and id(t) in self.flag_off and t.grad_fn is not None
+        }
+        return self.leaves - gone if gone else self.leaves
 
     def _requires_grad(self, func: Any, args: Any, kwargs: dict) -> Any:
         """``t.requires_grad_(flag)``: on a leaf input's stand-in, ``requires_grad_(False)``
