@@ -7,7 +7,8 @@ views and intermediates, metadata mutations, detach, custom autograd Functions,
 grad-mode and autocast blocks, multi-output views, Python branches) and two calls (other
 values, other ``requires_grad`` flags, a call mode: grad, ``no_grad``,
 ``inference_mode``, ``autocast``; some calls run the function twice on the same inputs
-before one backward through both results). ``print(program.source)`` is the reproducer.
+before one backward through both results; some write an input between the call and the
+backward). ``print(program.source)`` is the reproducer.
 ``tests/fidelity_programs.py`` runs and compares them.
 """
 
@@ -234,6 +235,9 @@ class Call:
     # (gradient accumulation, D(real) + D(fake)); drawn from its own stream so that the
     # programs of earlier seeds are unchanged
     twice: bool = False
+    # the caller writes input x<i> (under no_grad) between the call and the backward:
+    # what the backward reads of it is stale, as eager's saved-tensor check says
+    write_input: int | None = None
 
 
 @dataclass
@@ -764,7 +768,9 @@ class Gen:
             pm = rng.randrange(4) if i == 0 and rng.random() < 0.25 else None
             mode = self.w(modes)
             twice = mode != "inference_mode" and random.Random(seed * 31 + 5).random() < 0.2
-            calls.append(Call(seed, rg, mode, scal, pm, twice))
+            own = random.Random(seed * 37 + 11)
+            wi = own.randrange(len(self.args)) if own.random() < 0.15 else None
+            calls.append(Call(seed, rg, mode, scal, pm, twice, wi))
         return calls
 
 
@@ -792,6 +798,7 @@ def generate(seed: int) -> Program:
     )
     for c in calls:
         twice = ", twice=True" if c.twice else ""
+        twice += f", write_input={c.write_input}" if c.write_input is not None else ""
         calls_src += f"    dict(seed={c.seed}, rg={c.rg}, mode={c.mode!r}, scalars={c.scalars}, post_mutate={c.post_mutate}{twice}),\n"
     calls_src += "]\n"
     source = PRELUDE + "\n" + head + g.inputs_src + "\n\n" + fn_src + "\n\n" + calls_src

@@ -433,7 +433,15 @@ def _observe(prog: Program, entry: str, eager: bool) -> Obs:
                 # compiled once for the first call's metadata (unguarded, as under
                 # Dynamo, which guards): later calls change values only
                 c0 = prog.calls[0]
-                call = Call(call.seed, c0.rg, c0.mode, c0.scalars, call.post_mutate, call.twice)
+                call = Call(
+                    call.seed,
+                    c0.rg,
+                    c0.mode,
+                    c0.scalars,
+                    call.post_mutate,
+                    call.twice,
+                    call.write_input,
+                )
             _observe_call(obs, prog, runner, ns, ci, call)
     obs.info["warnings"] = [
         str(w.message).split("\n")[0][:120] for w in caught if "aotgrad" in str(w.message).lower()
@@ -447,6 +455,21 @@ def _show(e: BaseException) -> None:
         import traceback
 
         traceback.print_exception(e)
+
+
+def _write_input(obs, pre, watch, i) -> bool:
+    """The caller writes input ``x<i>`` under no_grad after the call; False: it raised."""
+    t = watch.get(f"x{i}")
+    if not isinstance(t, torch.Tensor):
+        return True
+    try:
+        with torch.no_grad():
+            t.mul_(2)
+    except Exception as e:
+        obs.add(f"{pre}.write_input.raise", "raise", _exc(e))
+        return False
+    obs.add(f"{pre}.write_input.raise", "raise", None)
+    return True
 
 
 def _observe_call(obs, prog, runner, ns, ci, call):
@@ -478,6 +501,8 @@ def _observe_call(obs, prog, runner, ns, ci, call):
                 obs.add(f"{pre}.post.raise", "raise", _exc(e))
                 return
             _record_inputs(obs, f"{pre}.post", watch, before_dp, cat="post_mutate")
+    if call.write_input is not None and not _write_input(obs, pre, watch, call.write_input):
+        return
     diff, cots = _cotangents(earlier + outs)
     if not diff:
         return

@@ -361,16 +361,37 @@ def _viewed_at_the_callers_offset_then_written(x):
     return y + 0, x * 1
 
 
+def _viewed_then_written_then_returned(x):
+    y = x.as_strided((2, 2), (4, 1), 8)
+    x.mul_(2)
+    return y  # not read after the write: rebuilt in the caller's storage (seed 37421)
+
+
+def _written_through_its_as_strided_view(x):
+    y = x.as_strided((2, 2), (4, 1), 8)
+    y.mul_(2)  # scattered into the input's value at the caller's coordinates
+    return y + 0, x * 1
+
+
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize(
     "fn, make",
     [
+        (_written_through_its_as_strided_view, _rows_at_offset),
+        (_viewed_then_written_then_returned, _rows_at_offset),
         (_restrided_to_its_own_geometry, _gapped),
         (_restrided_into_its_gaps, _gapped),
         (_restrided_at_the_callers_offset, _rows_at_offset),
         (_viewed_at_the_callers_offset_then_written, _rows_at_offset),
     ],
-    ids=["own_geometry", "into_gaps", "callers_offset", "viewed_then_written"],
+    ids=[
+        "written_through_it",
+        "returned",
+        "own_geometry",
+        "into_gaps",
+        "callers_offset",
+        "viewed_then_written",
+    ],
 )
 @pytest.mark.parametrize("rg", [True, False])
 @pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext], ids=["no_grad", "grad"])

@@ -352,3 +352,53 @@ def test_stale_chunk_of_a_saved_intermediate_keeps_eager_version(compiler: str) 
         return torch.mm(w, t), m1
 
     _check(fn, _rows(True), compiler)
+
+
+# --------- a view made a leaf of its own (``requires_grad_()`` on a view of a base that
+# does not require grad), overlapping a written sibling: rebuilt from the synthetic base,
+# it lost its ``requires_grad`` (a branch on it took the other path: soak seed 32535,
+# called twice) and, with grad on, its gradient (every entry point, Dynamo too).
+
+
+def _branch_on_requires_grad(x0, x1):
+    if x1.requires_grad:
+        with torch.no_grad():
+            x0.t().sub_(1)
+    return x1 * 1
+
+
+def _sibling_written_then_read(x0, x1):
+    with torch.no_grad():
+        x0.mul_(2)
+    return x1 * 3
+
+
+def _leaf_view_and_sibling() -> tuple[list[Any], list[torch.Tensor]]:
+    b = torch.randn(8, 4, dtype=DT)
+    x0, x1 = b[0:4], b[2:6]
+    x1.requires_grad_()
+    return [x0, x1], [x1]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_branch_on_requires_grad, _sibling_written_then_read])
+def test_a_leaf_view_of_a_synthetic_base_keeps_requires_grad(fn: Callable, compiler: str) -> None:
+    assert_like_eager(fn, _leaf_view_and_sibling, COMPILERS[compiler], ctx=torch.no_grad)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_branch_on_requires_grad, _sibling_written_then_read])
+def test_a_leaf_view_of_a_synthetic_base_is_refused_where_its_gradient_would_be_lost(
+    fn: Callable, compiler: str
+) -> None:
+    from aotgrad.errors import UnsupportedError
+    from fidelity_programs import find_unsupported
+
+    args, _ = _leaf_view_and_sibling()
+    with pytest.raises(Exception) as raised:
+        COMPILERS[compiler](fn)(*args)
+    assert find_unsupported(raised.value) is not None, raised.value
+    assert isinstance(find_unsupported(raised.value), UnsupportedError)
+    args, (leaf,) = _leaf_view_and_sibling()
+    fn(*args).sum().backward()  # eager runs it
+    assert leaf.grad is not None

@@ -81,6 +81,19 @@ def _eager_raises_for_grad(args: Any, kwargs: dict) -> bool:
 
 
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
+#: Calls that read a tensor's metadata or autograd flags, not its elements.
+_NO_DATA_READ = frozenset(
+    {
+        "__get__",
+        "__set__",
+        "requires_grad_",
+        "retain_grad",
+        "register_hook",
+        "dim",
+        "size",
+        "stride",
+    }
+)
 _RETAIN_GRAD = torch.Tensor.retain_grad
 _REGISTER_HOOK = torch.Tensor.register_hook
 _POST_ACCUMULATE_HOOK = torch.Tensor.register_post_accumulate_grad_hook
@@ -292,6 +305,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         # views of an input that left autograd, which a write may make autograd rebuild
         left = left_autograd_views(args, kwargs, self.left_autograd) if self.left_autograd else ()
         counts = uncounted(func, args, kwargs or {})
+        if self.restrides.stale_views and getattr(func, "__name__", "") not in _NO_DATA_READ:
+            self.restrides.note_reads(args)
         if kwargs and kwargs.get("generator") is not None:
             self.generators.note(kwargs["generator"])
         try:
@@ -446,13 +461,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             view = self._eager_view(t)
             self.earlier.changed(t)
             return write_metadata(func, (t, size, stride, offset), {}, fresh, view)
-        if not agree or not _from_base(t):
-            return func(t, size, stride, offset)
-        if not within(t, size, stride, at):
-            return func(t, size, stride, offset)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and t.requires_grad):
-            view = func(t._base, size, stride, at)
-        torch._C._autograd._set_creation_meta(view, torch._C._autograd._get_creation_meta(t))
+        if not agree or not _from_base(t) or not within(t, size, stride, at):
+            view = func(t, size, stride, offset)
+        else:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and t.requires_grad):
+                view = func(t._base, size, stride, at)
+            creation = torch._C._autograd._get_creation_meta(t)
+            torch._C._autograd._set_creation_meta(view, creation)
+        self.restrides.note_view(t, view)
         return view
 
     def _leaf_written_before(self, t: Any) -> None:

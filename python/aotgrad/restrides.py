@@ -100,6 +100,16 @@ def _restrided_in_place(t: torch.Tensor) -> bool:
     return any(type(m).__name__ == "as_strided__ViewMeta" for m in chain)
 
 
+def _via_as_strided(t: torch.Tensor) -> bool:
+    """Whether ``t``'s view chain has an ``as_strided`` step (a write through it scatters
+    into the input's value at the caller's coordinates)."""
+    elem = _functional(t)
+    if elem is None:
+        return False
+    chain = torch._C._functionalization.get_view_meta_sequence(elem)
+    return any(type(m).__name__.startswith("as_strided") for m in chain)
+
+
 def _writes(t: torch.Tensor) -> int:
     elem = _functional(t)
     return 0 if elem is None else int(torch._functionalize_mutation_counter(elem))
@@ -118,9 +128,13 @@ class _InputStorage:
     reached_out: bool = False
     #: The old elements of views restrided in place to other elements.
     narrowed: list[frozenset[int]] = field(default_factory=list)
-    #: An ``as_strided`` view was taken at the caller's coordinates: a write that moves
-    #: the traced value elsewhere makes functionalization rebuild it at other elements.
-    views_taken: bool = False
+    #: ``as_strided`` views taken at the caller's coordinates (by id): a write that moves
+    #: the traced value elsewhere makes functionalization rebuild them from other
+    #: elements; only where the function reads one after it (a returned one the runtime
+    #: rebuilds in the caller's storage).
+    views: set[int] = field(default_factory=set)
+    #: One of them was read after a write (not through such a view) to the input.
+    read_after_write: bool = False
 
     #: The joint trace runs the function on a copy laid out as the caller's storage
     #: (``trace.functional.clone_in_callers_layout``): an input that requires grad,
@@ -169,6 +183,8 @@ class Restrides:
     def __init__(self, inputs: Sequence[Any]) -> None:
         self.storages: dict[StorageWeakRef, _InputStorage] = {}
         self.refusal: UnsupportedError | None = None
+        #: as_strided views (by id) of inputs written since they were taken
+        self.stale_views: dict[int, _InputStorage] = {}
         grad = torch.is_grad_enabled()  # the call's grad mode: the joint trace's copies
         for t in inputs:
             if isinstance(t, torch.Tensor):
@@ -206,7 +222,6 @@ class Restrides:
                 f"{name} after the function wrote the input reaches elements outside it"
             )
         info.restrided = True
-        info.views_taken = info.views_taken or name == "as_strided"
         mine = _static(t.shape, t.stride(), t.storage_offset())
         if new is None or mine is None or not _elements(new) <= _elements(mine):
             # outside the input: the rebuilt view reads other elements; outside only the
@@ -225,13 +240,8 @@ class Restrides:
         info = self.storages.get(StorageWeakRef(written.untyped_storage()))
         if info is None or not info.restrided:
             return
-        if info.views_taken and not info.keeps_coordinates():
-            self.keep_refusal(
-                "a write to an input's storage after an as_strided view of it was taken "
-                "(the traced value of the written input starts elsewhere than the "
-                "caller's tensor: the view would be rebuilt from other elements)"
-            )
-            return
+        if info.views and not info.keeps_coordinates() and not _via_as_strided(written):
+            self.stale_views.update((v, info) for v in info.views)  # ``note_reads``
         if info.reached_out:
             self.keep_refusal(
                 "a write to an input's storage after an as_strided view reached elements "
@@ -255,6 +265,31 @@ class Restrides:
                 f"{tuple(written.stride())} on an input's storage restrided by as_strided "
                 "reaches elements the compiled graph does not hold"
             )
+
+    def note_view(self, t: torch.Tensor, view: torch.Tensor) -> None:
+        """``view``: an ``as_strided`` of ``t``, at the caller's coordinates."""
+        info = self.storages.get(StorageWeakRef(t.untyped_storage()))
+        if info is not None:
+            info.views.add(id(view))
+
+    def note_reads(self, args: Any) -> None:
+        """An op's arguments: one of ``stale_views`` read after a write to its input."""
+        for a in args:
+            info = self.stale_views.get(id(a)) if isinstance(a, torch.Tensor) else None
+            if info is not None:
+                info.read_after_write = True
+
+    def finish(self) -> None:
+        """Once the function ran: refuse where an input written after an ``as_strided``
+        view of it was taken no longer has its value where the caller's tensor lies
+        (functionalization rebuilt the view from other elements)."""
+        for info in self.storages.values():
+            if info.read_after_write and info.shift() != 0:
+                self.keep_refusal(
+                    "a write to an input's storage after an as_strided view of it was "
+                    "taken (the traced value of the written input starts elsewhere than "
+                    "the caller's tensor: the view would be rebuilt from other elements)"
+                )
 
     def keep_refusal(self, what: str) -> None:
         """Keep the first refusal (raised once the run is over)."""

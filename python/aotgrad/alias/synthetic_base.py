@@ -50,15 +50,19 @@ def _creation(t: torch.Tensor) -> Any:
     return torch._C._autograd._get_creation_meta(t) if t._is_view() else _CREATION.DEFAULT
 
 
-def _member(base: torch.Tensor, layout: Layout, creation: Any) -> torch.Tensor:
+def _member(base: torch.Tensor, layout: Layout, creation: Any, leaf: bool = False) -> torch.Tensor:
     """A member rebuilt as made by the caller: under no_grad for a view made so, and with
     its creation meta (a ``chunk()`` output's, a custom Function's), so that eager's
-    checks on writing through it, or on reading it after a write, are the caller's."""
+    checks on writing through it, or on reading it after a write, are the caller's;
+    ``leaf``: a view the caller made require grad of a base that does not (a leaf of its
+    own: the function reads its ``requires_grad``)."""
     # (not set_grad_enabled: under the tracing modes it leaves grad mode on at exit)
     with torch.no_grad() if creation == _CREATION.NO_GRAD_MODE else torch.enable_grad():
         member = base.as_strided(*layout)
     if creation not in (_CREATION.DEFAULT, _CREATION.NO_GRAD_MODE) and member._is_view():
         torch._C._autograd._set_creation_meta(member, creation)
+    if leaf and not member.requires_grad:
+        member.requires_grad_()
     return member
 
 
@@ -72,6 +76,9 @@ class _Group:
     #: Per member, autograd's creation meta of the caller's view (made under ``no_grad``,
     #: by a multi-output op, in a custom Function): the traced member is made alike.
     creation: tuple[Any, ...] = ()
+    #: Per member: a view that requires grad of a base that does not (made a leaf by
+    #: ``requires_grad_()`` in the caller).
+    leaves: tuple[bool, ...] = ()
 
     @classmethod
     def of(cls, tensors: Sequence[Any], members: tuple[int, ...]) -> _Group:
@@ -85,7 +92,12 @@ class _Group:
         if len({tensors[i].dtype for i in members}) != 1:
             raise UnsupportedError(f"inputs {names} overlap in memory with different dtypes")
         creation = tuple(_creation(tensors[i]) for i in members)
-        return cls(members, tuple(_layout(tensors[i]) for i in members), common, creation)
+        leaves = tuple(
+            common and tensors[i].requires_grad and not _root(tensors[i]).requires_grad
+            for i in members
+        )
+        views = tuple(_layout(tensors[i]) for i in members)
+        return cls(members, views, common, creation, leaves)
 
     def base(self, tensors: Sequence[Any]) -> torch.Tensor:
         first = tensors[self.members[0]]
@@ -121,6 +133,18 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
             if i is not None:
                 self.with_grad[i] = torch.is_grad_enabled()
         return func(*args, **(kwargs or {}))
+
+
+def _refuse_lost_gradients(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
+    """A member that is a leaf of its own (``_Group.leaves``) reached by an output: its
+    gradient would go to the group's base, which does not require grad."""
+    for i, leaf in zip(group.members, group.leaves):
+        if leaf and torch.is_grad_enabled() and _reaches(outs, built[i]):
+            raise UnsupportedError(
+                f"input {i} is a view that requires grad of a tensor that does not, it "
+                "overlaps a written input, and an output is computed from it: not supported "
+                "(its gradient would not reach the caller's tensor)"
+            )
 
 
 def _reaches(outs: Sequence[Any], leaf: torch.Tensor) -> bool:
@@ -234,7 +258,8 @@ class SyntheticBase:
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
             for g, base in zip(groups, graph_inputs):
-                made = (_member(base, v, c) for v, c in zip(g.views, g.creation))
+                leaves = g.leaves or (False,) * len(g.views)
+                made = (_member(base, *m) for m in zip(g.views, g.creation, leaves))
                 built.update(zip(g.members, made))
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}
@@ -246,6 +271,8 @@ class SyntheticBase:
             for j, o in enumerate(out):
                 if id(o) in member_of:
                     member_outputs[j] = member_of[id(o)]
+            for g in groups:
+                _refuse_lost_gradients(g, built, out)
             for i, t in built.items():
                 if t.requires_grad != flags[i] and t.grad_fn is None:
                     requires_grad_changes[i] = t.requires_grad

@@ -437,6 +437,7 @@ def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any
     calls = EagerCalls.for_inputs(wrapped, fake_args, share_counters=True)
     with _StorageResizes(wrapped) as resizes, calls.restrides.refusing():
         outs = flat_call(fn, wrapped, calls=calls)
+        calls.restrides.finish()
     chain.finish()
     calls.generators.refuse_made_inside()
     return calls, resizes, outs
