@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..alias import OutputVerdict
+from ..errors import UnsupportedError
 from .epilogue import Epilogue
 from .layout import ForwardLayout, OutputAlias
 
@@ -71,9 +72,10 @@ def _no_double_backward(bw: BoxedFn, args: list[Any]) -> Any:
 
         @staticmethod
         def backward(ctx: Any, *grads: Any) -> Any:
-            raise RuntimeError(
-                "aotgrad: double backward through a compiled function is not supported; "
-                "compile the function with the outer backward inside it instead"
+            raise UnsupportedError(
+                "aotgrad: double backward through a compiled function (a gradient taken "
+                "with create_graph=True, then differentiated: a gradient penalty) is not "
+                "supported; compile the function with the outer backward inside it instead"
             )
 
     anchor = torch.empty(0, requires_grad=True)
