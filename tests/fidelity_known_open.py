@@ -10,11 +10,6 @@ FAMILIES = {
     # eager's error comes after it wrote the module's parameter; aotgrad's trace raises
     # before anything runs, so the parameter's version count and values stay as before
     "aot_module: eager raises partway through, after a write to the parameter": {89, 258},
-    # the caller writes the input between the call and the backward (``write_input``);
-    # min-cut saved the input to recompute ``x0 - x0`` where eager saved results: the
-    # compiled backward raises eager's version error where eager's runs (torch's AOT
-    # Autograd too; reading the written value instead could reach a gradient)
-    "min-cut: a recomputed-from input written after the call (README, known to differ)": {108},
 }
 
 KNOWN_OPEN = frozenset(s for seeds in FAMILIES.values() for s in seeds)

@@ -9,11 +9,11 @@ default partition saves ``exp``'s result as eager does), autograd's own check on
 compiled node's saved tensors raises whatever the backward reaches: such a backward
 raises where eager's runs (torch's AOT Autograd too), never a different gradient
 (``test_default_partition_raises_rather_than_differs``; soak seed 24601). Likewise an
-input the compiled backward reads (saved to recompute ``exp`` from, where eager saved
-``exp``'s result; or an input eager saves for an output the backward does not reach):
-written after the call, the compiled backward raises where eager's runs. Skipping that
-check would let a recomputation from the written value reach a gradient (0 * inf), so
-it stays an error. ``.data`` writes to saved values (no version bump) are not followed.
+input eager saves for an output the backward does not reach: written after the call,
+the compiled backward raises where eager's runs. An input eager's backward does not
+read at all is no longer saved by min-cut to recompute from where anything else can be
+saved (``test_an_input_eager_does_not_read_written_before_the_backward``): a write to it
+after the call, ``.data`` writes included, leaves the gradient as eager's.
 """
 
 from __future__ import annotations
@@ -207,3 +207,57 @@ def test_a_saved_detach_of_an_input_written_after_the_call(fn: Any, compiler: st
     eager, compiled = run(fn), run(COMPILERS[compiler](fn))
     assert eager == "raises", "the program must exercise eager's check"
     assert compiled == "raises"
+
+
+# --------- an input eager's backward does not read, written between the call and the
+# backward: min-cut saved it to recompute from (``g`` for ``sigmoid(g)``, where eager saved
+# the result), so an optimizer step raised where eager runs and a ``.data`` write changed
+# the gradient (blind suite 5: L48, L71, L82; torch's inductor gives the changed one)
+
+
+def _gate(x, g):
+    return x * torch.sigmoid(g)
+
+
+def _log_scale(x, s, b):
+    return (x * s.exp() + b).relu()
+
+
+def _shifted_sigmoid(x, b):
+    return torch.sigmoid(x + b) * 2
+
+
+def _write_step(t: torch.Tensor, how: str) -> None:
+    if how == "data":
+        t.data.mul_(-3)  # no version bump: nothing can raise, the value must not leak in
+    else:
+        with torch.no_grad():
+            t.sub_(0.5 * torch.ones_like(t))  # an SGD-like step: eager's backward runs
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("how", ["data", "step"])
+@pytest.mark.parametrize(
+    "fn, shapes, written",
+    [
+        (_gate, [(4, 3), (3,)], 1),
+        (_log_scale, [(4, 3), (3,), (3,)], 1),
+        (_shifted_sigmoid, [(4, 3), (3,)], 0),
+    ],
+    ids=["gate", "log_scale", "input_buffer"],
+)
+def test_an_input_eager_does_not_read_written_before_the_backward(
+    fn: Callable, shapes: list, written: int, how: str, compiler: str
+) -> None:
+    def run(g: Callable) -> list[Any]:
+        torch.manual_seed(0)
+        args = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+        y = g(*args)
+        _write_step(args[written], how)
+        y.pow(2).sum().backward()
+        return [a.grad for a in args]
+
+    eager = run(fn)
+    compiled = run(COMPILERS[compiler](fn))
+    for e, c in zip(eager, compiled):
+        torch.testing.assert_close(c, e)

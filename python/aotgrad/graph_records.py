@@ -33,6 +33,7 @@ from .vocab import (
     RECOMPUTE_KEY,
     ROLE_KEY,
     STATIC_KEY,
+    UNREAD_KEY,
 )
 
 #: Node metadata kept (besides ``val``, restored by fake propagation): what compilers,
@@ -51,6 +52,7 @@ KEPT_META = frozenset(
         ROLE_KEY,
         MUTATED_KEY,
         STATIC_KEY,
+        UNREAD_KEY,
     }
 )
 

@@ -42,6 +42,7 @@ from .vocab import (
     RECOMPUTE_KEY,
     STATIC_KEY,
     TRACED_BY_FORWARD,
+    UNREAD_KEY,
     Flag,
     Kind,
 )
@@ -491,14 +492,14 @@ def _call_row(
 
 def _placeholder_row(node: fx.Node, row: int, role: Any) -> tuple[int, int, int, int]:
     """(kind, op id, flags, const_hash) of a placeholder: its role, and for a primal
-    whether the function overwrites it and whether it is a parameter/buffer."""
+    whether saving it is penalized (the function overwrites it, or eager's backward does
+    not read it: ``MUTATED_INPUT``) and whether it is a parameter/buffer."""
     k = _placeholder_kind(node, row, role)
     bits = 0
     if k == _PRIMAL:
         meta = node.meta
-        bits = (_MUTATED_INPUT if meta.get(MUTATED_KEY) else 0) | (
-            _STATIC_INPUT if meta.get(STATIC_KEY) else 0
-        )
+        penalized = meta.get(MUTATED_KEY) or meta.get(UNREAD_KEY)
+        bits = (_MUTATED_INPUT if penalized else 0) | (_STATIC_INPUT if meta.get(STATIC_KEY) else 0)
     return k, 0, bits, 0
 
 

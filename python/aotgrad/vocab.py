@@ -214,6 +214,11 @@ TANGENT_ROLE = "tangent"
 MUTATED_KEY = "aotgrad_mutated"
 #: Set (True) on primals alive for the whole step (parameters, buffers): free to save.
 STATIC_KEY = "aotgrad_static_input"
+#: Set (True) on primals eager's backward does not read (autograd saved none of them, nor
+#: a view or ``detach()`` of one): min-cut saves one only where nothing else can be
+#: saved, so that a write to it between the call and the backward (an optimizer step, a
+#: ``.data`` write) reaches the gradient only where it reaches eager's.
+UNREAD_KEY = "aotgrad_unread_by_eager"
 #: torch's keys that aotgrad reads: a checkpoint tag (``CheckpointPolicy``), its region
 #: id, and which pass traced the node (``TRACED_BY_FORWARD``: the forward).
 RECOMPUTE_KEY = "recompute"

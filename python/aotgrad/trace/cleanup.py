@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from ..roles import PRIMAL, TANGENT
 from ..roles import ROLE_KEY as ROLE
-from ..vocab import MUTATED_KEY, STATIC_KEY
+from ..vocab import MUTATED_KEY, STATIC_KEY, UNREAD_KEY
 
 
 def mark_roles(
@@ -19,17 +19,21 @@ def mark_roles(
     num_primals: int,
     mutated: Sequence[int] = (),
     static: Sequence[int] = (),
+    unread: Sequence[int] = (),
 ) -> None:
     """Record each placeholder's role, which primals the function overwrites (their
-    pre-mutation value is what the graph reads; the runtime writes the new one back) and
-    which are parameters/buffers (alive all step: free to save)."""
-    mutated_set, static_set = set(mutated), set(static)
+    pre-mutation value is what the graph reads; the runtime writes the new one back),
+    which are parameters/buffers (alive all step: free to save) and which eager's
+    backward does not read (``UNREAD_KEY``)."""
+    mutated_set, static_set, unread_set = set(mutated), set(static), set(unread)
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         node.meta[ROLE] = PRIMAL if i < num_primals else TANGENT
         if i in mutated_set:
             node.meta[MUTATED_KEY] = True
         if i in static_set:
             node.meta[STATIC_KEY] = True
+        if i in unread_set:
+            node.meta[UNREAD_KEY] = True
 
 
 def flatten_codegen(gm: fx.GraphModule) -> None:

@@ -216,6 +216,9 @@ class _JointTrace:
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
         self.saved_inputs: dict[int, list[Any]] = {}
+        # inputs autograd saved (itself, a view or a detach() of one): what eager's
+        # backward reads; the others are marked for min-cut (``UNREAD_KEY``)
+        self.eager_reads: set[int] = set()
         self.final_versions: list[int] = []
         self.watched_inputs: dict[int, tuple[int, ...]] = {}
 
@@ -339,6 +342,9 @@ class _JointTrace:
 
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
+        i = self._input_of_saved(t)
+        if i is not None:
+            self.eager_reads.add(i)
         version = t._version + self._shared_writes(t)
         # a non-leaf (as eager sees it) that detach_() later takes out of autograd: eager's
         # backward refuses to read it (see _detached_since)
@@ -409,11 +415,17 @@ class _JointTrace:
         """The backward reads a saved input (or a view of one) saved at the version the
         call leaves it: written after the call, eager's backward raises. A ``detach()`` of
         one (or of a view of one) shares its version counter: so is it."""
+        i = self._input_of_saved(t)
+        if i is not None and i < len(self.final_versions) and self.final_versions[i] == version:
+            self.saved_inputs.setdefault(i, []).append(torch._C._current_autograd_node())
+
+    def _input_of_saved(self, t: Any) -> int | None:
+        """The input a saved ``t`` is, views, or is a ``detach()`` of (which shares its
+        version counter)."""
         i, source = self._input_of(t), self._detached_source(t)
         while i is None and source is not None:
             i, source = self._input_of(source), self._detached_source(source)
-        if i is not None and i < len(self.final_versions) and self.final_versions[i] == version:
-            self.saved_inputs.setdefault(i, []).append(torch._C._current_autograd_node())
+        return i
 
     def _detached_source(self, t: Any) -> Any:
         """What ``t`` (or its base) is a ``detach()`` of, if anything."""
@@ -510,7 +522,8 @@ def trace_joint(
     flatten_codegen(gm)
     clean(gm)
     tensorify_scalars(gm, fake_mode)
-    mark_roles(gm, len(fake_args), metadata.mutated_inputs, static_inputs)
+    unread = [i for i in range(len(fake_args)) if i not in state.eager_reads]
+    mark_roles(gm, len(fake_args), metadata.mutated_inputs, static_inputs, unread)
     num_user_outputs = len(metadata.outputs)
     num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(metadata.mutated_inputs)
     return JointGraph(

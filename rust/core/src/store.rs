@@ -36,8 +36,10 @@ pub mod flags {
         MUST_RECOMPUTE = 1 << 8;
         NON_TENSOR = 1 << 9;
         MULTI_OUTPUT = 1 << 10;
-        /// A primal the function overwrites in place (meaningful on `PRIMAL` rows
-        /// only): the runtime must copy it to save it, so min-cut avoids saving it.
+        /// A primal the function overwrites in place, or that eager's backward does
+        /// not read (meaningful on `PRIMAL` rows only): the runtime must copy it to
+        /// save it, or a write after the call would reach the gradient where eager's
+        /// does not see it, so min-cut avoids saving it.
         MUTATED_INPUT = 1 << 11;
         /// A primal that lives for the whole training step anyway (a parameter or
         /// buffer; meaningful on `PRIMAL` rows only): saving it costs no memory.
