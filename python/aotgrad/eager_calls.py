@@ -31,6 +31,7 @@ from torch.utils._pytree import tree_flatten
 
 from .dtype_checks import dtype_error
 from .errors import EagerRefusal, UnsupportedError
+from .inference_views import failed_inference_view, normal_view
 from .inplace_checks import inplace_error, written_tensor
 from .inplace_layout import keep_layout
 from .input_hooks import InputHooks, holds_traced_values
@@ -313,12 +314,15 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             try:
                 result = self._call(func, types, args, kwargs)
             except RuntimeError as e:
-                if not left or not views_left_autograd(e):
+                if failed_inference_view(e, args, kwargs or {}):
+                    result = normal_view(lambda: self._call(func, types, args, kwargs))
+                elif not left or not views_left_autograd(e):
                     raise
-                args, kwargs = stand_ins_left_autograd(
-                    func, args, kwargs or {}, left, self.new_leaves
-                )
-                result = self._call(func, types, args, kwargs)
+                else:
+                    args, kwargs = stand_ins_left_autograd(
+                        func, args, kwargs or {}, left, self.new_leaves
+                    )
+                    result = self._call(func, types, args, kwargs)
         finally:
             if before is not None:
                 self.counters.sync(before)

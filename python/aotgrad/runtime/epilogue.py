@@ -97,7 +97,7 @@ class Epilogue:
         # made before the writes below, which make them stale as eager's are
         early = {
             k: (no_grad_view_of if k in layout.stale_no_grad else custom_view_of)(
-                args[src[0]], spec(src[1])
+                _requiring_grad(args[src[0]]), spec(src[1])
             )
             for k, src in layout.stale_views.items()
             if src is not None
@@ -453,6 +453,13 @@ def _retain_grads(
     for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
         if t.requires_grad:
             t.retain_grad()
+
+
+def _requiring_grad(t: Any) -> Any:
+    """``t``, or where it does not require grad an alias of its bytes (its version
+    counter too) that does: the base of a stale view eager returns, which requires grad
+    (a view of ``t.detach().requires_grad_()`` made inside the function)."""
+    return t if t.requires_grad else t.detach().requires_grad_(True)
 
 
 def _alias(t: Any) -> Any:

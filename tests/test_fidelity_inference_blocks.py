@@ -1,0 +1,108 @@
+"""``torch.inference_mode()`` blocks inside the compiled function that view a tensor made
+outside the block (an input, an intermediate): eager's view is a normal tensor that
+requires grad where its base does, with no history. Traced on functional tensors, every
+such view op raised "Cannot set version_counter for inference tensor" (a plain
+RuntimeError) where eager runs; torch's AOT Autograd raises the same. Also: a stale
+no_grad view of ``x.detach().requires_grad_()`` returned after the leaf's bytes were
+written (soak 31162) lost its ``requires_grad``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS, assert_like_eager, leaves
+
+ENTRIES = list(COMPILERS)
+MODES = {
+    "grad": contextlib.nullcontext,
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+}
+
+
+def _view_then_compute(x):
+    with torch.inference_mode():
+        y = x[2:] * 2
+    return y, x * 3
+
+
+def _view_used_outside(x):
+    with torch.inference_mode():
+        y = x.t()
+    return y.sum(), y * 2
+
+
+def _write_through_view_of_intermediate(x):
+    y = x * 1
+    with torch.inference_mode():
+        y[2:].mul_(2)
+    return y
+
+
+def _write_through_view_of_input(x):
+    with torch.inference_mode():
+        x[1:3].add_(1)
+    return x * 2
+
+
+def _several_views(x):
+    with torch.inference_mode():
+        a, b = x.chunk(2, 0)
+        c = x.unsqueeze(0).expand(2, 4, 4)
+        s = a + b + c.sum(0)
+    return s, x.sin()
+
+
+def _view_of_detached_leaf(x):
+    t = x.detach().requires_grad_()
+    with torch.inference_mode():
+        v = t[1:]
+        w = v * 2
+    return w, t * x
+
+
+FAMILY = [
+    _view_then_compute,
+    _view_used_outside,
+    _write_through_view_of_intermediate,
+    _write_through_view_of_input,
+    _several_views,
+    _view_of_detached_leaf,
+]
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("requires_grad", [True, False])
+@pytest.mark.parametrize("fn", FAMILY, ids=lambda f: f.__name__.strip("_"))
+def test_views_inside_an_inference_mode_block(
+    fn: Callable, requires_grad: bool, mode: str, compiler: str
+) -> None:
+    make = leaves(((4, 4), requires_grad))
+    if fn is _write_through_view_of_input and requires_grad:
+        # a leaf that requires grad: eager writes it (autograd checks nothing there)
+        def make():
+            x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+            return [x.clone()], [x]
+
+    assert_like_eager(fn, make, COMPILERS[compiler], ctx=MODES[mode], calls=2)
+
+
+def _stale_view_of_detached_leaf(x):
+    t = x.detach().requires_grad_()
+    m0 = t[0:2]
+    with torch.no_grad():
+        t[2:].mul_(2)
+    return m0
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_a_stale_view_of_a_detached_leaf_requires_grad(mode: str, compiler: str) -> None:
+    assert_like_eager(
+        _stale_view_of_detached_leaf, leaves(((4, 4), False)), COMPILERS[compiler], ctx=MODES[mode]
+    )
