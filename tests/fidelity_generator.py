@@ -15,213 +15,21 @@ backward). ``print(program.source)`` is the reproducer.
 from __future__ import annotations
 
 import linecache
-import math
 import random
 from dataclasses import dataclass, field
 
-PRELUDE = '''\
-import torch
-
-
-class HalfGrad(torch.autograd.Function):
-    """Identity forward (returns its input itself), backward g * 0.5."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 0.5
-
-
-class ViewOf(torch.autograd.Function):
-    """Returns a view of its input; backward g * 2."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.view(x.shape)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
-
-
-class DirtyMul(torch.autograd.Function):
-    """Writes its input in place (x *= 2), ctx.mark_dirty, returns it."""
-
-    @staticmethod
-    def forward(ctx, x):
-        x.mul_(2)
-        ctx.mark_dirty(x)
-        return x
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
-
-
-class SavedSquare(torch.autograd.Function):
-    """x * x with the input saved for backward."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-
-'''
-
-
-def _bcast(a, b):
-    """Broadcast shape of two shapes, or None."""
-    out = []
-    for i in range(1, max(len(a), len(b)) + 1):
-        x = a[-i] if i <= len(a) else 1
-        y = b[-i] if i <= len(b) else 1
-        if x != y and x != 1 and y != 1:
-            return None
-        out.append(max(x, y) if 0 not in (x, y) else 0)
-    return tuple(reversed(out))
-
-
-def _numel(s):
-    return math.prod(s)
-
-
-class Val:
-    """A name in the generated function and what the generator believes about it."""
-
-    def __init__(self, name, cell, kind, bf16=False, multi=False, group=None):
-        self.name = name
-        # values that may share memory share a group (views, detach, the same input)
-        self.group = group if group is not None else object()
-        # non-overlapping and dense (eager's partial-overlap check of in-place ops works)
-        self.dense = False
-        self.cell = cell  # [shape]; shared by names for the same tensor object
-        self.kind = kind  # input, input_view, inter, inter_view, detached
-        self.bf16 = bf16
-        self.multi = multi
-
-    @property
-    def shape(self):
-        return self.cell[0]
-
-    @shape.setter
-    def shape(self, s):
-        self.cell[0] = s
-
-
-def _views_for(shape):
-    """(template, new shape) for view ops applicable to ``shape``; {v} is the operand."""
-    nd, n = len(shape), _numel(shape)
-    out = [
-        ("{v}.view_as({v})", shape),
-        ("{v}.view(-1)", (n,)),
-        ("{v}.unsqueeze(0)", (1, *shape)),
-        (
-            "{v}.expand(2, " + ", ".join(map(str, shape)) + ")" if nd else "{v}.expand(2)",
-            (2, *shape),
-        ),
-        ("{v}.squeeze()", tuple(d for d in shape if d != 1)),
-    ]
-    if nd <= 2:
-        out.append(("{v}.t()", tuple(reversed(shape))))
-    if nd >= 1:
-        out.append(("{v}[0]", shape[1:]))
-        out.append(("{v}[::2]", ((shape[0] + 1) // 2, *shape[1:])))
-        if shape[0] >= 3:
-            out.append(("{v}[1:3]", (2, *shape[1:])))
-        if shape[-1] >= 3:
-            out.append(("{v}.narrow(-1, 1, 2)", (*shape[:-1], 2)))
-        if shape[-1] == 4:
-            out.append(("{v}.unflatten(-1, (2, 2))", (*shape[:-1], 2, 2)))
-    if nd == 2:
-        out.append(("{v}.diagonal()", (min(shape),)))
-        out.append(("{v}[:, 1]", (shape[0],)))
-        out.append(("{v}.mT", (shape[1], shape[0])))
-    if nd >= 2:
-        s = list(shape)
-        s[0], s[1] = s[1], s[0]
-        out.append(("{v}.transpose(0, 1)", tuple(s)))
-    if n % 2 == 0 and n >= 2:
-        out.append(("{v}.reshape(2, -1)", (2, n // 2)))
-    if n >= 4:
-        out.append(("{v}.as_strided((2, 2), (1, 2))", (2, 2)))
-    return out
-
-
-def _suffixes_for(shape):
-    """(suffix, shape) for in-place targets: the value itself, or a view/slice of it."""
-    nd = len(shape)
-    out = [("", shape), ("", shape)]
-    if nd >= 1:
-        out.append(("[0]", shape[1:]))
-        if shape[0] >= 3:
-            out.append(("[1:3]", (2, *shape[1:])))
-    if nd == 2:
-        out.append(
-            (
-                "[:, 1:3]" if shape[1] >= 3 else "[:, 0]",
-                (shape[0], 2) if shape[1] >= 3 else (shape[0],),
-            )
-        )
-        out.append((".t()", (shape[1], shape[0])))
-        out.append((".diagonal()", (min(shape),)))
-    return out
-
-
-UNARY = [
-    "{v}.sin()",
-    "{v}.tanh()",
-    "torch.sigmoid({v})",
-    "{v}.relu()",
-    "-{v}",
-    "{v}.exp()",
-    "{v} * {v}",
-    "{v}.abs()",
-    "{v}.clamp(-0.5, 0.5)",
-    "{v}.pow(2)",
-    "{v}.cos()",
-    "{v}.clone()",
-    "{v}.contiguous()",  # returns self when contiguous
-    "{v}.to(DT)",  # returns self (same dtype)
-    "{v}.softmax(-1)",
-    "{v}.cumsum(-1)",
-]
-BINARY = [
-    "{a} + {b}",
-    "{a} - {b}",
-    "{a} * {b}",
-    "torch.maximum({a}, {b})",
-    "torch.where({a} > 0, {a}, {b})",
-    "{a} / ({b}.abs() + 1)",
-    "torch.lerp({a}, {b}, 0.3)",
-]
-MATMUL = ["{a} @ {b}", "torch.mm({a}, {b})", "{a}.matmul({b})", "torch.addmm({b}, {a}, {b})"]
-INPLACE_UNARY = [
-    "{T}.zero_()",
-    "{T}.fill_(0.25)",
-    "{T}.relu_()",
-    "{T}.sin_()",
-    "{T}.clamp_(-1, 1)",
-    "{T}.add_(1)",
-    "{T}.mul_(2)",
-    "{T}.masked_fill_({T} > 0, 0.5)",
-]
-INPLACE_BINARY = [
-    "{T}.add_({O})",
-    "{T}.mul_({O})",
-    "{T}.sub_({O})",
-    "{T}.copy_({O})",
-    "{T}.copy_({O})",
-    "{T}.addcmul_({O}, {O})",
-    "{T}.lerp_({O}, 0.5)",
-]
+from fidelity_vocabulary import (
+    BINARY,
+    INPLACE_BINARY,
+    INPLACE_UNARY,
+    MATMUL,
+    PRELUDE,
+    UNARY,
+    Val,
+    bcast,
+    suffixes_for,
+    views_for,
+)
 
 
 @dataclass
@@ -483,7 +291,7 @@ class Gen:
 
     def s_binary(self, depth):
         a = self.pick()
-        b = self.pick(lambda u: _bcast(u.shape, a.shape) is not None)
+        b = self.pick(lambda u: bcast(u.shape, a.shape) is not None)
         if self.rng.random() < 0.15 and a.shape and a.shape == b.shape:
             e = self.rng.choice(["torch.cat([{a}, {b}])", "torch.stack([{a}, {b}])"]).format(
                 a=a.name, b=b.name
@@ -491,7 +299,7 @@ class Gen:
             s = (a.shape[0] * 2, *a.shape[1:]) if "cat" in e else (2, *a.shape)
             return self.add(e, s, bf16=a.bf16 and b.bf16)
         e = self.rng.choice(BINARY).format(a=a.name, b=b.name)
-        return self.add(e, _bcast(a.shape, b.shape), bf16=a.bf16 and b.bf16)
+        return self.add(e, bcast(a.shape, b.shape), bf16=a.bf16 and b.bf16)
 
     def s_matmul(self, depth):
         a = self.pick(lambda u: u.shape == (4, 4))
@@ -520,7 +328,7 @@ class Gen:
 
     def s_view(self, depth):
         v = self.pick(weights={"input": 2.0})
-        e, shape = self.rng.choice(_views_for(v.shape))
+        e, shape = self.rng.choice(views_for(v.shape))
         kind = "input_view" if v.kind in ("input", "input_view") else "inter_view"
         return self.add(e.format(v=v.name), shape, kind=kind, bf16=v.bf16, group=v.group)
 
@@ -529,7 +337,7 @@ class Gen:
         share memory with the target (other than the target itself) is cloned: eager's
         result of an in-place op whose input partially overlaps its output depends on
         the kernel's iteration order."""
-        o = self.pick(lambda u: _bcast(u.shape, tshape) == tshape)
+        o = self.pick(lambda u: bcast(u.shape, tshape) == tshape)
         r = self.rng.random()
         if o is None or r < 0.12:
             u = self.pick()
@@ -555,7 +363,7 @@ class Gen:
                 "detached": 1.0,
             }
         )
-        suffix, tshape = rng.choice(_suffixes_for(t.shape))
+        suffix, tshape = rng.choice(suffixes_for(t.shape))
         T = t.name + suffix
         r = rng.random()
         if r < 0.3:
@@ -735,7 +543,7 @@ class Gen:
                 outs.append(rng.choice(self.args))
             elif k == "view":
                 v = self.pick()
-                e, _ = rng.choice(_views_for(v.shape))
+                e, _ = rng.choice(views_for(v.shape))
                 outs.append(e.format(v=v.name))
             elif k == "same":
                 outs.append(rng.choice(outs))
@@ -748,7 +556,7 @@ class Gen:
                 outs.append(s or rng.choice(["3", f"{self.pick().name}.dim()"]))
             else:
                 v = self.pick()
-                vs = _views_for(v.shape)
+                vs = views_for(v.shape)
                 for e, _ in rng.sample(vs, 2):
                     outs.append(e.format(v=v.name))
         if len(outs) == 1 and rng.random() < 0.3:
@@ -819,8 +627,3 @@ def generate(seed: int) -> Program:
 def short_source(prog: Program) -> str:
     """The program without the prelude (the custom Functions are always the same)."""
     return prog.source[len(PRELUDE) :].strip() + "\n"
-
-
-# ---------------------------------------------------------------------------------------
-# Running and observing
-# ---------------------------------------------------------------------------------------
