@@ -1,7 +1,8 @@
 """The fidelity program generator: one integer seed (``random.Random(seed)``) → a
 program as Python source: a ``make_inputs(seed, rg)`` that builds the tensor inputs
 (leaves, ``leaf.clone()`` non-leaves, tensors without grad, one tensor passed twice,
-overlapping and disjoint views of one base, transposed inputs, 0-dim inputs), a function
+overlapping and disjoint views of one base (one of them sometimes made to require
+grad by the caller), transposed inputs, 0-dim inputs), a function
 ``f(x0, ..., s0, ...)`` (elementwise / reduction / matmul ops, in-place writes to inputs,
 views and intermediates, metadata mutations, detach, custom autograd Functions,
 grad-mode and autocast blocks, multi-output views, Python branches) and two calls (other
@@ -203,6 +204,10 @@ class Gen:
                     lines.append(f"{x}, {y} = {b}[:, :4], {b}[:, 4:]  # disjoint column views")
                 else:
                     lines.append(f"{x}, {y} = {b}[0:4], {b}[2:6].t()  # overlapping views")
+                # the caller makes one view require grad (a leaf where the base does not
+                # require grad); drawn from its own stream: earlier seeds keep their program
+                if random.Random(self.seed * 41 + i).random() < 0.25:
+                    lines.append(f"{y}.requires_grad_()  # a view made to require grad")
                 v = add_arg(x)
                 add_arg(y, group=v.group)
         self.args = args

@@ -402,3 +402,56 @@ def test_a_leaf_view_of_a_synthetic_base_is_refused_where_its_gradient_would_be_
     args, (leaf,) = _leaf_view_and_sibling()
     fn(*args).sum().backward()  # eager runs it
     assert leaf.grad is not None
+
+
+# A write that requires grad to the leaf view's sibling gives the base a history:
+# eager's leaf view is then a view of the graph's interior, and a backward reaching its
+# accumulator raises "leaf variable has been moved into the graph interior". aotgrad
+# refused this by name; under Dynamo (whose graph returns the written sibling itself,
+# no output) the gradient was silently lost: ``x1.grad`` None where eager raises.
+
+
+def _write_with_grad_from_leaf(x0, x1, w):
+    x0.mul_(x1.sum())
+    return (x0,)
+
+
+def _write_with_grad_from_other(x0, x1, w):
+    x0.add_(w)
+    return x0 * 2, x1.exp()
+
+
+def _read_leaf_then_write_with_grad(x0, x1, w):
+    t = x1 * 3
+    x0.add_(w)
+    return (t,)
+
+
+def _leaf_view_sibling_and_weight(
+    views: str,
+) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        b = torch.randn(8, 4, dtype=DT)
+        w = torch.randn(4, 4, dtype=DT, requires_grad=True)
+        pick = {
+            "overlapping_rows": lambda: (b[0:4], b[2:6]),
+            "disjoint_rows": lambda: (b[0:4], b[4:8]),
+            "disjoint_columns": lambda: (b.view(4, 8)[:, :4], b.view(4, 8)[:, 4:]),
+        }
+        x0, x1 = pick[views]()
+        x1.requires_grad_()
+        return [x0, x1, w], [x1, w]
+
+    return make
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("views", ["overlapping_rows", "disjoint_rows", "disjoint_columns"])
+@pytest.mark.parametrize(
+    "fn",
+    [_write_with_grad_from_leaf, _write_with_grad_from_other, _read_leaf_then_write_with_grad],
+)
+def test_a_leaf_view_moved_into_the_graph_interior_raises_in_backward(
+    fn: Callable, views: str, compiler: str
+) -> None:
+    _check(fn, _leaf_view_sibling_and_weight(views), compiler)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["accumulated_variable", "reaches", "reaches_node", "walk_finds"]
+__all__ = ["accumulated_variable", "accumulator_of", "reaches", "reaches_node", "walk_finds"]
 
 
 def walk_finds(grad_fn: Any, found: Callable[[Any], bool]) -> bool:
@@ -38,6 +38,22 @@ def reaches(grad_fn: Any, leaves: set[int]) -> bool:
         return variable is not None and id(variable) in leaves
 
     return walk_finds(grad_fn, accumulates)
+
+
+def accumulator_of(grad_fns: Any, leaf: Any) -> Any:
+    """The ``AccumulateGrad`` node filling ``leaf`` that the graphs from ``grad_fns``
+    reach (a leaf since moved into the graph's interior keeps it there), or None."""
+    found: list[Any] = []
+
+    def fills(node: Any) -> bool:
+        if accumulated_variable(node) is leaf:
+            found.append(node)
+        return bool(found)
+
+    for grad_fn in grad_fns:
+        if walk_finds(grad_fn, fills):
+            return found[0]
+    return None
 
 
 def reaches_node(grad_fn: Any, target: Any) -> bool:

@@ -240,6 +240,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Autograd nodes of overlapping writes, whose backward raises in eager
         #: (``overlapping_writes``).
         self.overlap_nodes: list[Any] = []
+        #: Accumulators of leaves a write with grad moved into the graph's interior, that
+        #: outputs reach: eager's backward raises there (``alias.synthetic_base``).
+        self.interior_nodes: list[Any] = []
         #: Results of ``detach()`` (the graph drops the detach: one value for ``t`` and
         #: ``t.detach()``; the runtime tells them apart).
         self.detached: list[torch.Tensor] = []
@@ -294,6 +297,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             calls.counters = SharedCounters(pairs)
         calls.leaf_grad_fns = {id(a): a.grad_fn for a, o in pairs if id(a) in calls.leaves}
         return calls
+
+    @staticmethod
+    def active() -> EagerCalls | None:
+        """The innermost ``EagerCalls`` the running trace is inside, if any."""
+        for mode in reversed(torch.overrides._get_current_function_mode_stack()):
+            if isinstance(mode, EagerCalls):
+                return mode
+        return None
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         before = self.counters.versions() if self.counters.groups else None

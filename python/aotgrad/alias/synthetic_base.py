@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from ..autograd_walks import reaches
+from ..autograd_walks import accumulator_of, reaches
+from ..eager_calls import EagerCalls
 from ..errors import UnsupportedError
 from ..view_metadata_writes import METADATA_WRITES
 from .storage import overlap_groups
@@ -137,9 +138,19 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
 
 def _refuse_lost_gradients(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
     """A member that is a leaf of its own (``_Group.leaves``) reached by an output: its
-    gradient would go to the group's base, which does not require grad."""
+    gradient would go to the group's base, which does not require grad. Unless a write
+    with grad to the group moved it into the graph's interior: eager's backward raises
+    reaching its accumulator, and so does the compiled one (``EagerCalls.interior_nodes``)."""
     for i, leaf in zip(group.members, group.leaves):
-        if leaf and torch.is_grad_enabled() and _reaches(outs, built[i]):
+        if not leaf or not torch.is_grad_enabled():
+            continue
+        if built[i].grad_fn is not None:
+            grad_fns = [o.grad_fn for o in outs if isinstance(o, torch.Tensor)]
+            node = accumulator_of(grad_fns, built[i])
+            calls = EagerCalls.active()
+            if node is not None and calls is not None:
+                calls.interior_nodes.append(node)
+        elif _reaches(outs, built[i]):
             raise UnsupportedError(
                 f"input {i} is a view that requires grad of a tensor that does not, it "
                 "overlaps a written input, and an output is computed from it: not supported "
@@ -271,8 +282,8 @@ class SyntheticBase:
             for j, o in enumerate(out):
                 if id(o) in member_of:
                     member_outputs[j] = member_of[id(o)]
-            for g in groups:
-                _refuse_lost_gradients(g, built, out)
+            for g in groups:  # (the members' new values too: written, they are outputs)
+                _refuse_lost_gradients(g, built, [*out, *built.values()])
             for i, t in built.items():
                 if t.requires_grad != flags[i] and t.grad_fn is None:
                     requires_grad_changes[i] = t.requires_grad

@@ -82,6 +82,9 @@ _ENGINE_REFUSALS = (
     "returned an incorrect number of gradients",
     "but the corresponding forward input was not a Variable",
 )
+#: Autograd's error reaching the accumulator of a leaf a write with grad made a view
+#: of the graph's interior (``EagerCalls.interior_nodes``).
+_MOVED_INTO_INTERIOR = "leaf variable has been moved into the graph interior"
 
 
 def _extra_edges(edges: Sequence[Any], t: Any, primal: Any) -> list[Any]:
@@ -197,6 +200,8 @@ class _JointTrace:
         # position) whose outputs reach one: eager raises only if its backward runs them
         self.stale_nodes: list[Any] = []
         self.stale_tangents: tuple[int, ...] = ()
+        # accumulators of leaves moved into the graph's interior (``EagerCalls.interior_nodes``)
+        self.interior_nodes: list[Any] = []
         self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
         # per saved tensor (by id), the backward nodes that read it
@@ -328,6 +333,7 @@ class _JointTrace:
         if calls.overlap_nodes:  # eager's backward raises where it passes one
             self.stale.append(OVERLAP_IN_BACKWARD)
             self.stale_nodes += calls.overlap_nodes
+        self.interior_nodes = calls.interior_nodes
         return outs
 
     # Saved tensors keep their version: one written after it was saved fails eager's
@@ -463,6 +469,9 @@ class _JointTrace:
             # autocast: its ops keep the dtypes of what they differentiate (an
             # autocast(enabled=False) block's matmul has a float32 backward)
             grads = self._grad(diff_outs, needs, ft)
+        if self.interior_nodes:  # after the saved tensors' checks, as eager's engine
+            self.stale.append(_MOVED_INTO_INTERIOR)
+            self.stale_nodes += self.interior_nodes
         if self.stale:
             self.stale_tangents = _reaching(diff_outs, self.stale_nodes)
         self.watched_inputs = {
