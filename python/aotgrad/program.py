@@ -399,6 +399,7 @@ class ProgramCache(Protocol):
     def store(self, program: PartitionedProgram) -> None: ...
 
 
+@trace.callers_settings_set_aside()
 def compile_flat(
     flat_fn: Callable[..., list[Any]],
     fake_args: Sequence[Any],
@@ -409,7 +410,8 @@ def compile_flat(
     cache: ProgramCache | None = None,
 ) -> CompiledArtifact:
     """Trace, partition and compile ``flat_fn`` (flat graph inputs → flat outputs), or
-    take the artefact or the program from ``cache``."""
+    take the artefact or the program from ``cache``; the caller's saved-tensor hooks,
+    anomaly mode and dispatch modes set aside (``trace.callers_settings``)."""
     artifact = cache.artifact() if cache is not None else None
     if artifact is not None:
         return artifact

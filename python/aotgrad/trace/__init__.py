@@ -17,9 +17,11 @@ One module per step: ``fakes`` (the fake mode), ``functional`` (running the func
 functionalized), ``metadata`` (the first pass), ``joint`` and ``inference`` (the second),
 ``decompositions`` (ops functionalization emits that torch's kernels refuse), ``cleanup``
 (finishing a graph), ``failures`` (torch's errors, worded), ``graphs`` (what the stage
-hands on).
+hands on), ``callers_settings`` (the caller's saved-tensor hooks and anomaly mode, set
+aside while tracing).
 """
 
+from .callers_settings import callers_settings_set_aside
 from .fakes import fakify, make_fake_mode
 from .graphs import InferenceGraph, JointGraph, OutputInfo, TraceMetadata
 from .inference import trace_inference
@@ -31,6 +33,7 @@ __all__ = [
     "JointGraph",
     "OutputInfo",
     "TraceMetadata",
+    "callers_settings_set_aside",
     "collect_metadata",
     "fakify",
     "make_fake_mode",
