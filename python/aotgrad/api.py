@@ -24,6 +24,7 @@ from . import alias, guards, subclasses
 from .compile import Compiler
 from .eager_calls import for_inference_mode
 from .errors import GuardError, UnsupportedError
+from .module_hooks import call_with_hooks, has_own_hooks, traced_forward
 from .program import (
     AotOptions,
     CompiledArtifact,
@@ -298,6 +299,11 @@ class AotModule(torch.nn.Module):
         self._compiled = compiled
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if has_own_hooks(self.orig_module):  # run around the compiled call, as eager's
+            return call_with_hooks(self.orig_module, self._call, args, kwargs)
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         names, tensors, flags = module_snapshot(self.orig_module)
         if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
             flat: list[Any] = [names, *tensors, *args]
@@ -367,7 +373,7 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
 
         given = dict(zip(names, rest[: len(names)]))
         with _reparametrize_module(mod, given, tie_weights=True):
-            out = mod(*rest[len(names) :], **kw)
+            out = traced_forward(mod)(*rest[len(names) :], **kw)
             _refuse_reassigned(mod, given)
         return out
 
