@@ -388,3 +388,47 @@ def test_write_through_a_view_taken_before_its_intermediate_was_transposed_is_re
     x, y = _x_and_y()[0]
     with pytest.raises(UnsupportedError, match="view taken before"):
         COMPILERS[compiler](_intermediate_row_then_t_write_row)(x, y)
+
+
+# ------------- an input's metadata changed under no_grad, then again with grad (soak 40282)
+# Eager records each change made with grad from the layout the input had then; the
+# runtime replayed the final layout as one recorded ``as_strided_`` from the caller's, so
+# a view of the input returned got another gradient, silently (``aotgrad.metadata_steps``).
+
+_NO_GRAD_STEPS = {
+    "as_strided_": lambda x: x.as_strided_((4, 4), (1, 4)),
+    "t_": lambda x: x.t_(),
+    "unsqueeze_": lambda x: x.unsqueeze_(0),
+}
+_GRAD_STEPS = {
+    "transpose_": lambda x: x.transpose_(-2, -1),
+    "t_then_squeeze_": lambda x: x.squeeze_(0).t_() if x.dim() == 3 else x.t_(),
+}
+_RETURNS = {
+    "view": lambda x: (x.transpose(-2, -1),),
+    "itself": lambda x: (x,),
+    "view_and_itself": lambda x: (x[..., 1:], x),
+    "computed": lambda x: (x * 1,),
+}
+
+
+def _mixed_metadata_changes(first: str, then: str, returns: str) -> Any:
+    def f(x):
+        with torch.no_grad():
+            _NO_GRAD_STEPS[first](x)
+        _GRAD_STEPS[then](x)
+        return _RETURNS[returns](x)
+
+    return f
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("make", [leaf_clone(4, 4), _rows_of_a_clone], ids=["clone", "rows"])
+@pytest.mark.parametrize("returns", list(_RETURNS))
+@pytest.mark.parametrize("then", list(_GRAD_STEPS))
+@pytest.mark.parametrize("first", list(_NO_GRAD_STEPS))
+def test_input_metadata_changed_under_no_grad_then_with_grad(
+    first: str, then: str, returns: str, make: Any, compiler: str
+) -> None:
+    fn = _mixed_metadata_changes(first, then, returns)
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)

@@ -35,6 +35,7 @@ from .inference_views import failed_inference_view, normal_view
 from .inplace_checks import inplace_error, written_tensor
 from .inplace_layout import keep_layout
 from .input_hooks import InputHooks, holds_traced_values
+from .metadata_steps import MetadataSteps
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
@@ -243,6 +244,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Accumulators of leaves a write with grad moved into the graph's interior, that
         #: outputs reach: eager's backward raises there (``alias.synthetic_base``).
         self.interior_nodes: list[Any] = []
+        #: The inputs' metadata changes, recorded by autograd or not (``metadata_steps``).
+        self.metadata_steps = MetadataSteps(())
         #: Results of ``detach()`` (the graph drops the detach: one value for ``t`` and
         #: ``t.detach()``; the runtime tells them apart).
         self.detached: list[torch.Tensor] = []
@@ -292,6 +295,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
         calls.restrides = Restrides([a for a, _ in pairs])
+        calls.metadata_steps = MetadataSteps(args)
         calls.input_roots = calls.inputs | {id(a._base) for a, _ in pairs if a._is_view()}
         if share_counters:
             calls.counters = SharedCounters(pairs)
@@ -377,7 +381,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return self._as_strided(func, args, kwargs)
         if getattr(func, "__name__", "") in METADATA_WRITES and args:
             self.earlier.changed(args[0])
-            return write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
+            result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
+            self.metadata_steps.note(args[0])
+            return result
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
         if func in _GRAD_BOOKKEEPING and args:
@@ -475,7 +481,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             fresh = _restrided_view if within(t, size, stride, at) else None
             view = self._eager_view(t)
             self.earlier.changed(t)
-            return write_metadata(func, (t, size, stride, offset), {}, fresh, view)
+            result = write_metadata(func, (t, size, stride, offset), {}, fresh, view)
+            self.metadata_steps.note(t)
+            return result
         if not agree or not _from_base(t) or not within(t, size, stride, at):
             view = func(t, size, stride, offset)
         else:

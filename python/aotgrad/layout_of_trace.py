@@ -65,6 +65,7 @@ def layout_of_trace(
         storage_resizes=facts.input_storage_resize,
         storage_sets=sorted(facts.input_storage_set),
         relaid_inputs=metadata.relaid_inputs,
+        metadata_steps=metadata.metadata_steps,
         retained_grads=metadata.retained_grads,
         input_hooks=metadata.input_hooks,
         output_hooks=metadata.output_hooks,

@@ -52,6 +52,15 @@ class ViewSpec:
             tuple(cls.of(m, base, check_base=False) for m in through),
         )
 
+    @classmethod
+    def at(cls, view: torch.Tensor, base_offset: Any) -> ViewSpec:
+        """``view``'s layout, its offset relative to ``base_offset``."""
+        return cls(
+            tuple(_plain(s) for s in view.shape),
+            tuple(_plain(s) for s in view.stride()),
+            _plain(view.storage_offset() - base_offset),
+        )
+
     @property
     def static(self) -> bool:
         items = (*self.size, *self.stride, self.offset, *(self.base_stride or ()))

@@ -179,7 +179,7 @@ class Epilogue:
         ]
         for i, view in layout.metadata_mutations.items():
             if i not in late:
-                self._replay_metadata(args[i], spec(view), i, targets)
+                self._replay_metadata(args[i], spec(view), i, targets, spec)
         for i, (flag_off, _) in layout.left_then_written.items():
             # out of autograd before the write that gives it its history (the compiled
             # Function holds the caller's tensor as it was: gradients of what the function
@@ -212,7 +212,7 @@ class Epilogue:
                 with torch.no_grad():
                     target.copy_(value)
         for i in late:
-            self._replay_metadata(args[i], spec(layout.metadata_mutations[i]), i, targets)
+            self._replay_metadata(args[i], spec(layout.metadata_mutations[i]), i, targets, spec)
         for i, after in layout.storage_resizes.items():
             torch.ops.inductor.resize_storage_bytes_(args[i], after)
         self._set_versions(args, targets)
@@ -366,12 +366,20 @@ class Epilogue:
                     args[i].detach_()
         return kept
 
-    def _replay_metadata(self, t: Any, view: Any, i: int, targets: dict[int, int]) -> None:
+    def _replay_metadata(
+        self, t: Any, view: Any, i: int, targets: dict[int, int], spec: Any = _identity
+    ) -> None:
         """Input ``i``'s new metadata; recorded by autograd where the function's change was
         (then at the version count eager ends with: a later change of the count would make
         autograd rebuild the view's node from its base, as a plain ``as_strided`` that
         reads elements eager's ``as_strided_`` dropped)."""
         record = i in self.layout.metadata_with_grad
+        steps = self.layout.metadata_steps.get(i)
+        if steps:  # changes under no_grad and with grad, each as autograd saw it
+            for earlier, recorded in steps[:-1]:
+                replay_metadata(t, spec(earlier), record=recorded and record)
+            view, last = steps[-1]
+            view, record = spec(view), last and record
         target = targets.get(i, -1)
         if record and target > 0:
             torch._C._autograd._unsafe_set_version_counter((t,), (target - 1,))

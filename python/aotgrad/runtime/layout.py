@@ -75,6 +75,9 @@ class ForwardLayout:
     metadata_mutations: dict[int, ViewSpec] = field(default_factory=dict)
     #: Of those, the ones (non-leaves that require grad) whose change autograd records.
     metadata_with_grad: list[int] = field(default_factory=list)
+    #: Of those, the ones whose changes mix ones autograd records and ones it does not:
+    #: the layouts to replay in order, and whether it records each.
+    metadata_steps: dict[int, list[tuple[ViewSpec, bool]]] = field(default_factory=dict)
     #: Inputs the function wrote, and how many in-place ops it ran on each.
     version_deltas: dict[int, int] = field(default_factory=dict)
     output_aliases: list[OutputAlias] = field(default_factory=list)

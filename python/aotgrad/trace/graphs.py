@@ -95,6 +95,10 @@ class TraceMetadata:
     traced_hook_inputs: list[int] = field(default_factory=list)
     #: Hooks it registered on outputs the runtime rebuilds as views, ``(output, hook)``.
     output_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Per input whose metadata changes mix ones autograd records and ones it does not
+    #: (under no_grad), the layouts in order and whether it records each
+    #: (``aotgrad.metadata_steps``).
+    metadata_steps: dict[int, list[Any]] = field(default_factory=dict)
 
     @property
     def needs_autograd(self) -> bool:

@@ -464,4 +464,5 @@ def _with_hooks(
         and k not in facts.output_custom
     ]
     metadata.output_hooks = hooks_of_outputs(calls.input_hooks.traced_hooks, outs, rebuilt)
+    metadata.metadata_steps = calls.metadata_steps.mixed()
     return metadata

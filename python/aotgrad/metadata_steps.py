@@ -1,0 +1,58 @@
+"""An input's in-place metadata changes (``t_()``, ``as_strided_``) made partly under
+no_grad and partly with grad: the steps autograd records, and those it does not.
+
+The runtime replayed an input's new metadata as one ``as_strided_`` from the caller's
+layout, recorded by autograd or not. Eager records each change made with grad from the
+layout the input had then: ``x.as_strided_(..)`` under no_grad, then ``x.transpose_(0,
+1)`` with grad, gives ``x`` a node that transposes from the no_grad layout, not one that
+maps the caller's layout onto the final one; a view of ``x`` returned got another
+gradient, silently (soak 40282). ``MetadataSteps`` notes each change of an input while
+tracing, with whether autograd records it; ``mixed()`` gives, per input whose changes
+mix both, the layouts to replay in order, consecutive ones of one kind merged (the last
+of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .alias.views import ViewSpec
+
+__all__ = ["MetadataSteps"]
+
+
+class MetadataSteps:
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        #: Per input's stand-in (by id): its position and its storage offset at the start.
+        self.inputs = {
+            id(t): (k, t.storage_offset())
+            for k, t in enumerate(inputs)
+            if isinstance(t, torch.Tensor)
+        }
+        self.steps: dict[int, list[tuple[ViewSpec, bool]]] = {}
+
+    def note(self, t: Any) -> None:
+        """``t`` had its metadata changed in place: if an input, its layout now, and
+        whether autograd recorded the change (grad mode on, ``t`` requiring grad)."""
+        known = self.inputs.get(id(t))
+        if known is None:
+            return
+        position, start = known
+        recorded = torch.is_grad_enabled() and t.requires_grad
+        self.steps.setdefault(position, []).append((ViewSpec.at(t, start), recorded))
+
+    def mixed(self) -> dict[int, list[tuple[ViewSpec, bool]]]:
+        out = {}
+        for position, steps in self.steps.items():
+            merged: list[tuple[ViewSpec, bool]] = []
+            for spec, recorded in steps:
+                if merged and merged[-1][1] == recorded:
+                    merged[-1] = (spec, recorded)
+                else:
+                    merged.append((spec, recorded))
+            if len(merged) > 1:
+                out[position] = merged
+        return out
