@@ -49,6 +49,7 @@ import torch
 
 # Whether two inputs can reach a common byte: the same test that decides synthetic bases.
 from .alias.storage import overlaps as overlapping
+from .errors import UnsupportedError
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
@@ -164,7 +165,10 @@ def call_key(
                 parts.append((a.dtype, a.device, a.requires_grad, _dynamic_shape(a)))
             else:
                 parts.append((a.dtype, a.device, a.requires_grad, a.shape, a.stride()))
-            p = a.data_ptr()
+            try:
+                p = a.data_ptr()
+            except RuntimeError:  # no storage: a sparse layout, which aotgrad does not trace
+                raise _without_storage(a, len(parts) - 1) from None
             n = len(tensors)
             if p and bases.setdefault(p - a.storage_offset() * a.element_size(), n) != n:
                 shared = True
@@ -178,6 +182,14 @@ def call_key(
         aliases = _unaliased(len(tensors))
         layout = ()
     return (call_modes(), tuple(parts), aliases, layout, state, extra)
+
+
+def _without_storage(t: torch.Tensor, position: int) -> UnsupportedError:
+    return UnsupportedError(
+        f"argument {position} is a tensor without storage (layout {t.layout}): aotgrad "
+        "traces strided tensors only; pass it dense (.to_dense()), or compile with "
+        "torch.compile, where Dynamo runs the sparse operations outside the graph"
+    )
 
 
 def call_modes() -> tuple[Any, ...]:

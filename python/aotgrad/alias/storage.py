@@ -35,6 +35,21 @@ def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return ra[0] < rb[1] and rb[0] < ra[1]
 
 
+def self_overlapping(t: torch.Tensor) -> bool:
+    """Whether two of ``t``'s elements may share a memory location (``as_strided((4, 3),
+    (1, 1))``, an ``expand``): its dims sorted by stride, one whose stride does not pass
+    every location the smaller ones reach. Symbolic sizes or strides: False (unknown)."""
+    dims = [(st, s) for s, st in zip(t.shape, t.stride()) if s != 1]
+    if any(isinstance(v, torch.SymInt) for d in dims for v in d) or t.numel() == 0:
+        return False
+    reach = 0
+    for stride, size in sorted(dims):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
 def overlap_groups(tensors: Sequence[Any], storage_ids: Sequence[int]) -> list[int]:
     """Per tensor, a group id: tensors in one group share a storage and are connected by
     overlaps. ``storage_ids`` says which tensors share a storage."""

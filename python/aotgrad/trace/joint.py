@@ -82,6 +82,8 @@ _ENGINE_REFUSALS = (
     "returned an incorrect number of gradients",
     "but the corresponding forward input was not a Variable",
 )
+#: Autograd's error for an op without a derivative (``NotImplementedError``).
+_NOT_IMPLEMENTED = "is not implemented"
 #: Autograd's error reaching the accumulator of a leaf a write with grad made a view
 #: of the graph's interior (``EagerCalls.interior_nodes``).
 _MOVED_INTO_INTERIOR = "leaf variable has been moved into the graph interior"
@@ -391,12 +393,47 @@ class _JointTrace:
         works."""
         try:
             with torch._C._DisableAutocast():
-                return torch.autograd.grad(outs, needs, tangents, allow_unused=True)
+                return torch.autograd.grad(
+                    outs, needs, tangents, allow_unused=True, retain_graph=True
+                )
+        except NotImplementedError as e:
+            if _NOT_IMPLEMENTED not in str(e):
+                raise
+            return self._grad_where_implemented(outs, needs, tangents, str(e))
         except RuntimeError as e:
             if not any(m in str(e) for m in _ENGINE_REFUSALS):
                 raise
             self.stale, self.stale_nodes = [str(e)], [None]
             return ()
+
+    def _grad_where_implemented(
+        self, outs: list[Any], needs: list[Any], tangents: list[Any], message: str
+    ) -> Sequence[Any]:
+        """An output whose history has an op without a derivative (``torch.unique`` of
+        a tensor that requires grad): eager raises only in a backward that reaches it, so
+        the compiled backward raises for those outputs' tangents and differentiates the
+        others."""
+
+        def fails(k: int) -> bool:
+            try:
+                with torch._C._DisableAutocast():
+                    torch.autograd.grad(
+                        outs[k], needs, tangents[k], allow_unused=True, retain_graph=True
+                    )
+            except NotImplementedError:
+                return True
+            return False
+
+        failing = [k for k in range(len(outs)) if fails(k)]
+        keep = [k for k in range(len(outs)) if k not in failing]
+        self.stale.append(message)
+        self.stale_nodes += [outs[k].grad_fn for k in failing]
+        if not keep:
+            return ()
+        with torch._C._DisableAutocast():
+            return torch.autograd.grad(
+                [outs[k] for k in keep], needs, [tangents[k] for k in keep], allow_unused=True
+            )
 
     def _leaf_input(self, t: Any) -> bool:
         """``t`` is an input the caller passed as a leaf (traced on a clone, or on a

@@ -221,6 +221,11 @@ def _output_info(o: Any, inputs: set[int] = frozenset()) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
     rg = bool(o.requires_grad)
+    if rg and o.layout is not torch.strided:
+        raise UnsupportedError(
+            f"an output that requires grad has layout {o.layout}: aotgrad differentiates "
+            "strided tensors only; return it dense (.to_dense()) and convert it outside"
+        )
     grad_fn = alias.facts.grad_fn_of(o)
     if rg and grad_fn is alias.facts.STALE_VIEW:
         return OutputInfo(True, True, False, stale_custom_view=True)
@@ -332,6 +337,13 @@ def _classify(
     plan = alias.classify(facts)
     if calls.restrides.refusal is not None:
         raise calls.restrides.refusal
+    for i in plan.mutated_inputs:
+        if alias.storage.self_overlapping(fake_args[i]):
+            raise UnsupportedError(
+                f"input {i} is written in place and its elements overlap each other in "
+                "memory (an as_strided view with overlapping strides): eager's result "
+                "depends on the order it visits memory; not supported (write a copy)"
+            )
     return plan
 
 
