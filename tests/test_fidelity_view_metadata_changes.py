@@ -432,3 +432,46 @@ def test_input_metadata_changed_under_no_grad_then_with_grad(
 ) -> None:
     fn = _mixed_metadata_changes(first, then, returns)
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ---------- a view of an input taken before the input's metadata changed, read after
+# Functionalization (or autograd) replayed the view's ops on the input's new geometry and
+# failed ("Cannot view a tensor with shape [4, 4] and strides (1, 4) as (2, 8)", soak
+# 44296; "t() expects a tensor with <= 2 dimensions", soak 22368) where eager, whose
+# view is an as_strided of the input at its geometry, runs.
+
+_EARLY_VIEWS = {
+    "reshape": lambda x: x.reshape(2, -1),
+    "t": lambda x: x.t(),
+    "rows": lambda x: x[1:3],
+}
+_CHANGES = {
+    "as_strided_": lambda x: x.as_strided_((4, 4), (1, 4)),
+    "unsqueeze_": lambda x: x.unsqueeze_(0),
+    "t_": lambda x: x.t_(),
+}
+_READS = {
+    "index": lambda v: v[0] * 1,
+    "sum": lambda v: v.sum(),
+    "view_again": lambda v: v.unsqueeze(0) * 2,
+}
+
+
+def _view_then_input_changed(view: str, change: str, read: str) -> Any:
+    def f(x):
+        v = _EARLY_VIEWS[view](x)
+        _CHANGES[change](x)
+        return _READS[read](v), x * 1
+
+    return f
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("read", list(_READS))
+@pytest.mark.parametrize("change", list(_CHANGES))
+@pytest.mark.parametrize("view", list(_EARLY_VIEWS))
+def test_a_view_of_an_input_read_after_the_input_changed_metadata(
+    view: str, change: str, read: str, compiler: str
+) -> None:
+    fn = _view_then_input_changed(view, change, read)
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)

@@ -328,9 +328,13 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         try:
             try:
                 result = self._call(func, types, args, kwargs)
-            except RuntimeError as e:
+            except (RuntimeError, ValueError) as e:
+                if isinstance(e, ValueError) and not self.earlier.changes:
+                    raise
                 if failed_inference_view(e, args, kwargs or {}):
                     result = normal_view(lambda: self._call(func, types, args, kwargs))
+                elif self.earlier.changes and not left:
+                    result = self._with_relaid_input_views(e, func, types, args, kwargs)
                 elif not left or not views_left_autograd(e):
                     raise
                 else:
@@ -350,6 +354,25 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         ):
             keep_layout(written)
         return result
+
+    def _with_relaid_input_views(
+        self, error: Exception, func: Any, types: Any, args: Any, kwargs: Any
+    ) -> Any:
+        """``func`` again, the views of inputs whose metadata the function changed made
+        as eager's (``as_strided`` at their geometry): functionalization (or autograd)
+        failed replaying their view ops on the input's new geometry. The same values: an op that fails on them
+        too raises the first error."""
+        written = written_tensor(func, args, kwargs or {})
+        again = self.earlier.stand_ins(
+            args, kwargs or {}, written, self.inputs, self.input_roots, of_inputs=True
+        )
+        before, after = tree_flatten((args, kwargs or {}))[0], tree_flatten(again)[0]
+        if all(a is b for a, b in zip(before, after)):
+            raise error
+        try:
+            return self._call(func, types, *again)
+        except (RuntimeError, ValueError):
+            raise error from None
 
     def _call(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}

@@ -115,7 +115,13 @@ class EarlierViews:
         return ref is not None and ref() is t
 
     def stand_ins(
-        self, args: Any, kwargs: dict, written: Any, keep: frozenset[int], roots: frozenset[int]
+        self,
+        args: Any,
+        kwargs: dict,
+        written: Any,
+        keep: frozenset[int],
+        roots: frozenset[int],
+        of_inputs: bool = False,
     ) -> Any:
         """``(args, kwargs)`` with each relaid view (made by the function, with eager's
         default creation meta) replaced by what eager's is: an ``as_strided`` of its root
@@ -125,12 +131,15 @@ class EarlierViews:
         here: reading one that autograd must rebuild can block inside autograd.) ``keep``: ids
         never replaced (the inputs' stand-ins, which the checks know by id); ``roots``:
         ids of the inputs' stand-ins and their bases (a write through a view of one is
-        recorded right: the input's change of metadata gave its views a fresh record)."""
+        recorded right: the input's change of metadata gave its views a fresh record);
+        ``of_inputs``: views of those too, for an op autograd failed to run on them (its
+        replay of their view ops on the input's new geometry: ``x.reshape(2, -1)``, then
+        ``x.as_strided_(..)``, then a read of the reshaped view)."""
 
         def stand_in(t: Any) -> Any:
             if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
                 return t
-            if id(t) in keep or id(t._base) in roots or not self._is_relaid(t):
+            if id(t) in keep or (id(t._base) in roots and not of_inputs) or not self._is_relaid(t):
                 return t  # (of an input: substituted, it lost its identity and offsets)
             creation = torch._C._autograd._get_creation_meta(t)
             if creation != _DEFAULT:  # made under no_grad, of several outputs...: eager's

@@ -196,6 +196,9 @@ def _input_flags(
         grad_fn_of(w) is grad_fn_before
         # detach_() / requires_grad_(False): the input left autograd inside the function
         or (original.requires_grad and not w.requires_grad)
+        # ... and came back a leaf (requires_grad_()): a write autograd would record on
+        # it was refused as it ran (EagerCalls), so the one here went through a detach()
+        or (original.is_leaf and original.requires_grad and w.requires_grad and w.is_leaf)
         or (
             data
             and grad_fn_of(w) is None  # detach_() then written under no_grad
