@@ -604,3 +604,28 @@ def test_output_saved_by_an_unreached_op_may_be_written(compiler: str) -> None:
         after=lambda outs: outs[0].mul_(2),
         calls=2,
     )
+
+
+def _output_resized_by_out_under_no_grad(x0):
+    t = x0.logsumexp(-1, keepdim=True)
+    u = x0 @ x0
+    with torch.no_grad():
+        torch.mul(u.sum(), 2, out=t)  # resized to 0-d, after its node was recorded
+    return t, u
+
+
+def _output_resized_alone(x0):
+    t = x0.sin().sum(-1, keepdim=True)
+    with torch.no_grad():
+        torch.add(x0.sum(), 1, out=t)
+    return (t,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_output_resized_by_out_under_no_grad, _output_resized_alone])
+def test_an_output_resized_by_out_after_its_node_was_recorded(fn: Any, compiler: str) -> None:
+    """Soak seed 40845: eager's call runs and its backward raises "invalid gradient" (the
+    node expects the old shape); aotgrad's trace raised it at the call."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (eager's warning on resizing an out= tensor)
+        assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)

@@ -81,6 +81,8 @@ _ENGINE_REFUSALS = (
     "returned an invalid gradient",
     "returned an incorrect number of gradients",
     "but the corresponding forward input was not a Variable",
+    # an output resized by an ``out=`` write after its node was recorded
+    "invalid gradient at index",
 )
 #: Autograd's error for an op without a derivative (``NotImplementedError``).
 _NOT_IMPLEMENTED = "is not implemented"
