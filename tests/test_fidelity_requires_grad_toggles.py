@@ -269,3 +269,43 @@ def _detached_alias_written_after_toggle_under_no_grad(x):
 )
 def test_a_toggled_leaf_written_through_a_detached_alias(fn: Any, compiler: str) -> None:
     assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], calls=2)
+
+
+# A view of an input passed without grad, taken before the function made the input
+# require grad: eager's view has no grad_fn and its gradient stops at it. The rebuilt
+# view reached the caller's input (soak 53779, 53055: ``x.grad`` where eager's is None).
+
+
+def _view_then_requires_grad(x):
+    v = x.split(2)[0]
+    x.requires_grad_()
+    return (v.diagonal(),)
+
+
+def _row_then_requires_grad_then_restrided(x):
+    v = x[1:3]
+    x.requires_grad_()
+    return (v.as_strided((2, 2), (1, 2)),)
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+@pytest.mark.parametrize("fn", [_view_then_requires_grad, _row_then_requires_grad_then_restrided])
+def test_a_view_taken_before_its_input_required_grad_is_refused(fn: Any, compiler: str) -> None:
+    from aotgrad.errors import UnsupportedError
+
+    x = _r(4, 4)
+    with pytest.raises(UnsupportedError, match="taken before the function made the input"):
+        COMPILERS[compiler](fn)(x)
+    with torch.no_grad():  # nothing differentiates it: as eager
+        assert_like_eager(fn, leaves(((4, 4), False)), COMPILERS[compiler])
+
+
+def _view_after_requires_grad(x):
+    x.requires_grad_()
+    v = x.split(2)[0]
+    return (v.diagonal(),)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_view_taken_after_its_input_required_grad_reaches_it(compiler: str) -> None:
+    assert_like_eager(_view_after_requires_grad, leaves(((4, 4), False)), COMPILERS[compiler])

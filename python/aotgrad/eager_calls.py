@@ -151,6 +151,8 @@ def _views_only(t: torch.Tensor) -> bool:
     outputs whose base was written)."""
     if not (t.requires_grad and torch.is_grad_enabled()):
         return True  # no autograd history is made
+    if t.grad_fn is None:  # taken before its base required grad: eager's ends at it
+        return False
     node, stop = t.grad_fn, t._base.grad_fn
     while node is not None and node is not stop:
         if type(node).__name__.rstrip("0123456789") not in _VIEW_NODES:

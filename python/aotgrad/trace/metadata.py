@@ -347,6 +347,33 @@ def _classify(
     return plan
 
 
+def _refuse_views_cut_from_their_input(
+    plan: Any, outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any], changes: dict
+) -> None:
+    """An output viewing an input passed without grad that the function made require grad
+    (``v = x[0]; x.requires_grad_(); return v.diagonal()``): eager's view, taken before,
+    has no ``grad_fn`` and its gradient stops at it, not at ``x``; rebuilt as a view of
+    the caller's ``x``, it reached ``x`` (silently: soak 53779, 53055). Refused by name
+    where the traced output's gradient does not reach the input."""
+    for k, verdict in enumerate(plan.outputs):
+        if verdict != alias.OutputVerdict.ALIAS_OF_INPUT:
+            continue
+        i = plan.output_source[k]
+        o = outs[k]
+        if not (changes.get(i) and not fake_args[i].requires_grad and o.requires_grad):
+            continue
+        grad_fn = alias.facts.grad_fn_of(o)
+        if grad_fn is alias.facts.STALE_VIEW:
+            continue
+        if grad_fn is None or not reaches(grad_fn, {id(wrapped[i])}):
+            raise UnsupportedError(
+                f"output {k} is a view of input {i} taken before the function made the "
+                "input require grad: eager's gradient stops at the view, not at the "
+                "input; not supported (take the view after requires_grad_(), or return a "
+                ".clone())"
+            )
+
+
 def _detached(fake_args: Sequence[Any]) -> list[Any]:
     """The inputs that require grad, detached (``functional.to_functional_detached``)."""
     return [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in fake_args]
@@ -412,6 +439,8 @@ def collect_metadata(
         )
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls, wrapped)
+        if grad_mode and not in_inference_mode():
+            _refuse_views_cut_from_their_input(plan, outs, wrapped, fake_args, rg_changes)
         inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
