@@ -273,7 +273,8 @@ def test_a_toggled_leaf_written_through_a_detached_alias(fn: Any, compiler: str)
 
 # A view of an input passed without grad, taken before the function made the input
 # require grad: eager's view has no grad_fn and its gradient stops at it. The rebuilt
-# view reached the caller's input (soak 53779, 53055: ``x.grad`` where eager's is None).
+# view reached the caller's input (soak 53779, 53055: ``x.grad`` where eager's is None);
+# now made of the caller's input before the runtime turns its flag on.
 
 
 def _view_then_requires_grad(x):
@@ -288,16 +289,30 @@ def _row_then_requires_grad_then_restrided(x):
     return (v.as_strided((2, 2), (1, 2)),)
 
 
-@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
-@pytest.mark.parametrize("fn", [_view_then_requires_grad, _row_then_requires_grad_then_restrided])
-def test_a_view_taken_before_its_input_required_grad_is_refused(fn: Any, compiler: str) -> None:
-    from aotgrad.errors import UnsupportedError
+def _row_returned_with_the_input(x):
+    v = x[1:3]
+    x.requires_grad_()
+    return v, x * 2, v.t()
 
-    x = _r(4, 4)
-    with pytest.raises(UnsupportedError, match="taken before the function made the input"):
-        COMPILERS[compiler](fn)(x)
-    with torch.no_grad():  # nothing differentiates it: as eager
-        assert_like_eager(fn, leaves(((4, 4), False)), COMPILERS[compiler])
+
+def _row_then_requires_grad_then_read(x):
+    v = x[:, 1]
+    x.requires_grad_()
+    return v, (v * x).sum()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _view_then_requires_grad,
+        _row_then_requires_grad_then_restrided,
+        _row_returned_with_the_input,
+        _row_then_requires_grad_then_read,
+    ],
+)
+def test_a_view_taken_before_its_input_required_grad(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, leaves(((4, 4), False)), COMPILERS[compiler], calls=2)
 
 
 def _view_after_requires_grad(x):

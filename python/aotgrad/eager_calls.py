@@ -243,11 +243,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Autograd nodes of overlapping writes, whose backward raises in eager
         #: (``overlapping_writes``).
         self.overlap_nodes: list[Any] = []
-        #: Accumulators of leaves a write with grad moved into the graph's interior, that
-        #: outputs reach: eager's backward raises there (``alias.synthetic_base``).
+        #: Accumulators of leaves moved into the graph's interior (``alias.synthetic_base``).
         self.interior_nodes: list[Any] = []
-        #: The inputs' metadata changes, recorded by autograd or not (``metadata_steps``).
-        self.metadata_steps = MetadataSteps(())
+        self.metadata_steps = MetadataSteps(())  # the inputs' metadata changes
         #: Results of ``detach()`` (the graph drops the detach: one value for ``t`` and
         #: ``t.detach()``; the runtime tells them apart).
         self.detached: list[torch.Tensor] = []

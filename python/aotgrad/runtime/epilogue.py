@@ -6,6 +6,7 @@ eager's, and outputs that alias inputs or intermediates rebuilt as real views
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ class Epilogue:
         self.versioned = list(layout.version_deltas.items())
         self.rebuilt = {a.index for a in layout.output_aliases}
         self.aliases_first = [a for a in layout.output_aliases if a.base_output < 0]
+        self.before_requires_grad = [a for a in layout.output_aliases if a.before_requires_grad]
         self.aliases_last = [a for a in layout.output_aliases if a.base_output >= 0]
         inner = {self.n_user + s for leaf in layout.inner_leaves for s in leaf.bases}
         # views of an intermediate base that is a leaf made inside (a base of its own
@@ -69,9 +71,11 @@ class Epilogue:
         self.static = all(s.static for s in specs)
 
     def prepare(self, args: Sequence[Any]) -> list[int]:
-        """Before the graph runs: inputs the function makes require grad do; inputs
-        resized by the function get the storage it gave them (the graph reads and writes
-        them as if it had); their version counters."""
+        """Before the graph runs: inputs the function makes require grad do (views of
+        them it took before are made first, ``early_views``); inputs resized by the
+        function get the storage it gave them (the graph reads and writes them as if it
+        had); their version counters."""
+        self.early_views(args)
         for i, (_, reached) in self.layout.left_then_written.items():
             if not reached and args[i].is_leaf and args[i].requires_grad:
                 # a leaf nothing was computed from before: out of autograd before the
@@ -88,6 +92,21 @@ class Epilogue:
                 torch.ops.inductor.resize_storage_bytes_(t, byte_range(t)[1])
         # Inference tensors have no version counter (-1: nothing to set).
         return [-1 if args[i].is_inference() else args[i]._version for i, _ in self.versioned]
+
+    def early_views(self, args: Sequence[Any]) -> None:
+        """Views of inputs the function made require grad, taken before it did
+        (``OutputAlias.before_requires_grad``), made of the caller's tensors while they
+        do not: eager's have no ``grad_fn`` once the flag is on, and a gradient that stops
+        at them. Held for this call (``_made_early``; a call does not interleave with
+        another of the same compiled function on one thread)."""
+        if not self.before_requires_grad:
+            return
+        spec = _identity if self.static else Evaluator(self.layout.bindings, args).spec
+        made = {}
+        for a in self.before_requires_grad:
+            view = spec(a.view) if a.before_requires_grad == 1 else None
+            made[a.index] = _view_of(args[a.source], view)
+        _made_early.views = made
 
     def __call__(
         self, args: Sequence[Any], fwd: Sequence[Any], before: list[int], leaves: Sequence[Any] = ()
@@ -321,8 +340,19 @@ class Epilogue:
         # views of an input made before it left autograd (detach_()) keep their history
         now = [laid.get(i, t) for i, t in enumerate(args)] if laid else args
         old = [kept.get(i, t) for i, t in enumerate(now)] if kept else now
+        early = getattr(_made_early, "views", {}) if self.before_requires_grad else {}
+        _made_early.views = {}
         for a in self.aliases_first:
-            if a.index not in made:
+            if a.index in early:  # (``early_views``) of it, or a view of it
+                view = spec(a.view)
+                with torch.enable_grad():
+                    e = early[a.index]
+                    outs[a.index] = (
+                        e
+                        if a.before_requires_grad == 1
+                        else e.as_strided(view.size, view.stride, e.storage_offset() + view.offset)
+                    )
+            elif a.index not in made:
                 of_input = a.verdict == OutputVerdict.ALIAS_OF_INPUT
                 source = (old if a.requires_grad else now) if of_input else args
                 outs[a.index] = self._rebuild(a, source, fwd, outs, spec, versions.get(a.index))
@@ -468,6 +498,16 @@ def _requiring_grad(t: Any) -> Any:
     counter too) that does: the base of a stale view eager returns, which requires grad
     (a view of ``t.detach().requires_grad_()`` made inside the function)."""
     return t if t.requires_grad else t.detach().requires_grad_(True)
+
+
+_made_early = threading.local()
+
+
+def _view_of(t: Any, view: Any) -> Any:
+    """A view of ``t``: at ``view`` (a static ``ViewSpec``), or the whole of it."""
+    if view is None:
+        return t.view_as(t)
+    return t.as_strided(view.size, view.stride, t.storage_offset() + view.offset)
 
 
 def _alias(t: Any) -> Any:

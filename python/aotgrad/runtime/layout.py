@@ -52,6 +52,12 @@ class OutputAlias:
     #: (``t = x.view_as(x); t.requires_grad_(); return t[1:]``): eager's has a ``grad_fn``
     #: ending at that leaf, so the runtime views the leaf it makes once more.
     of_leaf_view: bool = False
+    #: A view of an input passed without grad, taken before the function made the input
+    #: require grad (``v = x[0]; x.requires_grad_()``): eager's has no ``grad_fn`` and its
+    #: gradient stops at it. 1: the output is that view (made of the caller's input before
+    #: the runtime turns its flag on); 2: a view taken of it after (an ``as_strided`` of
+    #: a view of the input made before the flag, whose gradient stops there).
+    before_requires_grad: int = 0
 
 
 @dataclass

@@ -99,6 +99,9 @@ class TraceMetadata:
     #: (under no_grad), the layouts in order and whether it records each
     #: (``aotgrad.metadata_steps``).
     metadata_steps: dict[int, list[Any]] = field(default_factory=dict)
+    #: Outputs viewing an input the function made require grad, taken before it did
+    #: (``OutputAlias.before_requires_grad``: 1 the view, 2 a view of it).
+    views_before_requires_grad: dict[int, int] = field(default_factory=dict)
 
     @property
     def needs_autograd(self) -> bool:

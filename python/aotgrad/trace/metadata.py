@@ -347,14 +347,23 @@ def _classify(
     return plan
 
 
-def _refuse_views_cut_from_their_input(
-    plan: Any, outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any], changes: dict
-) -> None:
-    """An output viewing an input passed without grad that the function made require grad
-    (``v = x[0]; x.requires_grad_(); return v.diagonal()``): eager's view, taken before,
-    has no ``grad_fn`` and its gradient stops at it, not at ``x``; rebuilt as a view of
-    the caller's ``x``, it reached ``x`` (silently: soak 53779, 53055). Refused by name
-    where the traced output's gradient does not reach the input."""
+def _views_before_requires_grad(
+    plan: Any,
+    outs: Sequence[Any],
+    wrapped: Sequence[Any],
+    fake_args: Sequence[Any],
+    changes: dict,
+    grad_mode: bool,
+) -> dict[int, int]:
+    """Outputs viewing an input passed without grad that the function made require grad,
+    taken before (``v = x[0]; x.requires_grad_(); return v, v.diagonal()``): eager's view
+    has no ``grad_fn`` and its gradient stops at it, not at ``x`` (rebuilt as a view of
+    the caller's ``x``, it reached ``x``, silently: soak 53779, 53055). Per such output:
+    1, the view itself (no ``grad_fn``); 2, a view of it whose gradient ends there
+    (``OutputAlias.before_requires_grad``)."""
+    found: dict[int, int] = {}
+    if not grad_mode or in_inference_mode():  # (nothing differentiates them)
+        return found
     for k, verdict in enumerate(plan.outputs):
         if verdict != alias.OutputVerdict.ALIAS_OF_INPUT:
             continue
@@ -365,13 +374,11 @@ def _refuse_views_cut_from_their_input(
         grad_fn = alias.facts.grad_fn_of(o)
         if grad_fn is alias.facts.STALE_VIEW:
             continue
-        if grad_fn is None or not reaches(grad_fn, {id(wrapped[i])}):
-            raise UnsupportedError(
-                f"output {k} is a view of input {i} taken before the function made the "
-                "input require grad: eager's gradient stops at the view, not at the "
-                "input; not supported (take the view after requires_grad_(), or return a "
-                ".clone())"
-            )
+        if grad_fn is None:
+            found[k] = 1
+        elif not reaches(grad_fn, {id(wrapped[i])}):
+            found[k] = 2
+    return found
 
 
 def _detached(fake_args: Sequence[Any]) -> list[Any]:
@@ -439,8 +446,7 @@ def collect_metadata(
         )
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls, wrapped)
-        if grad_mode and not in_inference_mode():
-            _refuse_views_cut_from_their_input(plan, outs, wrapped, fake_args, rg_changes)
+        cut = _views_before_requires_grad(plan, outs, wrapped, fake_args, rg_changes, grad_mode)
         inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
@@ -464,6 +470,7 @@ def collect_metadata(
             leaves,
             left,
             _retained(calls.retained, outs, wrapped, plan.mutated_inputs),
+            views_before_requires_grad=cut,
         ),
         calls,
         wrapped,
