@@ -301,6 +301,12 @@ def _row_then_requires_grad_then_read(x):
     return v, (v * x).sum()
 
 
+def _detached_leaf_then_requires_grad(x):
+    t = x.detach().requires_grad_()  # a leaf of its own, no view (soak 54893)
+    x.requires_grad_(True)
+    return t, x * 1, t
+
+
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize(
     "fn",
@@ -309,6 +315,7 @@ def _row_then_requires_grad_then_read(x):
         _row_then_requires_grad_then_restrided,
         _row_returned_with_the_input,
         _row_then_requires_grad_then_read,
+        _detached_leaf_then_requires_grad,
     ],
 )
 def test_a_view_taken_before_its_input_required_grad(fn: Any, compiler: str) -> None:

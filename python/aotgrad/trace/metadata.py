@@ -371,6 +371,8 @@ def _views_before_requires_grad(
         o = outs[k]
         if not (changes.get(i) and not fake_args[i].requires_grad and o.requires_grad):
             continue
+        if not o._is_view() or k in plan.facts.output_detached:
+            continue  # (``x.detach().requires_grad_()``: a leaf of its own, no view)
         grad_fn = alias.facts.grad_fn_of(o)
         if grad_fn is alias.facts.STALE_VIEW:
             continue
