@@ -344,14 +344,9 @@ class Epilogue:
         _made_early.views = {}
         for a in self.aliases_first:
             if a.index in early:  # (``early_views``) of it, or a view of it
-                view = spec(a.view)
+                e = early[a.index]
                 with torch.enable_grad():
-                    e = early[a.index]
-                    outs[a.index] = (
-                        e
-                        if a.before_requires_grad == 1
-                        else e.as_strided(view.size, view.stride, e.storage_offset() + view.offset)
-                    )
+                    outs[a.index] = e if a.before_requires_grad == 1 else _view_of(e, spec(a.view))
             elif a.index not in made:
                 of_input = a.verdict == OutputVerdict.ALIAS_OF_INPUT
                 source = (old if a.requires_grad else now) if of_input else args
