@@ -190,9 +190,10 @@ class AotFunction:
         if base is None:
             outs = entry.artifact.run(*entry.graph_inputs(flat))
         else:
-            before = base.versions(entry.tensors(flat))
-            outs = entry.artifact.run(*entry.graph_inputs(flat))
-            outs = base.finish(entry.tensors(flat), outs, before)
+            tensors = entry.tensors(flat)
+            before = base.versions(tensors)
+            outs = entry.artifact.run(*base.prepare(tensors, entry.artifact.layout))
+            outs = base.finish(tensors, outs, before)
         return entry.unflatten(outs)
 
     def _compile_in_call(self, flat: list[Any], key: tuple) -> _Entry:

@@ -236,6 +236,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
         #: a factory called with ``requires_grad=True``), in the order it made them.
         self.new_leaves: list[torch.Tensor] = []
+        #: Of those, the members of a synthetic base that the caller made leaves (by id):
+        #: their input positions (``alias.synthetic_base``; ``trace.InnerLeaf.member``).
+        self.member_leaves: dict[int, int] = {}
         self.generators = GeneratorsSeen()  # passed to random ops (``rng_setters``)
         #: Tensors ``retain_grad()`` was called on: the runtime calls it on the outputs and
         #: inputs among them (on the traced stand-ins it would fill nothing the caller sees).
@@ -260,6 +263,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Inputs' stand-ins (by id) ``detach_()`` or ``requires_grad_(False)`` took out
         #: of autograd (a write that requires grad may give them a history again).
         self.left_autograd: set[int] = set()
+        #: Synthetic bases that do not require grad (by id): views of them that do are
+        #: views of a leaf view (``x1 = b[4:].requires_grad_()``), whose node eager
+        #: rebuilds, after a write to the base, as one leading nowhere (as for ``left_autograd``).
+        self.leaf_view_bases: set[int] = set()
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
         #: The inputs' stand-ins and their bases (by id).
@@ -319,7 +326,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 args, kwargs, written, self.inputs, self.input_roots
             )
         # views of an input that left autograd, which a write may make autograd rebuild
-        left = left_autograd_views(args, kwargs, self.left_autograd) if self.left_autograd else ()
+        gone = self.left_autograd | self.leaf_view_bases
+        left = left_autograd_views(args, kwargs, gone) if gone else ()
         counts = uncounted(func, args, kwargs or {})
         if self.restrides.stale_views and getattr(func, "__name__", "") not in _NO_DATA_READ:
             self.restrides.note_reads(args)

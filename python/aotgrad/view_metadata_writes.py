@@ -211,8 +211,10 @@ def stand_ins_left_autograd(
             return t
         if t is written:
             raise UnsupportedError(
-                "a write through a view whose base left autograd (requires_grad_(False) "
-                "or detach_()) and was written after the view was taken: not supported"
+                "a write (or in-place metadata change) through a view that requires grad "
+                "of a tensor that does not (whose base left autograd, requires_grad_(False) "
+                "or detach_(), or a view the caller made require grad, overlapping a written "
+                "input), after its base was written: not supported"
             )
         leaf = t.detach().requires_grad_()
         new_leaves.append(leaf)

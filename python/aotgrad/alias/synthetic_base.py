@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..autograd_walks import accumulator_of, reaches
+from ..autograd_walks import accumulator_of
 from ..eager_calls import EagerCalls
 from ..errors import UnsupportedError
 from ..view_metadata_writes import METADATA_WRITES
@@ -136,36 +136,19 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _refuse_lost_gradients(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
-    """A member that is a leaf of its own (``_Group.leaves``) reached by an output: its
-    gradient would go to the group's base, which does not require grad. Unless a write
-    with grad to the group moved it into the graph's interior: eager's backward raises
-    reaching its accumulator, and so does the compiled one (``EagerCalls.interior_nodes``)."""
+def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
+    """A member that is a leaf of its own (``_Group.leaves``) which a write with grad to
+    the group moved into the graph's interior: eager's backward raises reaching its
+    accumulator, and so does the compiled one (``EagerCalls.interior_nodes``). One that
+    stays a leaf is an inner leaf the caller's tensor stands in for (``member_leaves``)."""
+    calls = EagerCalls.active()
     for i, leaf in zip(group.members, group.leaves):
-        if not leaf or not torch.is_grad_enabled():
+        if not leaf or not torch.is_grad_enabled() or built[i].grad_fn is None:
             continue
-        if built[i].grad_fn is not None:
-            grad_fns = [o.grad_fn for o in outs if isinstance(o, torch.Tensor)]
-            node = accumulator_of(grad_fns, built[i])
-            calls = EagerCalls.active()
-            if node is not None and calls is not None:
-                calls.interior_nodes.append(node)
-        elif _reaches(outs, built[i]):
-            raise UnsupportedError(
-                f"input {i} is a view that requires grad of a tensor that does not, it "
-                "overlaps a written input, and an output is computed from it: not supported "
-                "(its gradient would not reach the caller's tensor)"
-            )
-
-
-def _reaches(outs: Sequence[Any], leaf: torch.Tensor) -> bool:
-    """Whether autograd's graph of an output reaches ``leaf``'s gradient accumulator (an
-    output that is the leaf itself is the caller's tensor: ``member_outputs``)."""
-    return any(
-        reaches(o.grad_fn, {id(leaf)})
-        for o in outs
-        if isinstance(o, torch.Tensor) and o.grad_fn is not None
-    )
+        grad_fns = [o.grad_fn for o in outs if isinstance(o, torch.Tensor)]
+        node = accumulator_of(grad_fns, built[i])
+        if node is not None and calls is not None:
+            calls.interior_nodes.append(node)
 
 
 @dataclass(frozen=True)
@@ -253,11 +236,21 @@ class SyntheticBase:
             outs[j] = tensors[i]
         return outs
 
-    def prepare(self, tensors: Sequence[Any]) -> list[Any]:
-        """The graph's inputs for one call: the groups' bases, then the non-members."""
+    def prepare(self, tensors: Sequence[Any], layout: Any = None) -> list[Any]:
+        """The graph's inputs for one call: the groups' bases, then the non-members; with
+        the compiled ``layout``, then the caller's members its inner leaves stand for
+        (``trace.InnerLeaf.member``: their gradient fills the caller's ``.grad``)."""
         member_set = set(self.members)
         bases = [g.base(tensors) for g in self.groups]
-        return [*bases, *(t for i, t in enumerate(tensors) if i not in member_set)]
+        given = [] if layout is None else layout.inner_leaves
+        for leaf in given:  # (one the function makes a leaf requires grad from the start)
+            if leaf.member is not None and not tensors[leaf.member].requires_grad:
+                tensors[leaf.member].requires_grad_()
+        return [
+            *bases,
+            *(t for i, t in enumerate(tensors) if i not in member_set),
+            *(tensors[leaf.member] for leaf in given if leaf.member is not None),
+        ]
 
     def wrap(self, flat_fn: Callable[..., Any]) -> Callable[..., Any]:
         """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
@@ -272,6 +265,11 @@ class SyntheticBase:
                 leaves = g.leaves or (False,) * len(g.views)
                 made = (_member(base, *m) for m in zip(g.views, g.creation, leaves))
                 built.update(zip(g.members, made))
+            calls = EagerCalls.active()
+            if calls is not None:  # a member that is, or is made, a leaf: the caller's
+                calls.member_leaves.update((id(t), i) for i, t in built.items())
+                bases = graph_inputs[: len(groups)]
+                calls.leaf_view_bases.update(id(b) for b in bases if not b.requires_grad)
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
@@ -283,16 +281,10 @@ class SyntheticBase:
                 if id(o) in member_of:
                     member_outputs[j] = member_of[id(o)]
             for g in groups:  # (the members' new values too: written, they are outputs)
-                _refuse_lost_gradients(g, built, [*out, *built.values()])
+                _interior_leaves(g, built, [*out, *built.values()])
             for i, t in built.items():
                 if t.requires_grad != flags[i] and t.grad_fn is None:
                     requires_grad_changes[i] = t.requires_grad
-                    if t.requires_grad and _reaches(out, t):
-                        raise UnsupportedError(
-                            f"input {i} overlaps another written input and is made to require "
-                            "grad inside the function, and an output is computed from it: not "
-                            "supported (its gradient would not reach the caller's tensor)"
-                        )
             for g in groups:
                 for i, v in zip(g.members, g.views):
                     now = _layout(built[i])

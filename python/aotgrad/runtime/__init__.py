@@ -418,6 +418,7 @@ def make_training_function(
             with torch.enable_grad():
                 return CompiledFunction.apply(*args)
 
+    given = sum(leaf.member is not None for leaf in layout.inner_leaves)
     watch = plan.note_watched if layout.watched_inputs or layout.watched_bases else None
     if layout.plain and watch is None:
 
@@ -432,8 +433,13 @@ def make_training_function(
             fwd = apply(*args)
             watch(args, fwd)  # type: ignore[misc]
             return fwd[:n_user]
+        if given:  # the caller's leaves come last (``InnerLeaf.member``)
+            args, callers = args[: len(args) - given], iter(args[len(args) - given :])
         before = epilogue.prepare(args)
-        leaves = [_stand_in_leaf(leaf) for leaf in layout.inner_leaves]
+        leaves = [
+            _stand_in_leaf(leaf) if leaf.member is None else next(callers)
+            for leaf in layout.inner_leaves
+        ]
         fwd = apply(*args, *leaves)
         outs = epilogue(args, fwd, before, leaves)
         if watch is not None:

@@ -256,7 +256,8 @@ class Epilogue:
                 if k in aliases:  # the input's bytes: eager's leaf counts its writes
                     _set_version(stand_in, value._version)
                 outs[k] = stand_in
-            given = bool(leaf.outputs)
+            # (a synthetic base's member is the caller's tensor: the base's bytes)
+            given = bool(leaf.outputs) or leaf.member is not None
             for k in leaf.views:  # views of a leaf that shares an input's bytes
                 a = aliases.get(k)
                 if a is not None and a.verdict == OutputVerdict.ALIAS_OF_INPUT:

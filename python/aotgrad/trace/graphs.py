@@ -48,6 +48,11 @@ class InnerLeaf:
     #: the leaf: returned as that view of the stand-in, the gradient routed through the
     #: Function's backward (the graph's output).
     custom_views: dict[int, alias.ViewSpec] = field(default_factory=dict)
+    #: A member of a synthetic base the caller made a leaf (``x[2:6].requires_grad_()``
+    #: of a base that does not require grad): its input position. The runtime passes the
+    #: caller's tensor, not a stand-in: the gradient fills its ``.grad``, and its value is
+    #: the base's. Outputs that view it and reach its gradient (``views``) view it.
+    member: int | None = None
 
 
 @dataclass

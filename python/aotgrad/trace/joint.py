@@ -496,7 +496,10 @@ class _JointTrace:
         (``InnerLeaf``), recording which inputs
         the backward writes and how many times."""
         needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
-        needs += self.inner_leaves  # their gradients follow the primals' (``InnerLeaf``)
+        # their gradients follow the primals' (``InnerLeaf``); one the function turned off
+        # (``requires_grad_(False)``) has none: eager's accumulator skips a leaf that
+        # does not require grad
+        needs += [t for t in self.inner_leaves if t.requires_grad]
         earlier = [(i, e) for i, edges in self.edges_off.items() for e in edges]
         needs += [e for _, e in earlier]
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
@@ -526,7 +529,7 @@ class _JointTrace:
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
             for p in fp
         ]
-        per_leaf = [next(it, None) for _ in self.inner_leaves]
+        per_leaf = [next(it, None) if t.requires_grad else None for t in self.inner_leaves]
         for i, _ in earlier:
             per_primal[i] = _summed(per_primal[i], next(it, None))
         return per_primal + per_leaf

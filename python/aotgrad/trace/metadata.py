@@ -179,12 +179,20 @@ def _inner_leaves(
 
 
 def _inner_leaf_facts(
-    outs: Sequence[Any], new_leaves: Sequence[Any], found: list[int], bases: Sequence[Any]
+    outs: Sequence[Any],
+    new_leaves: Sequence[Any],
+    found: list[int],
+    bases: Sequence[Any],
+    members: dict[int, int],
 ) -> list[InnerLeaf]:
     out = []
     for j in found:
         leaf = new_leaves[j]
         fake = from_functional(leaf)
+        member = members.get(id(leaf))
+        if member is not None:
+            out.append(_member_leaf(outs, leaf, fake, member))
+            continue
         out.append(
             InnerLeaf(
                 tuple(int(n) for n in leaf.shape),
@@ -208,6 +216,23 @@ def _inner_leaf_facts(
             )
         )
     return out
+
+
+def _member_leaf(outs: Sequence[Any], leaf: Any, fake: Any, member: int) -> InnerLeaf:
+    """A synthetic base's member the caller made a leaf: the outputs that view its base
+    and reach its gradient are rebuilt as views of the caller's tensor."""
+    views = [
+        k
+        for k, o in enumerate(outs)
+        if isinstance(o, torch.Tensor)
+        and o is not leaf
+        and o._is_view()
+        and o._base is leaf._base
+        and alias.facts.grad_fn_of(o) not in (None, alias.facts.STALE_VIEW)
+        and reaches(o.grad_fn, {id(leaf)})
+    ]
+    shape = tuple(int(n) for n in leaf.shape)
+    return InnerLeaf(shape, fake.dtype, fake.device, [], [], views, member=member)
 
 
 def _inherits_grad(o: Any, inputs: set[int]) -> bool:
@@ -455,7 +480,7 @@ def collect_metadata(
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
-        leaves = _inner_leaf_facts(outs, calls.new_leaves, inner, bases)
+        leaves = _inner_leaf_facts(outs, calls.new_leaves, inner, bases, calls.member_leaves)
     return _with_hooks(
         TraceMetadata(
             outputs,
