@@ -475,3 +475,40 @@ def test_a_view_of_an_input_read_after_the_input_changed_metadata(
 ) -> None:
     fn = _view_then_input_changed(view, change, read)
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
+# --------- an input without grad, given a history by a write, then its metadata changed:
+# eager records the change (the input requires grad by then); the runtime replayed it
+# unrecorded, so the returned input's gradient came in the new layout where its node
+# expected the old one ("invalid gradient ... got [2, 2]": soak seed 53683)
+
+
+def _written_then_as_strided(x, w):
+    x += w
+    x.as_strided_((2, 2), (4, 1))
+    return (x,)
+
+
+def _written_then_transposed(x, w):
+    x.mul_(w)
+    x.t_()
+    return x, x[0]
+
+
+def _written_then_unsqueezed(x, w):
+    x.add_(w.sum())
+    x.unsqueeze_(0)
+    return (x,)
+
+
+def _x_without_grad_and_w() -> tuple[list[Any], list[torch.Tensor]]:
+    w = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    return [_r(4, 4), w], [w]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_written_then_as_strided, _written_then_transposed, _written_then_unsqueezed]
+)
+def test_input_given_a_history_then_changed_in_place(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _x_without_grad_and_w, COMPILERS[compiler], calls=2)

@@ -76,6 +76,27 @@ def test_requires_grad_per_input(entry):
     assert _compilations(entry, c) == 4
 
 
+def _write_input(x, w):
+    x.mul_(w.sum())
+    return (x * w,)
+
+
+def test_a_leaf_and_a_non_leaf_input_that_require_grad_are_told_apart():
+    """Compiled for a non-leaf ``x`` (a clone), a call with a leaf ``x`` must raise
+    eager's error on the in-place write, not reuse the graph (soak seeds 50800, 51968:
+    the first call made ``x`` require grad, the next passed a leaf)."""
+    compiled = aotgrad.aot_function(_write_input, aotgrad.nop)
+    w = torch.randn(4, requires_grad=True)
+    compiled(torch.randn(4, requires_grad=True).clone(), w)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        _write_input(torch.randn(4, requires_grad=True), w)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        compiled(torch.randn(4, requires_grad=True), w)
+    old = guards.call_key([torch.randn(4, requires_grad=True).clone()], dynamic=False)
+    new = guards.call_key([torch.randn(4, requires_grad=True)], dynamic=False)
+    assert guards.describe_change(old, new) == "input 0: is_leaf False -> True"
+
+
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_dtype(entry):
     fn = lambda x: (x.t() @ x).tanh()  # noqa: E731

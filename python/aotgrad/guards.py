@@ -4,7 +4,8 @@ A compiled graph is specialised on
 
 * the modes of the call: grad mode, inference mode, autocast (per device type,
   with its dtype) and the default dtype — all four change what gets traced;
-* per tensor input: dtype, device, requires_grad, sizes and strides (under
+* per tensor input: dtype, device, requires_grad (and, for one that does, whether it
+  is a leaf: eager refuses an in-place write to a leaf), sizes and strides (under
   ``dynamic=True`` only the rank, which sizes are 0 or 1 and which sizes within
   the tensor are equal; the rest is checked by the symbolic guard, below);
 * which inputs share storage (``alias_groups``) and, for those that do, their
@@ -161,10 +162,12 @@ def call_key(
     shared = False
     for a in flat_args:
         if isinstance(a, torch.Tensor):
+            rg = a.requires_grad
+            leaf = rg and _is_leaf(a)
             if dynamic:
-                parts.append((a.dtype, a.device, a.requires_grad, _dynamic_shape(a)))
+                parts.append((a.dtype, a.device, rg, leaf, _dynamic_shape(a)))
             else:
-                parts.append((a.dtype, a.device, a.requires_grad, a.shape, a.stride()))
+                parts.append((a.dtype, a.device, rg, leaf, a.shape, a.stride()))
             try:
                 p = a.data_ptr()
             except RuntimeError:  # no storage: a sparse layout, which aotgrad does not trace
@@ -182,6 +185,15 @@ def call_key(
         aliases = _unaliased(len(tensors))
         layout = ()
     return (call_modes(), tuple(parts), aliases, layout, state, extra)
+
+
+def _is_leaf(t: torch.Tensor) -> bool | str:
+    """``t.is_leaf``; ``"stale"`` where reading its node raises (a no_grad view whose
+    base was written with grad): the call then raises as eager's does."""
+    try:
+        return t.is_leaf
+    except RuntimeError:
+        return "stale"
 
 
 def _without_storage(t: torch.Tensor, position: int) -> UnsupportedError:
@@ -271,7 +283,7 @@ def describe_change(old: tuple, new: tuple) -> str:
 def _describe_input(x: Any, y: Any) -> str:
     if x[0] in ("const", "const-id") or y[0] in ("const", "const-id"):
         return f"non-tensor argument value {x[-1]!r} -> {y[-1]!r}"
-    labels = ("dtype", "device", "requires_grad", "shape", "stride")
+    labels = ("dtype", "device", "requires_grad", "is_leaf", "shape", "stride")
     for label, a, b in zip(labels, x, y):
         if a != b:
             return f"{label} {a} -> {b}"

@@ -45,7 +45,9 @@ def layout_of_trace(
             plan.inputs[i] in alias.DIFFERENTIABLE_WRITE for i in plan.mutated_inputs
         ],
         metadata_mutations=metadata_mutations,
-        metadata_with_grad=_metadata_with_grad(facts, metadata_mutations),
+        metadata_with_grad=_metadata_with_grad(
+            facts, metadata_mutations, metadata.metadata_recorded
+        ),
         version_deltas=_version_deltas(facts),
         output_aliases=aliases,
         bindings=bindings,
@@ -72,15 +74,18 @@ def layout_of_trace(
     )
 
 
-def _metadata_with_grad(facts: alias.AliasFacts, metadata_mutations: dict) -> list[int]:
-    """Inputs whose new metadata autograd records (they require grad, and the change was
-    not hidden from autograd)."""
+def _metadata_with_grad(
+    facts: alias.AliasFacts, metadata_mutations: dict, recorded: Sequence[int] = ()
+) -> list[int]:
+    """Inputs whose new metadata autograd records: they require grad, and the change was
+    not hidden from autograd; or the function gave one a history before changing it
+    (``x.add_(w); x.as_strided_(..)``, ``x`` without grad: ``recorded``)."""
     visible = alias.facts.IN_REQUIRES_GRAD
     hidden = alias.facts.IN_MUTATIONS_HIDDEN
     return [
         i
         for i in metadata_mutations
-        if facts.input_flags[i] & visible and not facts.input_flags[i] & hidden
+        if (facts.input_flags[i] & visible and not facts.input_flags[i] & hidden) or i in recorded
     ]
 
 

@@ -44,6 +44,11 @@ class MetadataSteps:
         recorded = torch.is_grad_enabled() and t.requires_grad
         self.steps.setdefault(position, []).append((ViewSpec.at(t, start), recorded))
 
+    def recorded_last(self) -> list[int]:
+        """The inputs whose last change autograd recorded: one that did not require grad
+        when the call began may by then (a write with grad gave it a history)."""
+        return [position for position, steps in self.steps.items() if steps[-1][1]]
+
     def mixed(self) -> dict[int, list[tuple[ViewSpec, bool]]]:
         out = {}
         for position, steps in self.steps.items():

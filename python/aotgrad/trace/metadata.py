@@ -540,4 +540,5 @@ def _with_hooks(
     ]
     metadata.output_hooks = hooks_of_outputs(calls.input_hooks.traced_hooks, outs, rebuilt)
     metadata.metadata_steps = calls.metadata_steps.mixed()
+    metadata.metadata_recorded = calls.metadata_steps.recorded_last()
     return metadata
