@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -206,6 +207,20 @@ _DETACH_VIEW = (
 )
 
 
+@dataclass
+class SyntheticMembers:
+    """What the trace over a synthetic base (``alias.synthetic_base``) tells the calls."""
+
+    #: The members rebuilt from the bases (by id): their input positions. Those that are
+    #: or become leaves are inner leaves the caller's tensor stands for
+    #: (``trace.InnerLeaf.member``).
+    member_leaves: dict[int, int] = field(default_factory=dict)
+    #: Bases that do not require grad (by id): views of them that do are views of a leaf
+    #: view (``x1 = b[4:].requires_grad_()``), whose node eager rebuilds, after a write to
+    #: the base, as one leading nowhere (as for ``EagerCalls.left_autograd``).
+    leaf_view_bases: set[int] = field(default_factory=set)
+
+
 class EagerCalls(torch.overrides.TorchFunctionMode):
     """Active while the user's function runs under tracing (see module docstring).
     ``leaves``: the stand-ins (by ``id``) of inputs that are leaves requiring grad."""
@@ -236,15 +251,12 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
         #: a factory called with ``requires_grad=True``), in the order it made them.
         self.new_leaves: list[torch.Tensor] = []
-        #: Of those, the members of a synthetic base that the caller made leaves (by id):
-        #: their input positions (``alias.synthetic_base``; ``trace.InnerLeaf.member``).
-        self.member_leaves: dict[int, int] = {}
+        self.synthetic = SyntheticMembers()  # (``alias.synthetic_base``)
         self.generators = GeneratorsSeen()  # passed to random ops (``rng_setters``)
         #: Tensors ``retain_grad()`` was called on: the runtime calls it on the outputs and
         #: inputs among them (on the traced stand-ins it would fill nothing the caller sees).
         self.retained: list[Any] = []
-        #: Autograd nodes of overlapping writes, whose backward raises in eager
-        #: (``overlapping_writes``).
+        #: Autograd nodes of overlapping writes, whose backward raises (``overlapping_writes``).
         self.overlap_nodes: list[Any] = []
         #: Accumulators of leaves moved into the graph's interior (``alias.synthetic_base``).
         self.interior_nodes: list[Any] = []
@@ -263,10 +275,6 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Inputs' stand-ins (by id) ``detach_()`` or ``requires_grad_(False)`` took out
         #: of autograd (a write that requires grad may give them a history again).
         self.left_autograd: set[int] = set()
-        #: Synthetic bases that do not require grad (by id): views of them that do are
-        #: views of a leaf view (``x1 = b[4:].requires_grad_()``), whose node eager
-        #: rebuilds, after a write to the base, as one leading nowhere (as for ``left_autograd``).
-        self.leaf_view_bases: set[int] = set()
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
         #: The inputs' stand-ins and their bases (by id).
@@ -326,7 +334,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 args, kwargs, written, self.inputs, self.input_roots
             )
         # views of an input that left autograd, which a write may make autograd rebuild
-        gone = self.left_autograd | self.leaf_view_bases
+        gone = self.left_autograd | self.synthetic.leaf_view_bases
         left = left_autograd_views(args, kwargs, gone) if gone else ()
         counts = uncounted(func, args, kwargs or {})
         if self.restrides.stale_views and getattr(func, "__name__", "") not in _NO_DATA_READ:

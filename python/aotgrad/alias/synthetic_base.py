@@ -267,9 +267,9 @@ class SyntheticBase:
                 built.update(zip(g.members, made))
             calls = EagerCalls.active()
             if calls is not None:  # a member that is, or is made, a leaf: the caller's
-                calls.member_leaves.update((id(t), i) for i, t in built.items())
+                calls.synthetic.member_leaves.update((id(t), i) for i, t in built.items())
                 bases = graph_inputs[: len(groups)]
-                calls.leaf_view_bases.update(id(b) for b in bases if not b.requires_grad)
+                calls.synthetic.leaf_view_bases.update(id(b) for b in bases if not b.requires_grad)
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])

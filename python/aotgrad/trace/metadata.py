@@ -179,12 +179,9 @@ def _inner_leaves(
 
 
 def _inner_leaf_facts(
-    outs: Sequence[Any],
-    new_leaves: Sequence[Any],
-    found: list[int],
-    bases: Sequence[Any],
-    members: dict[int, int],
+    outs: Sequence[Any], calls: EagerCalls, found: list[int], bases: Sequence[Any]
 ) -> list[InnerLeaf]:
+    new_leaves, members = calls.new_leaves, calls.synthetic.member_leaves
     out = []
     for j in found:
         leaf = new_leaves[j]
@@ -480,7 +477,7 @@ def collect_metadata(
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
-        leaves = _inner_leaf_facts(outs, calls.new_leaves, inner, bases, calls.member_leaves)
+        leaves = _inner_leaf_facts(outs, calls, inner, bases)
     return _with_hooks(
         TraceMetadata(
             outputs,
