@@ -293,10 +293,18 @@ def _restride_input_past_its_elements(x):
     return (x.sum(), x * 1)
 
 
-def test_view_past_the_input_is_refused_by_name() -> None:
-    b = _r(6, 5).requires_grad_(True).clone()
-    with pytest.raises(UnsupportedError, match="reaching past the elements"):
-        aotgrad.aot_function(_restride_input_past_its_elements, aotgrad.nop)(b[0:2])
+def _two_rows_of_a_clone() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = _r(6, 5).requires_grad_(True)
+    return [leaf.clone()[0:2]], [leaf]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_view_restrided_past_the_input(compiler: str) -> None:
+    # refused once (the traced input held only its own elements); now compiled over the
+    # caller's base (``EagerCalls._past_input``)
+    assert_like_eager(
+        _restride_input_past_its_elements, _two_rows_of_a_clone, COMPILERS[compiler], calls=2
+    )
 
 
 # ------------------------------------------------------- leaves made under inference mode

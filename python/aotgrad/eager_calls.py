@@ -31,7 +31,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .dtype_checks import dtype_error
-from .errors import EagerRefusal, UnsupportedError
+from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
 from .inference_views import failed_inference_view, normal_view
 from .inplace_checks import inplace_error, written_tensor
 from .inplace_layout import keep_layout
@@ -511,16 +511,24 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         size, stride = named["size"], named["stride"]
         inplace = func in _AS_STRIDED_
         offset = named.get("storage_offset")
-        agree = self.restrides.restride(
-            "as_strided_" if inplace else "as_strided", t, size, stride, offset
-        )
         at = t.storage_offset() if offset is None else offset
         if inplace:
-            # beyond t's elements, eager's gradient drops the others: an as_strided of t
-            fresh = _restrided_view if within(t, size, stride, at) else None
+            self._past_input(t, size, stride, at)
+        # unrecorded, an in-place restride of a view is rebuilt from its base
+        # (``write_metadata``)
+        rebase = inplace and not torch.is_grad_enabled() and self._eager_view(t) and t._is_view()
+        agree = self.restrides.restride(
+            "as_strided_" if inplace else "as_strided", t, size, stride, offset, rebase
+        )
+        if inplace:
+            # beyond t's elements, eager's gradient drops the others (an as_strided of t),
+            # unless unrecorded: t's next node is then an as_strided of its base
+            past = not within(t, size, stride, at) and torch.is_grad_enabled()
+            fresh = None if past else _restrided_view
             view = self._eager_view(t)
             self.earlier.changed(t)
-            result = write_metadata(func, (t, size, stride, offset), {}, fresh, view)
+            rebase = rebase and fresh is not None
+            result = write_metadata(func, (t, size, stride, offset), {}, fresh, view, rebase)
             self.metadata_steps.note(t)
             return result
         if not agree or not _from_base(t) or not within(t, size, stride, at):
@@ -532,6 +540,23 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             torch._C._autograd._set_creation_meta(view, creation)
         self.restrides.note_view(t, view)
         return view
+
+    def _past_input(self, t: Any, size: Any, stride: Any, at: Any) -> None:
+        """``t.as_strided_(..)`` on an input that is a view in the caller, reaching past
+        its elements: the traced input holds only its own. Eager's reads and writes reach
+        the base's elements there, and, unrecorded (under no_grad), the input's next node
+        is an ``as_strided`` of the base, whose gradient reaches them too. The function is
+        compiled again over the base of every input on that storage
+        (``alias.synthetic_base``)."""
+        known = self.metadata_steps.inputs.get(id(t))
+        if known is None or id(t) not in self.views:
+            return
+        static = all(isinstance(v, int) for v in (*size, *stride, at, *t.shape, *t.stride()))
+        if not static or within(t, size, stride, at):
+            return
+        raise NeedsSyntheticBase(
+            f"input {known[0]} is restrided past its elements", [known[0]], whole_storage=True
+        )
 
     def _leaf_written_before(self, t: Any) -> None:
         """Before ``t`` leaves autograd (``detach_()``, ``requires_grad_(False)``): a leaf

@@ -18,6 +18,8 @@ Raised by Python:
 - :class:`TraceError`: a function cannot be traced (a data-dependent branch,
   an op without a fake kernel). The message names the op and the user's line.
 - :class:`UnsupportedError`: a feature aotgrad does not handle (yet).
+  :class:`NeedsSyntheticBase`, one of them, is caught: the function is compiled
+  again over the inputs' common base.
 - :class:`EagerRefusal`: a program eager PyTorch itself refuses (also a
   ``RuntimeError``, the type eager raises), e.g. an in-place write to a leaf
   that requires grad.
@@ -30,6 +32,8 @@ Raised by Python:
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ._rust import (
     AotgradError,
@@ -47,6 +51,7 @@ __all__ = [
     "GraphError",
     "GuardError",
     "InternalError",
+    "NeedsSyntheticBase",
     "PartitionError",
     "TableError",
     "TraceError",
@@ -78,6 +83,28 @@ class TraceError(AotgradError):
 
 class UnsupportedError(AotgradError):
     """A program or feature aotgrad does not support (yet)."""
+
+
+class NeedsSyntheticBase(UnsupportedError):
+    """Inputs that overlap in memory are written: the caller can retry with the group
+    passed as one synthetic base (``aotgrad.alias.synthetic_base``). Raised
+    after the trace (``alias.classify``), or during it where the function reaches past an
+    input into its base (``EagerCalls``)."""
+
+    def __init__(
+        self,
+        message: str,
+        inputs: list[int],
+        groups: Sequence[int] = (),
+        whole_storage: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.inputs = inputs
+        #: Per input, its alias group (``AliasFacts.input_storage``).
+        self.groups = list(groups)
+        #: The group is every input on the storage, overlapping or not (the function
+        #: reaches past an input onto the others' elements).
+        self.whole_storage = whole_storage
 
 
 class EagerRefusal(AotgradError, RuntimeError):

@@ -458,7 +458,7 @@ def compile_for(
         artifact = compile_flat(flat_fn, fake_args, fake_mode, options, training=training)
         return Specialization(artifact, fake_mode, fake_args)
     except alias.NeedsSyntheticBase as need:
-        base = alias.SyntheticBase.of(tensors, need.inputs, need.groups)
+        base = alias.SyntheticBase.of(tensors, need)
     return _compile_over(base, flat_fn, tensors, options, training=training)
 
 

@@ -195,11 +195,14 @@ class Restrides:
                     info.copied = grad and t.requires_grad
                     self.storages[key] = info
 
-    def restride(self, name: str, t: torch.Tensor, size: Any, stride: Any, offset: Any) -> bool:
+    def restride(
+        self, name: str, t: torch.Tensor, size: Any, stride: Any, offset: Any, rebased: bool = False
+    ) -> bool:
         """Before ``t.<name>(size, stride, offset)`` (``offset`` the caller's, or None):
         whether the caller's and the traced value's coordinates agree for it (the view
         may then be taken from ``t``'s base); keeps a refusal where eager's result cannot
-        be had."""
+        be had. ``rebased``: the view will be an ``as_strided`` of ``t``'s base (an
+        unrecorded restride in place), whose gradient reaches the elements ``t`` lacks."""
         info = self.storages.get(StorageWeakRef(t.untyped_storage()))
         if info is None:
             return True
@@ -226,7 +229,7 @@ class Restrides:
         if new is None or mine is None or not _elements(new) <= _elements(mine):
             # outside the input: the rebuilt view reads other elements; outside only the
             # tensor it came from: its gradient misses them
-            info.reached_out = info.reached_out or outside or t.requires_grad
+            info.reached_out = info.reached_out or outside or (t.requires_grad and not rebased)
         if name == "as_strided_" and t._base is not None and new is not None:
             old = _static(t.shape, t.stride(), t.storage_offset())
             if old is not None:

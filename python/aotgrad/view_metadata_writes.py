@@ -54,15 +54,23 @@ def _stale_record(t: Any, eager_view: bool) -> bool:
 
 
 def write_metadata(
-    func: Any, args: Any, kwargs: dict, fresh_from: Any = None, eager_view: bool = True
+    func: Any,
+    args: Any,
+    kwargs: dict,
+    fresh_from: Any = None,
+    eager_view: bool = True,
+    rebase: bool = False,
 ) -> Any:
     """``func(*args, **kwargs)``, an in-place metadata change of ``args[0]`` (a name in
     ``METADATA_WRITES``); ``fresh_from(t)`` makes the view after the call where it is
     not the out-of-place op on an alias taken before it. ``eager_view``: whether ``t`` is
     a view in eager too (an input the trace sees as a view of its clone is not: under
-    no_grad, eager's autograd ignores its change)."""
+    no_grad, eager's autograd ignores its change). ``rebase``: the functional value too
+    is the fresh view's (an unrecorded ``as_strided_``: eager's next node is an
+    ``as_strided`` of the base, so its view chain must not pass through the old
+    geometry, ``alias.views.eager_layout``)."""
     t = args[0]
-    if not _stale_record(t, eager_view):
+    if not (rebase or _stale_record(t, eager_view)):
         return func(*args, **kwargs)
     with torch.inference_mode(False), torch.enable_grad():
         alias = t.view_as(t) if fresh_from is None else None
@@ -79,6 +87,8 @@ def write_metadata(
     # functional value among them); only its autograd tensor changes
     torch._C._swap_tensor_impl(t, fresh)
     torch._C._autograd._set_creation_meta(t, creation)
+    if rebase:
+        t.elem = fresh.elem
     return t
 
 

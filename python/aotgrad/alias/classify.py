@@ -4,11 +4,10 @@ tracer and the runtime do about each input and output."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .. import _rust
-from ..errors import EagerRefusal, UnsupportedError
+from ..errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
 from ..vocab import IN_MUTATED_IN_BACKWARD, InputVerdict, OutputVerdict
 from .facts import AliasFacts
 from .views import ViewSpec
@@ -74,17 +73,6 @@ class AliasPlan:
 
     def output_view(self, k: int) -> ViewSpec | None:
         return self.facts.output_view.get(k)
-
-
-class NeedsSyntheticBase(UnsupportedError):
-    """Inputs that overlap in memory are written: the caller can retry with the group
-    passed as one synthetic base (``aotgrad.alias.synthetic_base``)."""
-
-    def __init__(self, message: str, inputs: list[int], groups: Sequence[int] = ()) -> None:
-        super().__init__(message)
-        self.inputs = inputs
-        #: Per input, its alias group (``AliasFacts.input_storage``).
-        self.groups = list(groups)
 
 
 def classify(facts: AliasFacts) -> AliasPlan:

@@ -26,7 +26,7 @@ import torch
 
 from ..autograd_walks import accumulator_of
 from ..eager_calls import EagerCalls
-from ..errors import UnsupportedError
+from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..view_metadata_writes import METADATA_WRITES
 from .storage import overlap_groups
 from .views import set_metadata
@@ -171,16 +171,18 @@ class SyntheticBase:
     retained: set[int] = field(default_factory=set, compare=False)
 
     @classmethod
-    def of(
-        cls, tensors: Sequence[Any], written: Sequence[int], groups: Sequence[int] = ()
-    ) -> SyntheticBase:
-        """The synthetic bases for the alias groups of the ``written`` graph inputs:
-        ``groups`` (per input, as ``NeedsSyntheticBase`` has them), or their overlaps."""
+    def of(cls, tensors: Sequence[Any], need: NeedsSyntheticBase) -> SyntheticBase:
+        """The synthetic bases for the alias groups of the inputs ``need`` names: its
+        ``groups`` (per input), every input on their storage, or their overlaps."""
         storage = [
             t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else -1 - i
             for i, t in enumerate(tensors)
         ]
-        ids = list(groups) or overlap_groups(tensors, storage)
+        if need.whole_storage:
+            ids = [storage.index(s) for s in storage]
+        else:
+            ids = list(need.groups) or overlap_groups(tensors, storage)
+        written = need.inputs
         wanted = sorted({ids[i] for i in written})
         groups = tuple(
             _Group.of(tensors, tuple(i for i, g in enumerate(ids) if g == w)) for w in wanted
