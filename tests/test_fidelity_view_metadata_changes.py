@@ -477,6 +477,44 @@ def test_a_view_of_an_input_read_after_the_input_changed_metadata(
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
 
 
+# ...and the input's change made under no_grad or inference mode: eager does not record
+# it, but it moves the version count, so the earlier view's node is rebuilt as an
+# ``as_strided`` of the input as it is now (transposed: the gradient lands in the
+# input's columns, and its node passes it on as it is). The trace kept the view's chain,
+# which gave the rows (silently wrong: soak 53143); a returned ``x.t()`` taken before
+# ``x.unsqueeze_(0)`` raised at the backward.
+
+_MORE_EARLY_VIEWS = {
+    **_EARLY_VIEWS,
+    "columns": lambda x: x[:, ::2],
+    "diagonal": lambda x: x.diagonal(),
+    "select": lambda x: x.select(1, 2),
+    "split": lambda x: x.split(2)[1],  # one of several outputs: eager's read raises
+}
+_UNRECORDED = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
+
+
+def _view_then_input_changed_unrecorded(view: str, change: str, mode: str) -> Any:
+    def f(x):
+        v = _MORE_EARLY_VIEWS[view](x)
+        with _UNRECORDED[mode]():
+            _CHANGES[change](x)
+        return v * 2, x.sum(), v
+
+    return f
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("mode", list(_UNRECORDED))
+@pytest.mark.parametrize("change", list(_CHANGES))
+@pytest.mark.parametrize("view", list(_MORE_EARLY_VIEWS))
+def test_a_view_of_an_input_read_after_an_unrecorded_metadata_change(
+    view: str, change: str, mode: str, compiler: str
+) -> None:
+    fn = _view_then_input_changed_unrecorded(view, change, mode)
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
 # --------- an input without grad, given a history by a write, then its metadata changed:
 # eager records the change (the input requires grad by then); the runtime replayed it
 # unrecorded, so the returned input's gradient came in the new layout where its node

@@ -419,7 +419,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
             return self._as_strided(func, args, kwargs)
         if getattr(func, "__name__", "") in METADATA_WRITES and args:
-            self.earlier.changed(args[0])
+            self.earlier.changed(args[0], not self._eager_view(args[0]))
             result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
             self.metadata_steps.note(args[0])
             return result
@@ -526,7 +526,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             past = not within(t, size, stride, at) and torch.is_grad_enabled()
             fresh = None if past else _restrided_view
             view = self._eager_view(t)
-            self.earlier.changed(t)
+            self.earlier.changed(t, not view)
             rebase = rebase and fresh is not None
             result = write_metadata(func, (t, size, stride, offset), {}, fresh, view, rebase)
             self.metadata_steps.note(t)

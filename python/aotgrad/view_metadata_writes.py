@@ -105,16 +105,23 @@ class EarlierViews:
         self.relaid: dict[int, weakref.ref] = {}
         #: Whether the function changed any metadata in place.
         self.changes = False
+        #: Per root (by id) of an input that is no view in the caller, whose metadata the
+        #: function changed unrecorded (under no_grad): the input's stand-in. Eager's
+        #: earlier views of it are rebuilt as an ``as_strided`` of the input as it is now.
+        self.rebuilt_from: dict[int, Any] = {}
 
     def note(self, result: Any) -> None:
         for t in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad:
                 self.views.append(weakref.ref(t))
 
-    def changed(self, t: Any) -> None:
-        """``t``'s metadata changes in place: the views of its root so far are relaid."""
+    def changed(self, t: Any, plain_input: bool = False) -> None:
+        """``t``'s metadata changes in place: the views of its root so far are relaid.
+        ``plain_input``: ``t`` is the stand-in of an input that is no view in the caller."""
         self.changes = True
         root = t._base if t._is_view() else t
+        if plain_input and not (torch.is_grad_enabled() and t.requires_grad):
+            self.rebuilt_from[id(root)] = t
         for ref in self.views:
             v = ref()
             if v is not None and v is not t and v._base is root:
@@ -149,11 +156,17 @@ class EarlierViews:
         def stand_in(t: Any) -> Any:
             if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
                 return t
-            if id(t) in keep or (id(t._base) in roots and not of_inputs) or not self._is_relaid(t):
-                return t  # (of an input: substituted, it lost its identity and offsets)
+            if id(t) in keep or not self._is_relaid(t):
+                return t
             creation = torch._C._autograd._get_creation_meta(t)
             if creation != _DEFAULT:  # made under no_grad, of several outputs...: eager's
                 return t  # node raises when read after the change, as the trace's does
+            source = self.rebuilt_from.get(id(t._base))
+            if source is not None and source is not t and t is not written:
+                with torch.enable_grad():
+                    return source.as_strided(t.size(), t.stride(), t.storage_offset())
+            if id(t._base) in roots and not of_inputs:
+                return t  # (of an input: substituted, it lost its identity and offsets)
             if t is written:
                 _refuse_write(t, roots)
                 return t

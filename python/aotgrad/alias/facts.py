@@ -420,12 +420,13 @@ def grad_fn_of(t: Any) -> Any:
     written afterwards: the program may still run and return it, as eager's does."""
     try:
         return t.grad_fn
-    except RuntimeError:
-        return STALE_VIEW
-    except ValueError:
+    except (RuntimeError, ValueError) as e:
+        if isinstance(e, RuntimeError) and "modified inplace" in str(e):
+            return STALE_VIEW
         # traced, autograd rebuilds the node of a view whose base changed by replaying the
         # view on the base's new metadata, which may not hold (``x.view(-1)`` after
-        # ``x.t_()``); eager's node is an ``as_strided`` of the base
+        # ``x.t_()``, ``x.t()`` before ``x.unsqueeze_(0)``); eager's node is an
+        # ``as_strided`` of the base
         with torch.enable_grad():
             return t._base.as_strided(t.size(), t.stride(), t.storage_offset()).grad_fn
 
