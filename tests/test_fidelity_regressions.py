@@ -547,3 +547,36 @@ def test_errors_torch_decompositions_word_otherwise_are_eagers(fn: Any, compiler
     RuntimeError / IndexError (soak seeds 24777, 21302): the caller gets eager's.
     (Through Dynamo, its own fake run raises first, with ``backend="eager"`` too.)"""
     assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler])
+
+
+# ------------------ one detach() result returned twice beside the tensor it detaches
+# One graph value for ``t`` and ``t.detach()``: the runtime detached the repeated output
+# after it had copied the first occurrence's object, so the two occurrences were
+# distinct objects, and under no_grad the second was ``t`` itself (soak 53241).
+
+
+def _detached_twice_around(x):
+    t = x.tanh()
+    d = t.detach()
+    return d, t, d
+
+
+def _tensor_twice_around(x):
+    t = x * 2
+    d = t.detach()
+    return t, d, t
+
+
+def _detached_twice_first(x):
+    t = x.sin()
+    d = t.detach()
+    return d, d, t, t.detach()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_detached_twice_around, _tensor_twice_around, _detached_twice_first]
+)
+@pytest.mark.parametrize("ctx", [torch.no_grad, functools.partial(torch.enable_grad)])
+def test_an_output_returned_twice_is_one_object(fn: Any, ctx: Any, compiler: str) -> None:
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], ctx=ctx, calls=2)

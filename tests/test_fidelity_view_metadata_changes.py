@@ -550,3 +550,90 @@ def _x_without_grad_and_w() -> tuple[list[Any], list[torch.Tensor]]:
 )
 def test_input_given_a_history_then_changed_in_place(fn: Any, compiler: str) -> None:
     assert_like_eager(fn, _x_without_grad_and_w, COMPILERS[compiler], calls=2)
+
+
+# --------------- swapdims_ / swapaxes_ under inference mode: eager's transpose_, which
+# moves the version count; traced, their decomposition did not, so the input's count
+# stayed 0 and a column view's gradient was routed otherwise (blind tests, 18 programs)
+
+_SWAP_CALLS = {
+    "transpose_": lambda x: x.transpose_(0, 1),
+    "swapdims_": lambda x: x.swapdims_(0, 1),
+    "swapaxes_": lambda x: x.swapaxes_(axis0=1, axis1=0),
+}
+
+
+def _swapped_in(mode: str, op: str) -> Any:
+    def f(x):
+        with _UNRECORDED[mode]():
+            _SWAP_CALLS[op](x)
+        return x, x * 2
+
+    return f
+
+
+def _column_of_a_clone() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = _r(4, 6).requires_grad_(True)
+    return [leaf.clone()[:, :4]], [leaf]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("make", [leaf_clone(4, 4), _column_of_a_clone], ids=["clone", "column"])
+@pytest.mark.parametrize("op", list(_SWAP_CALLS))
+@pytest.mark.parametrize("mode", list(_UNRECORDED))
+def test_swapdims_in_place_counts_as_transpose(mode: str, op: str, make: Any, compiler: str):
+    assert_like_eager(_swapped_in(mode, op), make, COMPILERS[compiler], calls=2)
+
+
+# ------- a view of an input taken before the input was restrided in place with grad,
+# read after: eager's node is an ``as_strided`` of the input as it is now; autograd's
+# replay of the view's chain on the new geometry made the backward raise "invalid
+# gradient ... got [4] but expected shape compatible with [3]" (blind tests)
+
+
+def _row_then_restrided(x):
+    u = x[0]
+    x.as_strided_((2, 3), (1, 2))
+    return u * 2, x
+
+
+def _column_then_restrided_then_summed(x):
+    u = x[:, 1]
+    x.as_strided_((3, 2), (2, 1), 1)
+    return u.sum() * x, u
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_row_then_restrided, _column_then_restrided_then_summed])
+def test_a_view_read_after_its_input_was_restrided(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
+# ...and written through after an unrecorded change (or an as_strided_): eager records
+# the write from the input's new geometry, whose gradient no traced chain gives: refused
+# by name (it was a silently different gradient).
+
+
+def _row_then_transposed_unrecorded_then_written(x):
+    u = x[0]
+    with torch.no_grad():
+        x.t_()
+    u.mul_(2)
+    return (x * 1,)
+
+
+def _row_then_restrided_then_written(x):
+    u = x[0]
+    x.as_strided_((2, 3), (1, 2))
+    u.mul_(2)
+    return (x * 1,)
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+@pytest.mark.parametrize(
+    "fn", [_row_then_transposed_unrecorded_then_written, _row_then_restrided_then_written]
+)
+def test_a_write_through_a_view_after_its_input_was_relaid_is_refused(fn: Any, compiler: str):
+    (x,), _ = leaf_clone(4, 4)()
+    with pytest.raises(UnsupportedError, match="taken before the function changed"):
+        COMPILERS[compiler](fn)(x)

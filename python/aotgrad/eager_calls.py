@@ -334,8 +334,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 args, kwargs, written, self.inputs, self.input_roots
             )
         # views of an input that left autograd, which a write may make autograd rebuild
-        gone = self.left_autograd | self.synthetic.leaf_view_bases
-        left = left_autograd_views(args, kwargs, gone) if gone else ()
+        left: Any = ()
+        if self.left_autograd or self.synthetic.leaf_view_bases:  # (no set built per op)
+            gone = self.left_autograd | self.synthetic.leaf_view_bases
+            left = left_autograd_views(args, kwargs, gone)
         counts = uncounted(func, args, kwargs or {})
         if self.restrides.stale_views and getattr(func, "__name__", "") not in _NO_DATA_READ:
             self.restrides.note_reads(args)
@@ -419,10 +421,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if (func in _AS_STRIDED or func in _AS_STRIDED_) and args:
             return self._as_strided(func, args, kwargs)
         if getattr(func, "__name__", "") in METADATA_WRITES and args:
-            self.earlier.changed(args[0], not self._eager_view(args[0]))
-            result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
-            self.metadata_steps.note(args[0])
-            return result
+            return self._metadata_write(func, args, kwargs)
         if func is _REQUIRES_GRAD_ and args:
             return self._requires_grad(func, args, kwargs)
         if func in _GRAD_BOOKKEEPING and args:
@@ -449,6 +448,17 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return func(*args, **kwargs)
         return call_with_out(func, args, kwargs, out)
+
+    def _metadata_write(self, func: Any, args: Any, kwargs: dict) -> Any:
+        """``t_()``, ``transpose_``...: made as eager's (``write_metadata``), noted."""
+        # (swapdims_ is eager's transpose_; traced under inference mode, its
+        # decomposition left the version count where eager's moves)
+        if func in _SWAPS:
+            func, kwargs = torch.Tensor.transpose_, _as_dims(kwargs)
+        self.earlier.changed(args[0], not self._eager_view(args[0]))
+        result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
+        self.metadata_steps.note(args[0])
+        return result
 
     def _register_hook(self, func: Any, args: Any, kwargs: dict) -> Any:
         """A hook on an input: left for the runtime (``input_hooks``); any other: traced,
@@ -526,7 +536,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             past = not within(t, size, stride, at) and torch.is_grad_enabled()
             fresh = None if past else _restrided_view
             view = self._eager_view(t)
-            self.earlier.changed(t, not view)
+            self.earlier.changed(t, not view, restride=True)
             rebase = rebase and fresh is not None
             result = write_metadata(func, (t, size, stride, offset), {}, fresh, view, rebase)
             self.metadata_steps.note(t)
@@ -615,12 +625,34 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                     self.input_detached.setdefault(id(t), (t.grad_fn, t._version))
                 return t.detach_()
             return func(*args, **kwargs)
-        if t.requires_grad or id(t) in self.inputs:
+        flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+        if (t.requires_grad and not (flag and _inherits_requires_grad(t))) or id(t) in self.inputs:
             return func(*args, **kwargs)
         result = func(*args, **kwargs)
-        if result.requires_grad and result.grad_fn is None:
+        fresh = not any(leaf is result for leaf in self.new_leaves)
+        if result.requires_grad and result.grad_fn is None and fresh:
             self.new_leaves.append(result)
         return result
+
+
+_SWAPS = (torch.Tensor.swapdims_, torch.Tensor.swapaxes_)
+
+
+def _as_dims(kwargs: dict) -> dict:
+    """``swapaxes_``'s keywords as ``transpose_``'s."""
+    names = {"axis0": "dim0", "axis1": "dim1"}
+    return {names.get(k, k): v for k, v in kwargs.items()}
+
+
+def _inherits_requires_grad(t: torch.Tensor) -> bool:
+    """A view made under no_grad of a tensor that requires grad: it says it requires grad
+    (its base does) but has no accumulator until ``requires_grad_()`` makes it a leaf
+    of its own."""
+    return (
+        t._is_view()
+        and t.grad_fn is None
+        and torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.NO_GRAD_MODE
+    )
 
 
 def _restrided_view(t: torch.Tensor) -> torch.Tensor:

@@ -106,22 +106,31 @@ class EarlierViews:
         #: Whether the function changed any metadata in place.
         self.changes = False
         #: Per root (by id) of an input that is no view in the caller, whose metadata the
-        #: function changed unrecorded (under no_grad): the input's stand-in. Eager's
-        #: earlier views of it are rebuilt as an ``as_strided`` of the input as it is now.
+        #: function changed: the input's stand-in. Eager's earlier views of it are rebuilt
+        #: as an ``as_strided`` of the input as it is now (with its new node, where the
+        #: change was recorded).
         self.rebuilt_from: dict[int, Any] = {}
+        #: Of those roots, the ones a change autograd did not record was made to (under
+        #: no_grad): a write with grad through an earlier view of them is refused
+        #: (autograd records it through the view's old chain; eager's misroutes it).
+        self.unrecorded: set[int] = set()
 
     def note(self, result: Any) -> None:
         for t in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad:
                 self.views.append(weakref.ref(t))
 
-    def changed(self, t: Any, plain_input: bool = False) -> None:
+    def changed(self, t: Any, plain_input: bool = False, restride: bool = False) -> None:
         """``t``'s metadata changes in place: the views of its root so far are relaid.
-        ``plain_input``: ``t`` is the stand-in of an input that is no view in the caller."""
+        ``plain_input``: ``t`` is the stand-in of an input that is no view in the caller;
+        ``restride``: by ``as_strided_`` (a write through an earlier view is refused as
+        after an unrecorded change: its gradient is routed otherwise than eager's)."""
         self.changes = True
         root = t._base if t._is_view() else t
-        if plain_input and not (torch.is_grad_enabled() and t.requires_grad):
+        if plain_input:
             self.rebuilt_from[id(root)] = t
+            if restride or not (torch.is_grad_enabled() and t.requires_grad):
+                self.unrecorded.add(id(root))
         for ref in self.views:
             v = ref()
             if v is not None and v is not t and v._base is root:
@@ -162,7 +171,11 @@ class EarlierViews:
             if creation != _DEFAULT:  # made under no_grad, of several outputs...: eager's
                 return t  # node raises when read after the change, as the trace's does
             source = self.rebuilt_from.get(id(t._base))
-            if source is not None and source is not t and t is not written:
+            if source is not None and source is not t:
+                if t is written:
+                    if id(t._base) in self.unrecorded:
+                        _refuse_write(t, frozenset())
+                    return t
                 with torch.enable_grad():
                     return source.as_strided(t.size(), t.stride(), t.storage_offset())
             if id(t._base) in roots and not of_inputs:
@@ -187,7 +200,7 @@ def _refuse_write(t: Any, roots: frozenset[int]) -> None:
     root's new geometry, which routes the gradient to other elements than eager's
     (``v = t[0]; t.t_(); v.add_(y)``: ``y``'s gradient would be a row of the cotangent,
     eager's is a column). Refused rather than given a wrong gradient."""
-    if torch.is_grad_enabled() and id(t._base) not in roots:
+    if torch.is_grad_enabled() and t.requires_grad and id(t._base) not in roots:
         raise UnsupportedError(
             "a write with grad through a view taken before the function changed its "
             "base's metadata in place (t_/transpose_/unsqueeze_/as_strided_...): autograd "

@@ -73,6 +73,9 @@ class AliasFacts:
     output_same_as: dict[int, int] = field(default_factory=dict)
     #: Views of an intermediate that is a leaf requiring grad (made inside the function).
     output_base_leaf: set[int] = field(default_factory=set)
+    #: Views of an intermediate that left autograd after they were made (``v = t[0];
+    #: t.detach_()``): eager's keep their history, which their base no longer has.
+    output_history_past_base: set[int] = field(default_factory=set)
     #: Outputs a custom ``autograd.Function`` made.
     output_custom: set[int] = field(default_factory=set)
     #: Per custom Function output that views an input's bytes (the Function returned its
@@ -255,6 +258,8 @@ def collect(
             facts.output_view[j] = ViewSpec.of(shown, base, check_base=True, through=through)
             if o._base.requires_grad and grad_fn_of(o._base) is None:
                 facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
+            elif not o._base.requires_grad and grad_fn_of(o) not in (None, STALE_VIEW):
+                facts.output_history_past_base.add(j)
         if isinstance(o, torch.Tensor):
             _output_object_facts(facts, j, o, flags, inp, wrapped, output_index)
             _stale_view_of_output(facts, j, o, output_index)

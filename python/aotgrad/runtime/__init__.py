@@ -11,6 +11,7 @@ alias inputs or intermediates as real views; ``layout.py`` says what it replays.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -437,7 +438,7 @@ def make_training_function(
             args, callers = args[: len(args) - given], iter(args[len(args) - given :])
         before = epilogue.prepare(args)
         leaves = [
-            _stand_in_leaf(leaf) if leaf.member is None else next(callers)
+            _stand_in_leaf(leaf, args) if leaf.member is None else next(callers)
             for leaf in layout.inner_leaves
         ]
         fwd = apply(*args, *leaves)
@@ -449,11 +450,20 @@ def make_training_function(
     return run_and_replay
 
 
-def _stand_in_leaf(leaf: Any) -> torch.Tensor:
+def _stand_in_leaf(leaf: Any, args: Sequence[Any]) -> torch.Tensor:
     """A leaf of the shape, dtype and device of an inner leaf (``layout.inner_leaves``),
     backed by one element (zero strides): the gradient autograd checks against it and
     accumulates into it needs no more; the epilogue gives it the leaf's value where the
-    caller sees it."""
+    caller sees it. A view of an input made a leaf is that view of the caller's input
+    (``InnerLeaf.input_view``)."""
+    if leaf.input_view is not None:
+        i, view, detached = leaf.input_view
+        source = args[i].detach() if detached else args[i]
+        # (of an input that requires grad, eager's was made under no_grad: a leaf whose
+        # flag is its base's until requires_grad_() gives it one)
+        with torch.no_grad() if source.requires_grad else contextlib.nullcontext():
+            t = source.as_strided(view.size, view.stride, source.storage_offset() + view.offset)
+        return t.requires_grad_(True)
     t = torch.empty_strided(
         leaf.shape, (0,) * len(leaf.shape), dtype=leaf.dtype, device=leaf.device
     )

@@ -145,18 +145,21 @@ class Epilogue:
                 outs[k] = routed_detached(args[i], spec(view), outs[k], kind)
             else:
                 outs[k] = routed_view(args[i], spec(view), outs[k])
-        for k, first in layout.same_as.items():
-            outs[k] = outs[first]
         if layout.inference_outputs:
             with torch.inference_mode():
                 for k in layout.inference_outputs:
                     outs[k] = outs[k].clone()
         if layout.merged_outputs:
-            taken = {id(o) for j, o in enumerate(outs) if j not in layout.merged_outputs}
+            merged, same = layout.merged_outputs, layout.same_as
+            taken = {id(o) for j, o in enumerate(outs) if j not in merged and j not in same}
             taken |= {id(b) for b in fwd[self.n_user : self.values_start]}
-            for k in layout.merged_outputs:
+            for k in merged:
                 if id(outs[k]) in taken:
                     outs[k] = outs[k].detach()
+        # the same object as an earlier output: after that one is final (a detached
+        # alias of its own, ``t.detach()`` returned twice beside ``t``)
+        for k, first in layout.same_as.items():
+            outs[k] = outs[first]
         _retain_grads(outs, args, layout.retained_grads)
         register_hooks(args, layout.input_hooks)
         register_hooks(outs, layout.output_hooks)
@@ -249,6 +252,9 @@ class Epilogue:
         for leaf, stand_in in zip(self.layout.inner_leaves, leaves):
             made.update(leaf.outputs)
             for k in leaf.outputs:
+                if leaf.input_view is not None:  # the input's view: its bytes already
+                    outs[k] = stand_in
+                    continue
                 value = outs[k]
                 if k in aliases:
                     value = self._rebuild(aliases[k], args, fwd, outs, spec)
@@ -257,7 +263,7 @@ class Epilogue:
                     _set_version(stand_in, value._version)
                 outs[k] = stand_in
             # (a synthetic base's member is the caller's tensor: the base's bytes)
-            given = bool(leaf.outputs) or leaf.member is not None
+            given = bool(leaf.outputs) or leaf.member is not None or leaf.input_view is not None
             for k in leaf.views:  # views of a leaf that shares an input's bytes
                 a = aliases.get(k)
                 if a is not None and a.verdict == OutputVerdict.ALIAS_OF_INPUT:
@@ -271,8 +277,10 @@ class Epilogue:
                         continue
                     view = spec(a.view)
                     at = args[a.source].storage_offset() + view.offset
-                    # (made under no_grad in eager: a view autograd does not track)
-                    with torch.no_grad() if a.untracked else contextlib.nullcontext():
+                    # (made under no_grad in eager: a view autograd does not track, unless
+                    # taken with grad on of a view of the input made so: ``tracked``)
+                    untracked = a.untracked and not a.tracked
+                    with torch.no_grad() if untracked else contextlib.nullcontext():
                         outs[k] = stand_in.as_strided(view.size, view.stride, at)
                     made.add(k)
         return made
@@ -353,7 +361,10 @@ class Epilogue:
                 source = (old if a.requires_grad else now) if of_input else args
                 outs[a.index] = self._rebuild(a, source, fwd, outs, spec, versions.get(a.index))
         for k in layout.new_leaves:
-            if not outs[k].requires_grad:  # rebuilt as an alias (``x.detach().requires_grad_()``)
+            # rebuilt as an alias (``x.detach().requires_grad_()``), or a view made under
+            # no_grad of a tensor that requires grad, whose flag is its base's until
+            # ``requires_grad_()`` gives it one (an accumulator of its own)
+            if not outs[k].requires_grad or (k in layout.made_leaves and outs[k].is_leaf):
                 outs[k].requires_grad_(True)
         # views of another output (``a.base_output``) last: made of that output as the
         # caller gets it (rebuilt, a leaf that requires grad)
@@ -457,10 +468,15 @@ class Epilogue:
             view = spec(a.view)
             at = base.storage_offset() + view.offset
             with torch.no_grad() if a.untracked else contextlib.nullcontext():
-                return outs[a.base_output].as_strided(view.size, view.stride, at)
+                out = outs[a.base_output].as_strided(view.size, view.stride, at)
+            if a.index in self.layout.made_leaves and out.is_leaf:  # (``s[0].requires_grad_()``)
+                out.requires_grad_(True)
+            return out
         if a.detached:
             leaf = a.index in self.layout.new_leaves
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
+        if a.routed:  # its history, which the base lost, is the graph's output's
+            return routed_view(base, spec(a.view), outs[a.index])
         requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
         with torch.enable_grad() if a.with_grad else contextlib.nullcontext():
             out = regenerate(base, spec(a.view), requires_grad, no_grad=a.untracked)

@@ -35,6 +35,9 @@ class OutputAlias:
     #: A view of an intermediate that is a leaf requiring grad in eager: the runtime makes
     #: the graph's base that leaf (one per base) and returns views of it with a grad_fn.
     base_leaf: bool = False
+    #: A view of an intermediate with a history its base lost (``v = t[0]; t.detach_()``):
+    #: rebuilt as a view of the base whose gradient is routed into the graph's output.
+    routed: bool = False
     #: A view (made with grad mode on) of an input that did not require grad: it requires
     #: grad if the input does after the call's writes (a write through another view of
     #: the input's base gives the base, and so every view of it, autograd history).
@@ -98,6 +101,8 @@ class ForwardLayout:
     output_versions: dict[int, int] = field(default_factory=dict)
     #: User outputs that are leaves requiring grad (``requires_grad_()`` inside the function).
     new_leaves: list[int] = field(default_factory=list)
+    #: Of those, the ones ``requires_grad_()`` was called on (``OutputInfo.made_leaf``).
+    made_leaves: list[int] = field(default_factory=list)
     #: User outputs eager returns as a stale custom-Function view (``OutputInfo``), and
     #: the input whose bytes it views (with the view), if any.
     stale_views: dict[int, tuple[int, ViewSpec] | None] = field(default_factory=dict)

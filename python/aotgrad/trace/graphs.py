@@ -24,6 +24,9 @@ class OutputInfo:
     #: input without grad): nothing upstream to differentiate; the runtime returns it as a
     #: leaf that requires grad, as eager does.
     new_leaf: bool = False
+    #: Of those, one the function called ``requires_grad_()`` on: a view made under no_grad
+    #: of a tensor that requires grad needs it to get an accumulator of its own.
+    made_leaf: bool = False
     #: A view a custom Function made (of its input, returned as-is) whose base was
     #: written afterwards: eager returns it, and any use of it with grad raises
     #: (``alias.views.stale_custom_view``). No tangent: nothing differentiates it.
@@ -53,6 +56,13 @@ class InnerLeaf:
     #: caller's tensor, not a stand-in: the gradient fills its ``.grad``, and its value is
     #: the base's. Outputs that view it and reach its gradient (``views``) view it.
     member: int | None = None
+    #: A view of an input that does not require grad, made a leaf by the function
+    #: (``m = x[0]; m.requires_grad_()``), or of a ``detach()`` of one: the input's
+    #: position, the view's layout relative to it, and whether of the detached alias.
+    #: The runtime's stand-in is that view of the caller's input (or of its
+    #: ``detach()``), made to require grad, as eager's leaf is (``m._base`` is the
+    #: input's base, it shares its bytes and version counter).
+    input_view: tuple[int, Any, bool] | None = None
 
 
 @dataclass
@@ -133,14 +143,19 @@ class TraceMetadata:
     @property
     def tangent_outputs(self) -> list[int]:
         """Forward outputs (indices among user outputs, bases, new values) that get a
-        tangent: differentiable user outputs that alias nothing, intermediate bases that
+        tangent: differentiable user outputs that alias nothing (or whose history their
+        base lost), intermediate bases that
         require grad, and new values of inputs written with autograd history."""
         plan = self.plan
         n_user = len(self.outputs)
+        # (and views of an intermediate with the history their base lost: the runtime
+        # routes their gradient into the graph's output, ``OutputAlias.routed``)
+        routed = plan.facts.output_history_past_base
         users = [
             i
             for i, info in enumerate(self.outputs)
-            if info.needs_tangent and plan.outputs[i] == alias.OutputVerdict.NON_ALIAS
+            if info.needs_tangent
+            and (plan.outputs[i] == alias.OutputVerdict.NON_ALIAS or i in routed)
         ]
         bases = [
             n_user + s

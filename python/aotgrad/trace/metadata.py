@@ -178,8 +178,36 @@ def _inner_leaves(
     return found
 
 
+def _input_view(
+    leaf: Any, wrapped: Sequence[Any], detached_from: dict[int, Any]
+) -> tuple[int, Any, bool] | None:
+    """A new leaf that is a view of an input's root, or of a ``detach()`` of the input
+    (``detached_from``): the input's position, the view's static layout relative to it,
+    and whether through the detached alias (``InnerLeaf.input_view``)."""
+    if not leaf._is_view():
+        return None
+    root = leaf._base
+    of = detached_from.get(id(root))
+    for i, w in enumerate(wrapped):
+        if not isinstance(w, torch.Tensor):
+            continue
+        if w is root or (w._is_view() and w._base is root) or of is w:
+            # (relative to the input's value: a write moves it to offset 0, and may lay
+            # it out otherwise, where the caller's coordinates are lost)
+            value, view = from_functional(w), from_functional(leaf)
+            if tuple(value.stride()) != tuple(w.stride()):
+                return None
+            spec = alias.ViewSpec.at(view, value.storage_offset())
+            return (i, spec, of is w) if spec.static else None
+    return None
+
+
 def _inner_leaf_facts(
-    outs: Sequence[Any], calls: EagerCalls, found: list[int], bases: Sequence[Any]
+    outs: Sequence[Any],
+    calls: EagerCalls,
+    found: list[int],
+    bases: Sequence[Any],
+    wrapped: Sequence[Any],
 ) -> list[InnerLeaf]:
     new_leaves, members = calls.new_leaves, calls.synthetic.member_leaves
     out = []
@@ -187,8 +215,11 @@ def _inner_leaf_facts(
         leaf = new_leaves[j]
         fake = from_functional(leaf)
         member = members.get(id(leaf))
-        if member is not None:
-            out.append(_member_leaf(outs, leaf, fake, member))
+        of_input = None
+        if member is None:
+            of_input = _input_view(leaf, wrapped, calls.detached_from)
+        if member is not None or of_input is not None:
+            out.append(_leaf_of_callers_tensor(outs, leaf, fake, member, of_input))
             continue
         out.append(
             InnerLeaf(
@@ -215,9 +246,12 @@ def _inner_leaf_facts(
     return out
 
 
-def _member_leaf(outs: Sequence[Any], leaf: Any, fake: Any, member: int) -> InnerLeaf:
-    """A synthetic base's member the caller made a leaf: the outputs that view its base
-    and reach its gradient are rebuilt as views of the caller's tensor."""
+def _leaf_of_callers_tensor(
+    outs: Sequence[Any], leaf: Any, fake: Any, member: int | None, of_input: Any
+) -> InnerLeaf:
+    """A leaf that is the caller's tensor (a synthetic base's member the caller made a
+    leaf, ``member``) or a view of it (``of_input``, ``InnerLeaf.input_view``): the
+    outputs that view its base and reach its gradient are rebuilt as views of it."""
     views = [
         k
         for k, o in enumerate(outs)
@@ -229,7 +263,10 @@ def _member_leaf(outs: Sequence[Any], leaf: Any, fake: Any, member: int) -> Inne
         and reaches(o.grad_fn, {id(leaf)})
     ]
     shape = tuple(int(n) for n in leaf.shape)
-    return InnerLeaf(shape, fake.dtype, fake.device, [], [], views, member=member)
+    returned = [] if member is not None else [k for k, o in enumerate(outs) if o is leaf]
+    return InnerLeaf(
+        shape, fake.dtype, fake.device, returned, [], views, member=member, input_view=of_input
+    )
 
 
 def _inherits_grad(o: Any, inputs: set[int]) -> bool:
@@ -239,7 +276,7 @@ def _inherits_grad(o: Any, inputs: set[int]) -> bool:
     return o._is_view() and id(o._base) in inputs and o._base.requires_grad
 
 
-def _output_info(o: Any, inputs: set[int] = frozenset()) -> OutputInfo:
+def _output_info(o: Any, inputs: set[int] = frozenset(), made_leaf: bool = False) -> OutputInfo:
     if not isinstance(o, torch.Tensor):
         return OutputInfo(False, False, False)
     rg = bool(o.requires_grad)
@@ -251,15 +288,21 @@ def _output_info(o: Any, inputs: set[int] = frozenset()) -> OutputInfo:
     grad_fn = alias.facts.grad_fn_of(o)
     if rg and grad_fn is alias.facts.STALE_VIEW:
         return OutputInfo(True, True, False, stale_custom_view=True)
-    if rg and grad_fn is None and not _inherits_grad(o, inputs):
-        return OutputInfo(True, True, False, new_leaf=True)
+    # (a view made under no_grad of an input that requires grad, made a leaf of its own
+    # by ``requires_grad_()``: ``made_leaf``)
+    if rg and grad_fn is None and (made_leaf or not _inherits_grad(o, inputs)):
+        return OutputInfo(True, True, False, new_leaf=True, made_leaf=made_leaf)
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
 
 
 def _outputs_info(
-    outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any] = ()
+    outs: Sequence[Any],
+    wrapped: Sequence[Any],
+    fake_args: Sequence[Any] = (),
+    new_leaves: Sequence[Any] = (),
 ) -> list[OutputInfo]:
     input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
+    made = {id(t) for t in new_leaves}
     # the storages of inputs that are no inference tensors (one the caller made under
     # inference mode is): their views and aliases are normal tensors in eager
     normal = {
@@ -272,7 +315,7 @@ def _outputs_info(
         if id(o) in input_index
         else _inference_view_info()
         if _inference_view(o, normal)
-        else _output_info(o, input_index)
+        else _output_info(o, input_index, id(o) in made)
         for o in outs
     ]
 
@@ -460,7 +503,7 @@ def collect_metadata(
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
         calls, resizes, outs = _run(fn, wrapped, fake_args)
-        outputs = _outputs_info(outs, wrapped, fake_args)
+        outputs = _outputs_info(outs, wrapped, fake_args, calls.new_leaves)
         before = calls.counters.own(before, wrapped)  # (each input's own version delta)
         rg_changes = _requires_grad_changes(wrapped, fake_args)
         _check_new_leaf_inputs(outs, wrapped, rg_changes, calls, before)
@@ -477,7 +520,7 @@ def collect_metadata(
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
-        leaves = _inner_leaf_facts(outs, calls, inner, bases)
+        leaves = _inner_leaf_facts(outs, calls, inner, bases, wrapped)
     return _with_hooks(
         TraceMetadata(
             outputs,
