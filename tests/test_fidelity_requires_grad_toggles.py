@@ -500,3 +500,29 @@ _AFTER_DETACH = {
 def test_a_view_keeps_the_history_its_base_lost(returns: str, make: Any, compiler: str) -> None:
     fn = _detached_after_view(_AFTER_DETACH[returns])
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _requires_grad_on_a_stale_split_output(x):
+    a, b = x.split(2)
+    a.add_(b.clone())  # b's node is stale now (one of several outputs)
+    b.requires_grad_(True)  # eager reads no node here
+    return (a * 2).detach(), b.detach()
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+@pytest.mark.parametrize(
+    "ctx",
+    [torch.inference_mode, torch.no_grad, contextlib.nullcontext],
+    ids=["inference", "no_grad", "grad"],
+)
+def test_requires_grad_on_a_view_whose_node_is_stale(ctx: Any, compiler: str) -> None:
+    """Reading the view's node to tell whether ``requires_grad_()`` makes it a leaf raised
+    autograd's "a view was created in no_grad mode..." where eager runs (soak 51688 and 8
+    more)."""
+    assert_like_eager(
+        _requires_grad_on_a_stale_split_output,
+        leaf_clone(4, 4),
+        COMPILERS[compiler],
+        ctx=ctx,
+        calls=2,
+    )

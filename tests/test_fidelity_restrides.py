@@ -785,3 +785,67 @@ def test_a_write_after_a_recorded_restride_past_its_elements_is_refused(rg: bool
     compiled = aotgrad.aot_function(_past_with_grad_then_written, aotgrad.nop)
     with pytest.raises(UnsupportedError, match=r"reache[sd] elements"):
         compiled(x0, x1)
+
+
+# ---- an input restrided past its elements beside other inputs that overlap and are
+# written: the first trace stops at the restride, before the written overlaps are known;
+# the compile over the first base asked for another (soak 52932, 59699: refused by the
+# retry). Both groups are now passed as bases.
+
+
+def _two_storages() -> tuple[list[Any], list[torch.Tensor]]:
+    la, lb = _r(4, 8).requires_grad_(True), _r(8, 4).requires_grad_(True)
+    a, b = la.clone(), lb.clone()
+    return [a[:, :4], a[:, 4:], b[0:4], b[2:6]], [la, lb]
+
+
+def _past_then_overlap_written(x0, x1, x2, x3):
+    x1.as_strided_((2, 2), (4, 1))
+    x2.mul_(2)
+    return x0 * 1, x1 * 1, x3 + 0
+
+
+def _overlap_written_then_past(x0, x1, x2, x3):
+    x3.add_(1)
+    with torch.no_grad():
+        x1.as_strided_((3,), (7,))
+    return x1 * x0[0, 0:3], x2.sum()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_past_then_overlap_written, _overlap_written_then_past])
+def test_a_restride_past_an_input_beside_a_written_overlap(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _two_storages, COMPILERS[compiler], calls=2)
+
+
+# ---- an input view the caller made a leaf (``b[:, 4:].requires_grad_()``, ``b`` without
+# grad), restrided in place under no_grad: it stays a leaf that requires grad (the
+# rebuilt view was made of the base, without the flag: soak 53089, 53622, 57865, 58087).
+# Called with grad on, the leaf's gradient takes its new shape, which the compiled node
+# does not expect: the known shape error of a leaf input whose metadata changes (README).
+
+
+def _leaf_view_restrided_under_no_grad(x0, x1):
+    with torch.no_grad():
+        x1.as_strided_((2, 2), (8, 1))
+        x0.as_strided_((2, 2), (4, 1))
+    return x1 * 2, x0 * 1
+
+
+def _columns_one_a_leaf() -> tuple[list[Any], list[torch.Tensor]]:
+    b = _r(4, 8)
+    x0, x1 = b[:, :4], b[:, 4:]
+    x1.requires_grad_()
+    return [x0, x1], [x1]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("ctx", [torch.no_grad, torch.inference_mode])
+def test_a_leaf_view_restrided_under_no_grad_stays_a_leaf(ctx: Any, compiler: str) -> None:
+    assert_like_eager(
+        _leaf_view_restrided_under_no_grad,
+        _columns_one_a_leaf,
+        COMPILERS[compiler],
+        ctx=ctx,
+        calls=2,
+    )

@@ -565,7 +565,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if not static or within(t, size, stride, at):
             return
         raise NeedsSyntheticBase(
-            f"input {known[0]} is restrided past its elements", [known[0]], whole_storage=True
+            f"input {known[0]} is restrided past its elements", [known[0]], whole_storage=[known[0]]
         )
 
     def _leaf_written_before(self, t: Any) -> None:
@@ -648,11 +648,14 @@ def _inherits_requires_grad(t: torch.Tensor) -> bool:
     """A view made under no_grad of a tensor that requires grad: it says it requires grad
     (its base does) but has no accumulator until ``requires_grad_()`` makes it a leaf
     of its own."""
-    return (
-        t._is_view()
-        and t.grad_fn is None
-        and torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.NO_GRAD_MODE
-    )
+    if not t._is_view():
+        return False
+    if torch._C._autograd._get_creation_meta(t) != torch._C._autograd.CreationMeta.NO_GRAD_MODE:
+        return False
+    try:
+        return t.grad_fn is None
+    except RuntimeError:  # a stale one (its base written with grad): eager's call reads none
+        return False
 
 
 def _restrided_view(t: torch.Tensor) -> torch.Tensor:

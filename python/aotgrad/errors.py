@@ -96,15 +96,15 @@ class NeedsSyntheticBase(UnsupportedError):
         message: str,
         inputs: list[int],
         groups: Sequence[int] = (),
-        whole_storage: bool = False,
+        whole_storage: Sequence[int] = (),
     ) -> None:
         super().__init__(message)
         self.inputs = inputs
         #: Per input, its alias group (``AliasFacts.input_storage``).
         self.groups = list(groups)
-        #: The group is every input on the storage, overlapping or not (the function
-        #: reaches past an input onto the others' elements).
-        self.whole_storage = whole_storage
+        #: Inputs whose group is every input on their storage, overlapping or not (the
+        #: function reaches past the input onto the others' elements).
+        self.whole_storage = list(whole_storage)
 
 
 class EagerRefusal(AotgradError, RuntimeError):

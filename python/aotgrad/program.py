@@ -458,8 +458,15 @@ def compile_for(
         artifact = compile_flat(flat_fn, fake_args, fake_mode, options, training=training)
         return Specialization(artifact, fake_mode, fake_args)
     except alias.NeedsSyntheticBase as need:
-        base = alias.SyntheticBase.of(tensors, need)
-    return _compile_over(base, flat_fn, tensors, options, training=training)
+        first = need
+    base = alias.SyntheticBase.of(tensors, first)
+    try:
+        return _compile_over(base, flat_fn, tensors, options, training=training)
+    except alias.NeedsSyntheticBase as again:
+        # the first trace stopped where an input reached past its elements, before the
+        # other written overlaps were known: once more, over both
+        wider = alias.SyntheticBase.of(tensors, base.widened(first, again))
+    return _compile_over(wider, flat_fn, tensors, options, training=training)
 
 
 def _compile_over(

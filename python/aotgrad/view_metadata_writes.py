@@ -82,6 +82,10 @@ def write_metadata(
             fresh = getattr(alias, METADATA_WRITES[func.__name__])(*args[1:], **kwargs)
         else:
             fresh = fresh_from(t)
+    if t.requires_grad and not fresh.requires_grad:
+        # a view made a leaf of its own (``b[2:6].requires_grad_()``, its base without
+        # grad) stays one, as eager's does
+        fresh.requires_grad_(True)
     creation = torch._C._autograd._get_creation_meta(t)
     # the Python object keeps its identity (callers hold it) and its attributes (its
     # functional value among them); only its autograd tensor changes

@@ -178,16 +178,30 @@ class SyntheticBase:
             t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else -1 - i
             for i, t in enumerate(tensors)
         ]
-        if need.whole_storage:
-            ids = [storage.index(s) for s in storage]
-        else:
-            ids = list(need.groups) or overlap_groups(tensors, storage)
+        ids = list(need.groups) or overlap_groups(tensors, storage)
+        for i in need.whole_storage:  # every input on its storage joins its group
+            ids = [ids[i] if storage[k] == storage[i] else g for k, g in enumerate(ids)]
         written = need.inputs
         wanted = sorted({ids[i] for i in written})
         groups = tuple(
             _Group.of(tensors, tuple(i for i, g in enumerate(ids) if g == w)) for w in wanted
         )
         return cls(groups, len(tensors))
+
+    def widened(self, first: NeedsSyntheticBase, again: NeedsSyntheticBase) -> NeedsSyntheticBase:
+        """``first`` (which made this) with what the trace over this asked for ``again``:
+        its inputs are the graph's (the bases, then the non-members), named here by the
+        caller's positions (a base: its members)."""
+        members = set(self.members)
+        rest = [i for i in range(self.num_inputs) if i not in members]
+        named: list[int] = []
+        for p in again.inputs:
+            if p < len(self.groups):
+                named += self.groups[p].members
+            else:
+                named.append(rest[p - len(self.groups)])
+        inputs = sorted({*first.inputs, *named})
+        return NeedsSyntheticBase(str(again), inputs, (), first.whole_storage)
 
     @property
     def members(self) -> list[int]:
