@@ -713,6 +713,13 @@ def _intermediate_view_past(x0, x1):
     return v * x1[0:2, 0:2]
 
 
+def _past_then_squeezed_with_grad(x0, x1):
+    with torch.no_grad():
+        x0.as_strided_((2, 2), (4, 1))
+    x0.squeeze_(0)  # recorded, on the layout the unrecorded change left (soak 62282)
+    return x0, x1[1:3]
+
+
 def _within_under_no_grad(x0, x1):
     with torch.no_grad():
         x1.as_strided_((2, 2), (8, 1))  # its own elements
@@ -729,6 +736,7 @@ def _within_under_no_grad(x0, x1):
         _past_then_written,
         _past_then_read_with_grad_off,
         _intermediate_view_past,
+        _past_then_squeezed_with_grad,
         _within_under_no_grad,
     ],
 )

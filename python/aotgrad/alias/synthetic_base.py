@@ -124,16 +124,22 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
     """Notes, per member (``members``: id -> position), the grad mode of the last in-place
     metadata change (``t_()``, ``as_strided_``) made on it, in ``with_grad``."""
 
-    def __init__(self, members: dict[int, int], with_grad: dict[int, bool]) -> None:
+    def __init__(
+        self, members: dict[int, int], with_grad: dict[int, bool], unrecorded: dict[int, Layout]
+    ) -> None:
         super().__init__()
-        self.members, self.with_grad = members, with_grad
+        self.members, self.with_grad, self.unrecorded = members, with_grad, unrecorded
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        i = None
         if args and getattr(func, "__name__", "") in METADATA_WRITES:
             i = self.members.get(id(args[0]))
             if i is not None:
                 self.with_grad[i] = torch.is_grad_enabled()
-        return func(*args, **(kwargs or {}))
+        result = func(*args, **(kwargs or {}))
+        if i is not None and not torch.is_grad_enabled():  # (the layout it left)
+            self.unrecorded[i] = _layout(args[0])
+        return result
 
 
 def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
@@ -167,6 +173,10 @@ class SyntheticBase:
     #: Per member whose metadata the function changed: whether grad mode was on at its
     #: last change (autograd records it then; one under ``no_grad`` it does not).
     changed_with_grad: dict[int, bool] = field(default_factory=dict, compare=False)
+    #: Per member whose metadata the function changed under no_grad, the layout its last
+    #: such change left: replayed unrecorded before the changes made with grad after it
+    #: (eager's node is rebuilt from the base there, the recorded ones stack on it).
+    unrecorded_layout: dict[int, Layout] = field(default_factory=dict, compare=False)
     #: Members the function called ``retain_grad()`` on: called on the caller's tensors.
     retained: set[int] = field(default_factory=set, compare=False)
 
@@ -237,6 +247,8 @@ class SyntheticBase:
             )
             if record:
                 torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta - 1,))
+                if i in self.unrecorded_layout:
+                    set_metadata(t, *self.unrecorded_layout[i])
             set_metadata(t, size, stride, offset, record=record, keep_version=not record)
             if t._version < v0 + delta and not t.is_inference():
                 torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
@@ -274,6 +286,7 @@ class SyntheticBase:
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
         requires_grad_changes = self.requires_grad_changes
         changed_with_grad, retained = self.changed_with_grad, self.retained
+        unrecorded = self.unrecorded_layout
 
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
@@ -289,7 +302,8 @@ class SyntheticBase:
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
-            with _MetadataWrites({id(t): i for i, t in built.items()}, changed_with_grad):
+            members = {id(t): i for i, t in built.items()}
+            with _MetadataWrites(members, changed_with_grad, unrecorded):
                 out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
             retained.update(i for i, t in built.items() if t.retains_grad)
             member_of = {id(t): i for i, t in built.items()}
