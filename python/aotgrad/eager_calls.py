@@ -32,6 +32,7 @@ from torch.utils._pytree import tree_flatten
 
 from .dtype_checks import dtype_error
 from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
+from .gradless_bases import GradlessBases
 from .inference_views import failed_inference_view, normal_view
 from .inplace_checks import inplace_error, written_tensor
 from .inplace_layout import keep_layout
@@ -102,6 +103,8 @@ _REGISTER_HOOK = torch.Tensor.register_hook
 _POST_ACCUMULATE_HOOK = torch.Tensor.register_post_accumulate_grad_hook
 _GRAD_BOOKKEEPING = (_RETAIN_GRAD, _POST_ACCUMULATE_HOOK, _REGISTER_HOOK)
 _DATA = torch._C.TensorBase.__dict__["data"]
+_IS_LEAF = torch._C.TensorBase.__dict__["is_leaf"]
+_GRAD_FN = torch._C.TensorBase.__dict__["grad_fn"]
 _DETACH_ = torch.Tensor.detach_
 _DETACH = (torch.Tensor.detach, torch.detach)
 _SETITEM = torch.Tensor.__setitem__
@@ -225,6 +228,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     """Active while the user's function runs under tracing (see module docstring).
     ``leaves``: the stand-ins (by ``id``) of inputs that are leaves requiring grad."""
 
+    #: Of the stand-ins of inputs that are views, the views of a leaf that requires grad
+    #: (written in place with grad on, or given new metadata, eager raises).
+    leaf_views: frozenset[int] = frozenset()
+
     def __init__(
         self,
         leaves: frozenset[int] = frozenset(),
@@ -238,11 +245,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.inputs = inputs
         #: The stand-ins of inputs that are views (``detach_()`` on one raises in eager).
         self.views = views
-        #: Of those, the views of a leaf that requires grad (written in place with grad
-        #: on, or given new metadata, eager raises).
-        self.leaf_views: frozenset[int] = frozenset()
+        #: Inputs that are views requiring grad of a base that does not (``gradless_bases``).
+        self.gradless = GradlessBases()
         #: The stand-ins ``requires_grad_(False)`` was called on.
         self.flag_off: set[int] = set()
+        self.turned_on: set[int] = set()  # (of inputs without grad, by requires_grad_())
         #: Per leaf input's stand-in (by id), its gradient edge before each
         #: ``requires_grad_(False)`` / ``detach_()``: what was computed from it then still
         #: reaches the caller's leaf, which eager's AccumulateGrad fills if the leaf
@@ -309,6 +316,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             for a, o in pairs
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
+        calls.gradless = GradlessBases.of_inputs(pairs)
         calls.restrides = Restrides([a for a, _ in pairs])
         calls.metadata_steps = MetadataSteps(args)
         calls.input_roots = calls.inputs | {id(a._base) for a, _ in pairs if a._is_view()}
@@ -439,6 +447,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__":
             _assign_data(*args)
             return None
+        if getattr(func, "__self__", None) in _LEAF_READS and args and self._still_leaf(args[0]):
+            # eager's is a leaf (the stand-in has a node of its own: ``to_functional``'s)
+            return True if func.__self__ is _IS_LEAF else None
         out = kwargs.get("out")
         if kwargs.get("requires_grad") is True and not isinstance(out, torch.Tensor):
             result = func(*args, **kwargs)
@@ -446,7 +457,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 self.new_leaves.append(result)
             return result
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
-            return func(*args, **kwargs)
+            return self.gradless.made(func, args, kwargs, func(*args, **kwargs))
         return call_with_out(func, args, kwargs, out)
 
     def _metadata_write(self, func: Any, args: Any, kwargs: dict) -> Any:
@@ -568,6 +579,13 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             f"input {known[0]} is restrided past its elements", [known[0]], whole_storage=[known[0]]
         )
 
+    def _still_leaf(self, t: Any) -> bool:
+        """A leaf input's stand-in with the node it started with: eager's is a leaf."""
+        try:
+            return id(t) in self.leaf_grad_fns and t.grad_fn is self.leaf_grad_fns[id(t)]
+        except RuntimeError:
+            return False
+
     def _leaf_written_before(self, t: Any) -> None:
         """Before ``t`` leaves autograd (``detach_()``, ``requires_grad_(False)``): a leaf
         input's stand-in whose autograd node changed was written where autograd saw it (a
@@ -626,6 +644,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 return t.detach_()
             return func(*args, **kwargs)
         flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+        if id(t) in self.inputs and flag and not t.requires_grad:
+            self.turned_on.add(id(t))
         if (t.requires_grad and not (flag and _inherits_requires_grad(t))) or id(t) in self.inputs:
             return func(*args, **kwargs)
         result = func(*args, **kwargs)
@@ -635,6 +655,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         return result
 
 
+_LEAF_READS = (_IS_LEAF, _GRAD_FN)
 _SWAPS = (torch.Tensor.swapdims_, torch.Tensor.swapaxes_)
 
 

@@ -220,6 +220,7 @@ def collect(
     *,
     grad_mode: bool,
     keep_in_graph: bool,
+    input_aliases: dict[int, tuple[Any, Any]] | None = None,
 ) -> AliasFacts:
     """The facts of one run of a function on functional wrappers ``wrapped`` of the fake
     inputs ``originals``, which returned ``outputs``; ``before`` is the wrappers'
@@ -236,6 +237,8 @@ def collect(
     dirty = {id(grad_fn_of(w)) for w in wrapped if isinstance(w, torch.Tensor)}
     tensors = [w for w in wrapped if isinstance(w, torch.Tensor)]
     roots = {id(w) for w in tensors} | {id(w._base) for w in tensors if w._base is not None}
+    aliases = {k: of for k, (_, of) in (input_aliases or {}).items()}
+    roots |= set(aliases)
     for j, o in enumerate(outputs):
         flags, inp, base, base_out = _output_row(
             o, input_index, input_of_storage, originals, output_index, base_groups, dirty, roots
@@ -261,7 +264,7 @@ def collect(
             elif not o._base.requires_grad and grad_fn_of(o) not in (None, STALE_VIEW):
                 facts.output_history_past_base.add(j)
         if isinstance(o, torch.Tensor):
-            _output_object_facts(facts, j, o, flags, inp, wrapped, output_index)
+            _output_object_facts(facts, j, o, flags, inp, wrapped, output_index, aliases)
             _stale_view_of_output(facts, j, o, output_index)
     return facts
 
@@ -374,9 +377,12 @@ def _output_object_facts(
     inp: int,
     wrapped: Sequence[Any],
     output_index: dict[int, int],
+    aliases: dict[int, Any],
 ) -> None:
     """Output ``j``'s facts as an object: the same as an earlier output, inference tensor,
-    version count, detached alias of an input, autograd's creation meta."""
+    version count, detached alias of an input, autograd's creation meta. ``aliases``:
+    detached aliases of inputs' stand-ins that eager's views do not go through
+    (``EagerCalls.gradless_aliases``), each to its stand-in."""
     first = output_index.get(id(o), j)
     if first != j:
         facts.output_same_as[j] = first
@@ -385,7 +391,7 @@ def _output_object_facts(
     elif not flags & OUT_ALIASES_INPUT and o._version:
         facts.output_version[j] = o._version
     if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
-        base = o._base
+        base = o._base if o._base is None else aliases.get(id(o._base), o._base)
         if base is None:
             facts.output_detached[j] = 1
         elif base is not wrapped[inp] and base is not wrapped[inp]._base:

@@ -86,6 +86,9 @@ class Epilogue:
                 if args[i].requires_grad and not args[i].is_leaf:
                     args[i].detach_()  # ``x.detach_(); x.requires_grad_()``: a new leaf
                 args[i].requires_grad_(True)
+            elif i in self.layout.requires_grad_flag_off and not args[i].requires_grad:
+                # on for a while inside the function: on while the graph runs, off after
+                args[i].requires_grad_(True)
         for i in self.layout.storage_resizes:
             t = args[i]
             if t.untyped_storage().nbytes() == 0 and t.numel():

@@ -179,14 +179,16 @@ def _inner_leaves(
 
 
 def _input_view(
-    leaf: Any, wrapped: Sequence[Any], detached_from: dict[int, Any]
+    leaf: Any, wrapped: Sequence[Any], calls: EagerCalls
 ) -> tuple[int, Any, bool] | None:
     """A new leaf that is a view of an input's root, or of a ``detach()`` of the input
     (``detached_from``): the input's position, the view's static layout relative to it,
-    and whether through the detached alias (``InnerLeaf.input_view``)."""
+    and whether through the detached alias (``InnerLeaf.input_view``). A view of an
+    input's alias without grad (``gradless_bases``) is one of the input."""
     if not leaf._is_view():
         return None
-    root = leaf._base
+    detached_from = calls.detached_from
+    root = calls.gradless.aliases.get(id(leaf._base), (None, leaf._base))[1]
     of = detached_from.get(id(root))
     for i, w in enumerate(wrapped):
         if not isinstance(w, torch.Tensor):
@@ -217,7 +219,7 @@ def _inner_leaf_facts(
         member = members.get(id(leaf))
         of_input = None
         if member is None:
-            of_input = _input_view(leaf, wrapped, calls.detached_from)
+            of_input = _input_view(leaf, wrapped, calls)
         if member is not None or of_input is not None:
             out.append(_leaf_of_callers_tensor(outs, leaf, fake, member, of_input))
             continue
@@ -343,17 +345,49 @@ def _input_output_info(o: Any) -> OutputInfo:
     return OutputInfo(True, rg, rg and (o.is_floating_point() or o.is_complex()))
 
 
-def _requires_grad_changes(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> dict[int, bool]:
+def _requires_grad_changes(
+    wrapped: Sequence[Any],
+    fake_args: Sequence[Any],
+    outs: Sequence[Any],
+    calls: Any,
+    grad_mode: bool,
+) -> tuple[dict[int, bool], list[int]]:
     """``requires_grad_()`` / ``detach_()`` on an input (not a write of a value that
     requires grad: that input gets its history from the write, which the runtime replays).
-    A non-leaf input ``detach_()``ed, then made to require grad, is a new leaf: True."""
-    return {
+    A non-leaf input ``detach_()``ed, then made to require grad, is a new leaf: True.
+    Also the inputs that required grad for a while (``_required_grad_for_a_while``):
+    False (and they are turned off by ``requires_grad_(False)``, second)."""
+    for_a_while = _required_grad_for_a_while(wrapped, fake_args, outs, calls) if grad_mode else []
+    changes = {
         i: bool(w.requires_grad)
         for i, (w, a) in enumerate(zip(wrapped, fake_args))
         if isinstance(a, torch.Tensor)
         and (not w.requires_grad or alias.facts.grad_fn_of(w) is None)
         and (bool(w.requires_grad) != bool(a.requires_grad) or (w.requires_grad and not a.is_leaf))
     }
+    return {**changes, **dict.fromkeys(for_a_while, False)}, for_a_while
+
+
+def _required_grad_for_a_while(
+    wrapped: Sequence[Any],
+    fake_args: Sequence[Any],
+    outs: Sequence[Any],
+    calls: Any,
+) -> list[int]:
+    """Inputs without grad the function made require grad and turned off again
+    (``x.requires_grad_(); t = x * 2; x.requires_grad_(False)``), where an output has a
+    history: eager's outputs computed from them meanwhile have one, so the runtime turns
+    the caller's tensor on before the graph and off after (``requires_grad_(False)``;
+    eager's accumulator then skips it, as the graph gives it no gradient)."""
+    if not calls.turned_on:
+        return []
+    if not any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs):
+        return []
+    return [
+        i
+        for i, (w, a) in enumerate(zip(wrapped, fake_args))
+        if id(w) in calls.turned_on and not w.requires_grad and not a.requires_grad
+    ]
 
 
 def _dirty_by_custom_function(w: Any) -> bool:
@@ -505,12 +539,10 @@ def collect_metadata(
         calls, resizes, outs = _run(fn, wrapped, fake_args)
         outputs = _outputs_info(outs, wrapped, fake_args, calls.new_leaves)
         before = calls.counters.own(before, wrapped)  # (each input's own version delta)
-        rg_changes = _requires_grad_changes(wrapped, fake_args)
+        rg_changes, for_a_while = _requires_grad_changes(wrapped, fake_args, outs, calls, grad_mode)
         _check_new_leaf_inputs(outs, wrapped, rg_changes, calls, before)
         keep = keep_input_mutations
-        facts = alias.collect(
-            wrapped, fake_args, outs, before, grad_mode=grad_mode, keep_in_graph=keep
-        )
+        facts = _alias_facts(wrapped, fake_args, outs, before, calls, grad_mode, keep)
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls, wrapped)
         cut = _views_before_requires_grad(plan, outs, wrapped, fake_args, rg_changes, grad_mode)
@@ -529,7 +561,7 @@ def collect_metadata(
             fake_fwd,
             grad_mode,
             rg_changes,
-            [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off],
+            [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off] + for_a_while,
             relaid,
             # (results of detach(), not the inputs')
             [k for k, o in enumerate(outs) if any(o is t for t in calls.detached)],
@@ -542,6 +574,27 @@ def collect_metadata(
         calls,
         wrapped,
         outs,
+    )
+
+
+def _alias_facts(
+    wrapped: Sequence[Any],
+    fake_args: Sequence[Any],
+    outs: Sequence[Any],
+    before: Any,
+    calls: Any,
+    grad_mode: bool,
+    keep: bool,
+) -> Any:
+    """``alias.collect`` on what the run left (``keep``: input mutations stay in the graph)."""
+    return alias.collect(
+        wrapped,
+        fake_args,
+        outs,
+        before,
+        grad_mode=grad_mode,
+        keep_in_graph=keep,
+        input_aliases=calls.gradless.aliases,
     )
 
 
