@@ -106,3 +106,54 @@ def test_a_stale_view_of_a_detached_leaf_requires_grad(mode: str, compiler: str)
     assert_like_eager(
         _stale_view_of_detached_leaf, leaves(((4, 4), False)), COMPILERS[compiler], ctx=MODES[mode]
     )
+
+
+# Called under inference mode, a function with its own enable_grad block: autograd records
+# nothing there. Through torch.compile the graph (traced by Dynamo under no_grad) raised
+# "Inference tensors cannot be saved for backward" (soak 70090), or returned outputs that
+# require grad (soak 70920; blind: ``with enable_grad: return x * 2``).
+
+
+def _enable_grad_block(x, w):
+    with torch.enable_grad():
+        t = x.abs() * w
+    return t.unsqueeze(0), t.mT, (t * 2).sum()
+
+
+def _write_in_an_enable_grad_block(x, w):
+    with torch.enable_grad():
+        w.diagonal().add_(1)
+        t = w.abs()
+    return t.unsqueeze(0), t.mT
+
+
+def _view_in_nested_blocks(x, w):
+    with torch.no_grad(), torch.enable_grad():
+        v = x[0]
+    return v, x.cumsum(0)
+
+
+def _saves_in_an_enable_grad_block(x, w):
+    t = x.mean()
+    with torch.enable_grad():
+        u = torch.where(x > 0, x, w)  # saves its mask
+        t.sub_(x.sum())
+    return u, x
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _enable_grad_block,
+        _write_in_an_enable_grad_block,
+        _view_in_nested_blocks,
+        _saves_in_an_enable_grad_block,
+    ],
+)
+def test_enable_grad_block_called_under_inference_mode(fn: Callable, compiler: str) -> None:
+    def make():
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        return [x, torch.randn(4, 4, dtype=torch.float64)], [x]
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2, ctx=torch.inference_mode)

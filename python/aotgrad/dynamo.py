@@ -22,6 +22,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from . import alias, guards, subclasses
 from .api import AotFunction
 from .compile import Compiler
+from .eager_calls import for_inference_mode
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
 
 
@@ -150,6 +151,12 @@ def _compiled_under_dynamo(
         return _guarded(lifted, options)
     run, prefix = artifact.run, lifted.tensors
     layout = artifact.layout
+    if layout.enable_grad and not any(
+        _symbolic(a) for a in fake_args if isinstance(a, torch.Tensor)
+    ):
+        run = _inference_mode_apart(
+            run, lambda: compile_flat(lifted.as_list, fake_args, fake_mode, options, training=False)
+        )
     if not (layout.mutated_inputs or layout.metadata_mutations):
 
         def forward(*runtime_args: Any) -> tuple[Any, ...]:
@@ -172,6 +179,27 @@ def _compiled_under_dynamo(
 
     forward.artifact = artifact  # type: ignore[attr-defined]
     return forward
+
+
+def _inference_mode_apart(
+    run: Callable[..., Any], compile_for_inference: Callable[[], Any]
+) -> Callable[..., Any]:
+    """``run``, compiled for a graph that records autograd itself (an ``enable_grad``
+    block, traced under ``no_grad``), or, called under inference mode, that graph compiled
+    for it at the first such call: there autograd records nothing, enable_grad blocks
+    included. Dynamo traces a call under inference mode with ``no_grad`` on, and guards
+    the mode: a graph runs under one of the two."""
+    made: list[Callable[..., Any]] = []
+
+    def call(*args: Any) -> Any:
+        if not torch.is_inference_mode_enabled():
+            return run(*args)
+        if not made:
+            with torch.inference_mode(False), torch.no_grad(), for_inference_mode():
+                made.append(compile_for_inference().run)
+        return made[0](*args)
+
+    return call
 
 
 def _storage_sharing(args: Sequence[Any]) -> tuple[int, ...]:

@@ -416,6 +416,10 @@ def make_training_function(
     if layout.enable_grad:
 
         def apply(*args: Any) -> Any:
+            if torch.is_inference_mode_enabled():
+                # (compiled by Dynamo, which traces a call under inference mode with
+                # no_grad on: there, autograd records nothing, enable_grad blocks too)
+                return CompiledFunction.apply(*args)
             with torch.enable_grad():
                 return CompiledFunction.apply(*args)
 
