@@ -80,16 +80,24 @@ class _Group:
     #: Per member: a view that requires grad of a base that does not (made a leaf by
     #: ``requires_grad_()`` in the caller).
     leaves: tuple[bool, ...] = ()
+    #: Per member: an alias of the base's bytes that is no view of it and requires no
+    #: grad (a ``detach()`` of it; Dynamo passes one across a graph break): made as a
+    #: detached view of the base, autograd's link cut as the caller's is.
+    detached: tuple[bool, ...] = ()
 
     @classmethod
     def of(cls, tensors: Sequence[Any], members: tuple[int, ...]) -> _Group:
         names = ", ".join(map(str, members))
+        roots = {id(_root(tensors[i])) for i in members if tensors[i].requires_grad}
         common = len({id(_root(tensors[i])) for i in members}) == 1
-        if not common and any(tensors[i].requires_grad for i in members):
-            raise UnsupportedError(
-                f"inputs {names} overlap in memory, one is written in place, one requires "
-                "grad and they are not views of one common tensor: not supported"
-            )
+        if not common and len(roots) != 1:
+            if roots:
+                raise UnsupportedError(
+                    f"inputs {names} overlap in memory, one is written in place, one requires "
+                    "grad and they are not views of one common tensor: not supported"
+                )
+        elif not common:  # one root among those that require grad: the others are aliases
+            return cls._around(tensors, members, roots.pop())
         if len({tensors[i].dtype for i in members}) != 1:
             raise UnsupportedError(f"inputs {names} overlap in memory with different dtypes")
         creation = tuple(_creation(tensors[i]) for i in members)
@@ -99,6 +107,22 @@ class _Group:
         )
         views = tuple(_layout(tensors[i]) for i in members)
         return cls(members, views, common, creation, leaves)
+
+    @classmethod
+    def _around(cls, tensors: Sequence[Any], members: tuple[int, ...], root: int) -> _Group:
+        """Members of one root that require grad (``x0``, its views), beside aliases of its
+        bytes that are no views of it and require none (``detached``)."""
+        if len({tensors[i].dtype for i in members}) != 1:
+            raise UnsupportedError(f"inputs {members} overlap in memory with different dtypes")
+        detached = tuple(id(_root(tensors[i])) != root for i in members)
+        order = sorted(range(len(members)), key=lambda k: detached[k])  # a member of the root first
+        members = tuple(members[k] for k in order)
+        detached = tuple(detached[k] for k in order)
+        creation = tuple(
+            _CREATION.DEFAULT if d else _creation(tensors[i]) for i, d in zip(members, detached)
+        )
+        views = tuple(_layout(tensors[i]) for i in members)
+        return cls(members, views, True, creation, (False,) * len(members), detached)
 
     def base(self, tensors: Sequence[Any]) -> torch.Tensor:
         first = tensors[self.members[0]]
@@ -111,12 +135,17 @@ class _Group:
         first = tensors[self.members[0]]
         storage = first.untyped_storage()._cdata
         root = id(_root(first))
+        detached = self.detached or (False,) * len(self.members)
         return all(
             _layout(tensors[i]) == v
             and tensors[i].untyped_storage()._cdata == storage
-            and (not self.common_base or id(_root(tensors[i])) == root)
+            and (
+                (id(_root(tensors[i])) != root and not tensors[i].requires_grad)
+                if d
+                else (not self.common_base or id(_root(tensors[i])) == root)
+            )
             and _creation(tensors[i]) == c
-            for i, v, c in zip(self.members, self.views, self.creation)
+            for i, v, c, d in zip(self.members, self.views, self.creation, detached)
         )
 
 
@@ -293,7 +322,10 @@ class SyntheticBase:
             for g, base in zip(groups, graph_inputs):
                 leaves = g.leaves or (False,) * len(g.views)
                 made = (_member(base, *m) for m in zip(g.views, g.creation, leaves))
-                built.update(zip(g.members, made))
+                detached = g.detached or (False,) * len(g.views)
+                built.update(
+                    (i, t.detach() if d else t) for i, t, d in zip(g.members, made, detached)
+                )
             calls = EagerCalls.active()
             if calls is not None:  # a member that is, or is made, a leaf: the caller's
                 calls.synthetic.member_leaves.update((id(t), i) for i, t in built.items())
