@@ -71,3 +71,21 @@ def test_a_mark_dirty_output_across_a_graph_break(entry):
         return [x0, _r(()), w * 1], [x0, w]
 
     assert_like_eager(_mark_dirty_under_no_grad, make, COMPILERS[entry], calls=2)
+
+
+def _alias_written_with_grad(x0):
+    """``t1`` requires grad and is the grad root; ``x0``, an alias of its bytes that is no
+    view of it, gains a history from the write (soak 71646): refused, as before, where
+    the caller's tensor would not get eager's history."""
+    t1 = x0.detach().requires_grad_()
+    t2 = t1 * 1
+    x0.add_(t2)
+    return t2
+
+
+def test_an_alias_written_with_grad_is_refused():
+    torch._dynamo.reset()
+    compiled = torch.compile(_alias_written_with_grad, backend="aotgrad_eager")
+    x0 = _r(4, 4)
+    with pytest.raises(Exception, match="shares bytes with an input that requires grad"):
+        compiled(x0.t())

@@ -39,6 +39,20 @@ def _layout(t: torch.Tensor) -> Layout:
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
+def _refuse_histories_of_aliases(groups: Sequence[Any], built: dict[int, Any]) -> None:
+    """A detached alias in a group (``_Group.detached``) that the function gave a history
+    (written with a value that requires grad): eager's caller tensor, a view of a base of
+    its own, gets one; the group's base is another tensor's. Refused."""
+    for g in groups:
+        for i, d in zip(g.members, g.detached or ()):
+            if d and built[i].requires_grad:
+                raise UnsupportedError(
+                    f"input {i} shares bytes with an input that requires grad without "
+                    "viewing it, and is written with a value that requires grad: not "
+                    "supported"
+                )
+
+
 def _root(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
 
@@ -337,6 +351,7 @@ class SyntheticBase:
             members = {id(t): i for i, t in built.items()}
             with _MetadataWrites(members, changed_with_grad, unrecorded):
                 out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            _refuse_histories_of_aliases(groups, built)
             retained.update(i for i, t in built.items() if t.retains_grad)
             member_of = {id(t): i for i, t in built.items()}
             for j, o in enumerate(out):
