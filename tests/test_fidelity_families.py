@@ -596,3 +596,29 @@ def _leaf_made_inside_beside_a_number(x0):
 def test_errors_and_non_tensor_outputs_as_eager(fn: Any, compiler: str) -> None:
     """Soak seeds 20062 (the error's type) and 22475 (an AttributeError on the number)."""
     assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------- products eager returns as tensors of their own
+
+# Traced with the Python dispatcher, torch's matmul decomposition ends with ``.view``;
+# eager's kernel with ``_unsafe_view``: no ``._base``, a version counter of its own.
+PRODUCTS = {
+    "batched_matmul": (lambda x, y: x @ y, leaves(((2, 3, 4), True), ((2, 4, 3), False))),
+    "broadcast_matmul": (lambda x, y: x.matmul(y), leaves(((2, 3, 4), True), ((4, 5), True))),
+    "matrix_vector_batched": (
+        lambda x, y: torch.matmul(x, y),
+        leaves(((2, 3, 4), True), ((4,), True)),
+    ),
+    "written_after": (lambda x, y: (x @ y).mul_(2), leaves(((2, 3, 4), True), ((2, 4, 3), True))),
+    "returned_with_a_view": (
+        lambda x, y: (lambda p: (p, p[0]))(x @ y),
+        leaves(((2, 3, 4), True), ((2, 4, 3), False)),
+    ),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(PRODUCTS))
+def test_products_are_not_views(case: str, compiler: str) -> None:
+    fn, make = PRODUCTS[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)

@@ -32,6 +32,7 @@ from torch.utils._pytree import tree_flatten
 
 from .dtype_checks import dtype_error
 from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
+from .fresh_results import fresh_result
 from .gradless_bases import GradlessBases
 from .inference_views import failed_inference_view, normal_view
 from .inplace_checks import inplace_error, written_tensor
@@ -457,7 +458,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 self.new_leaves.append(result)
             return result
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
-            return self.gradless.made(func, args, kwargs, func(*args, **kwargs))
+            result = fresh_result(func, args, func(*args, **kwargs))
+            return self.gradless.made(func, args, kwargs, result)
         return call_with_out(func, args, kwargs, out)
 
     def _metadata_write(self, func: Any, args: Any, kwargs: dict) -> Any:

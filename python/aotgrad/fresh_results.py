@@ -1,0 +1,32 @@
+"""Results eager makes tensors of their own that the trace would make views.
+
+Traced with the Python dispatcher on, ``matmul`` runs torch's Python decomposition,
+which ends a batched product with ``bmm(...).view(shape)``: a view of the ``bmm``
+result, so the output of ``x @ y`` (3-d and up) would come back as a view of an
+intermediate (``._is_view()``, a ``._base`` eager's has not). ATen's kernel ends with
+``_unsafe_view``, which autograd does not track as a view; so does this: the result,
+where it is such a view, goes through ``_unsafe_view`` (same values and layout, no
+``._base``, its own version counter, as eager's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["fresh_result"]
+
+_MATMUL = frozenset(
+    {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.__rmatmul__}
+)
+
+
+def fresh_result(func: Any, args: Any, result: Any) -> Any:
+    """``result`` of ``func(*args)``, made a tensor of its own where eager's is."""
+    if func not in _MATMUL or not isinstance(result, torch.Tensor) or not result._is_view():
+        return result
+    base = result._base
+    if any(base is a or base is getattr(a, "_base", None) for a in args):
+        return result  # (a view of an argument: not the decomposition's intermediate)
+    return torch.ops.aten._unsafe_view(result, result.shape)
