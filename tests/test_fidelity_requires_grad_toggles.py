@@ -526,3 +526,62 @@ def test_requires_grad_on_a_view_whose_node_is_stale(ctx: Any, compiler: str) ->
         ctx=ctx,
         calls=2,
     )
+
+
+# ----------------------------- inputs whose metadata changed before they require grad
+# Eager's leaf has the new metadata: its gradient has the new shape (soak 90150: the
+# gradient came back in the input's old shape).
+
+
+def _unsqueezed_then_on(x):
+    x.unsqueeze_(0)
+    x.requires_grad_()
+    t = x.view(-1)
+    return (x.amax(-1, keepdim=True) * -1)[0], t[::2]
+
+
+def _transposed_then_on(x, w):
+    x.t_()
+    x.requires_grad_()
+    return x @ w, x[1:]
+
+
+def _restrided_then_on(x, w):
+    x.as_strided_((2, 3), (1, 2))
+    x.requires_grad_()
+    return (x * w[:2, :3]).sum(0), x
+
+
+def _squeezed_twice_then_on(x, w):
+    x.squeeze_(0)
+    x.unsqueeze_(-1)
+    x.requires_grad_()
+    return x * w[:, :1]
+
+
+def _all_watched(*shapes: tuple[int, ...]) -> Any:
+    """Inputs, the first without grad, the others leaves that require grad: every one's
+    gradient compared (the first's is what the function's ``requires_grad_()`` gives)."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        ts = [torch.randn(shapes[0], dtype=torch.float64)]
+        ts += [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes[1:]]
+        return ts, ts
+
+    return make
+
+
+METADATA_FIRST = {
+    "unsqueezed_0dim": (_unsqueezed_then_on, _all_watched(())),
+    "unsqueezed": (_unsqueezed_then_on, _all_watched((3,))),
+    "transposed": (_transposed_then_on, _all_watched((3, 4), (3, 2))),
+    "restrided": (_restrided_then_on, _all_watched((6,), (4, 4))),
+    "squeezed_twice": (_squeezed_twice_then_on, _all_watched((1, 4), (4, 4))),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(METADATA_FIRST))
+def test_metadata_changed_before_requires_grad(case: str, compiler: str) -> None:
+    fn, make = METADATA_FIRST[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)

@@ -19,7 +19,7 @@ import torch
 
 from ..alias import OutputVerdict
 from ..errors import UnsupportedError
-from .epilogue import Epilogue
+from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
 
 __all__ = ["ForwardLayout", "OutputAlias", "make_inference_function", "make_training_function"]
@@ -440,12 +440,13 @@ def make_training_function(
             return fwd[:n_user]
         if given:  # the caller's leaves come last (``InnerLeaf.member``)
             args, callers = args[: len(args) - given], iter(args[len(args) - given :])
+        old = epilogue.change_metadata_first(args)
         before = epilogue.prepare(args)
         leaves = [
             _stand_in_leaf(leaf, args) if leaf.member is None else next(callers)
             for leaf in layout.inner_leaves
         ]
-        fwd = apply(*args, *leaves)
+        fwd = apply(*in_old_layouts(args, old), *leaves)
         outs = epilogue(args, fwd, before, leaves)
         if watch is not None:
             watch(args, fwd)

@@ -47,6 +47,12 @@ class Epilogue:
         self.rebuilt = {a.index for a in layout.output_aliases}
         self.aliases_first = [a for a in layout.output_aliases if a.base_output < 0]
         self.before_requires_grad = [a for a in layout.output_aliases if a.before_requires_grad]
+        # inputs whose metadata the function changed without grad, then made require grad
+        self.metadata_first = [
+            i
+            for i, flag in layout.requires_grad_changes.items()
+            if flag and i in layout.metadata_mutations and i not in layout.metadata_with_grad
+        ]
         self.aliases_last = [a for a in layout.output_aliases if a.base_output >= 0]
         inner = {self.n_user + s for leaf in layout.inner_leaves for s in leaf.bases}
         # views of an intermediate base that is a leaf made inside (a base of its own
@@ -95,6 +101,25 @@ class Epilogue:
                 torch.ops.inductor.resize_storage_bytes_(t, byte_range(t)[1])
         # Inference tensors have no version counter (-1: nothing to set).
         return [-1 if args[i].is_inference() else args[i]._version for i, _ in self.versioned]
+
+    def change_metadata_first(self, args: Sequence[Any]) -> dict[int, tuple]:
+        """Inputs without grad the function changed the metadata of and then made require
+        grad (``x.unsqueeze_(0); x.requires_grad_()``): eager's leaf has the new metadata,
+        its gradient the new shape. Their change is made before the graph runs (and
+        ``prepare`` makes them leaves); the graph reads them in their old layout
+        (``in_old_layouts``), through a node that takes its gradient into the new one.
+        Returns those old layouts; the epilogue does not change them again."""
+        if not self.metadata_first or not self.static:
+            return {}
+        old = {}
+        for i in self.metadata_first:
+            t = args[i]
+            if t.requires_grad or t.is_inference():
+                continue
+            old[i] = (tuple(t.shape), t.stride(), t.storage_offset())
+            self._replay_metadata(t, self.layout.metadata_mutations[i], i, {})
+        _made_early.metadata_first = frozenset(old)
+        return old
 
     def early_views(self, args: Sequence[Any]) -> None:
         """Views of inputs the function made require grad, taken before it did
@@ -202,8 +227,10 @@ class Epilogue:
             for i in layout.metadata_mutations
             if i in relaid or (i in layout.metadata_with_grad and i not in written)
         ]
+        done = getattr(_made_early, "metadata_first", ()) if self.metadata_first else ()
+        _made_early.metadata_first = ()
         for i, view in layout.metadata_mutations.items():
-            if i not in late:
+            if i not in late and i not in done:
                 self._replay_metadata(args[i], spec(view), i, targets, spec)
         for i, (flag_off, _) in layout.left_then_written.items():
             # out of autograd before the write that gives it its history (the compiled
@@ -213,6 +240,17 @@ class Epilogue:
                 args[i].requires_grad_(False)
             elif args[i].requires_grad:
                 args[i].detach_()
+        self._write_values(args, fwd)
+        for i in late:
+            self._replay_metadata(args[i], spec(layout.metadata_mutations[i]), i, targets, spec)
+        for i, after in layout.storage_resizes.items():
+            torch.ops.inductor.resize_storage_bytes_(args[i], after)
+        self._set_versions(args, targets)
+        return self._leave_autograd(args)
+
+    def _write_values(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
+        """The written inputs' new values, copied into the caller's tensors."""
+        layout = self.layout
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
         for i, value, with_grad in zip(
@@ -236,12 +274,6 @@ class Epilogue:
             else:
                 with torch.no_grad():
                     target.copy_(value)
-        for i in late:
-            self._replay_metadata(args[i], spec(layout.metadata_mutations[i]), i, targets, spec)
-        for i, after in layout.storage_resizes.items():
-            torch.ops.inductor.resize_storage_bytes_(args[i], after)
-        self._set_versions(args, targets)
-        return self._leave_autograd(args)
 
     def _returned_leaves(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, outs: list, leaves: Sequence[Any]
@@ -516,6 +548,18 @@ def _requiring_grad(t: Any) -> Any:
 
 
 _made_early = threading.local()
+
+
+def in_old_layouts(args: Sequence[Any], old: dict[int, tuple]) -> Sequence[Any]:
+    """``args``, those in ``old`` (``Epilogue.change_metadata_first``) as views of
+    themselves in their old layout, recorded by autograd."""
+    if not old:
+        return args
+    out = list(args)
+    with torch.enable_grad():
+        for i, layout in old.items():
+            out[i] = args[i].as_strided(*layout)
+    return out
 
 
 def _view_of(t: Any, view: Any) -> Any:

@@ -148,3 +148,20 @@ def tracing_modes(fake_mode: FakeTensorMode):
         FunctionalTensorMode(),
     ):
         yield
+
+
+def in_layout_of(g: Any, now: Any, was: Any) -> Any:
+    """Gradient ``g`` of a tensor laid out as ``now``, for the same storage's elements
+    laid out as ``was`` (an input whose metadata the function changed before making it
+    require grad: its gradient comes back in the layout the caller's tensor had, and the
+    runtime's view of it takes that to the new one: ``Epilogue.change_metadata_first``)."""
+    layouts = [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in (now, was)]
+    if layouts[0] == layouts[1]:
+        return g
+    if any(isinstance(v, torch.SymInt) for lay in layouts for v in (*lay[0], *lay[1], lay[2])):
+        return g  # (symbolic layouts: left as traced)
+    span = 1 + max(
+        off + sum((n - 1) * st for n, st in zip(size, stride) if n) for size, stride, off in layouts
+    )
+    flat = torch.as_strided_scatter(g.new_zeros(span), g, *layouts[0])
+    return flat.as_strided(*layouts[1]).clone()

@@ -26,6 +26,7 @@ from .functional import (
     clone_in_callers_layout,
     flat_call,
     from_functional,
+    in_layout_of,
     layout_anchors,
     new_value,
     to_functional,
@@ -530,9 +531,25 @@ class _JointTrace:
             for p in fp
         ]
         per_leaf = [next(it, None) if t.requires_grad else None for t in self.inner_leaves]
+        for i in self._metadata_first():
+            if per_primal[i] is not None:
+                per_primal[i] = in_layout_of(per_primal[i], fp[i], self.fake_args[i])
         for i, _ in earlier:
             per_primal[i] = _summed(per_primal[i], next(it, None))
         return per_primal + per_leaf
+
+    def _metadata_first(self) -> list[int]:
+        """Inputs the function made require grad after changing their metadata (see
+        ``functional.in_layout_of``)."""
+        meta = self.metadata
+        return [
+            i
+            for i, flag in meta.requires_grad_changes.items()
+            if flag
+            and meta.plan.inputs[i] in alias.METADATA_WRITE
+            and not self.fake_args[i].requires_grad
+            and i not in meta.metadata_recorded
+        ]
 
     def refuse_backward_mutations(self) -> None:
         """Inputs the backward writes that the forward writes too, or that require grad:
