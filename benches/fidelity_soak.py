@@ -199,11 +199,7 @@ def main(argv=None):
             for rs in by_entry.values():
                 for r in rs:
                     f.write(json.dumps(r) + "\n")
-    bad = sum(
-        r["status"] in ("mismatch", "refusal", "crash", "hang")
-        for rs in by_entry.values()
-        for r in rs
-    )
+    bad = sum(r["status"] in fp.FAILING_STATUSES for rs in by_entry.values() for r in rs)
     return 1 if bad else 0
 
 

@@ -154,7 +154,7 @@ def is_soft(category: str) -> bool:
 class Result:
     seed: int
     entry: str
-    status: str  # ok | mismatch | refusal | eager_raises_ok | untraceable | crash
+    status: str  # ok | mismatch | refusal | ran_eagerly | eager_raises_ok | untraceable | crash
     findings: list = field(default_factory=list)
     eager_raised: bool = False
     aot_raised: bool = False
@@ -217,13 +217,19 @@ def summarize(results: list, title: str = "") -> str:
         out.append("  aotgrad warnings (e.g. fallbacks to eager):")
         for m, n in warns.most_common(8):
             out.append(f"    {n:5d}  {m}")
-    bad = [r["seed"] for r in results if r["status"] in ("mismatch", "refusal", "crash", "hang")]
+    bad = [r["seed"] for r in results if r["status"] in FAILING_STATUSES]
     if bad:
         out.append(f"  failing seeds ({len(bad)}): {bad[:60]}{' ...' if len(bad) > 60 else ''}")
     crashes = [r for r in results if r["status"] in ("crash", "hang")]
     for r in crashes[:10]:
         out.append(f"  {r['status']} seed {r['seed']}: {r['note'][:200]}")
     return "\n".join(out)
+
+
+#: What aotgrad warns when a call ran eagerly because its trace raised (``eager_replay``).
+EAGER_REPLAY = "eagerly: tracing it raised"
+#: Statuses that are gaps: eager's answer not given by a compiled call.
+FAILING_STATUSES = ("mismatch", "refusal", "ran_eagerly", "crash", "hang")
 
 
 def _raised(o: Obs):
@@ -274,6 +280,8 @@ def check(seed: int, entry: str) -> Result:
         r.status = "soft"
     elif r.eager_raised:
         r.status = "eager_raises_ok"
+    if r.status in ("ok", "soft") and any(EAGER_REPLAY in w for w in r.warnings):
+        r.status = "ran_eagerly"  # a gap: tracing raised where eager runs (eager_replay)
     return r
 
 

@@ -28,12 +28,19 @@ import time
 import pytest
 
 from fidelity_known_open import KNOWN_OPEN
-from fidelity_programs import ENTRIES, check, format_result, generate, result_dict, summarize
+from fidelity_programs import (
+    ENTRIES,
+    FAILING_STATUSES,
+    check,
+    format_result,
+    generate,
+    result_dict,
+    summarize,
+)
 
 N_PROGRAMS = int(os.environ.get("AOTGRAD_FIDELITY_PROGRAMS", "300"))
 N_INDUCTOR = int(os.environ.get("AOTGRAD_FIDELITY_INDUCTOR", "3"))
 SEED0 = int(os.environ.get("AOTGRAD_FIDELITY_SEED", "0"))
-FAILING = ("mismatch", "refusal", "crash")
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +59,7 @@ def _run(entry, seeds):
     results = [check(s, entry) for s in seeds]
     dicts = [result_dict(r) for r in results]
     summary = summarize(dicts, f"{entry} ({time.time() - t:.1f} s)")
-    failing = [r for r in results if r.status in FAILING]
+    failing = [r for r in results if r.status in FAILING_STATUSES]
     known = [r for r in failing if r.seed in KNOWN_OPEN]
     new = [r for r in failing if r.seed not in KNOWN_OPEN]
     fixed = sorted(KNOWN_OPEN.intersection(seeds) - {r.seed for r in failing})

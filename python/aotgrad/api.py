@@ -23,6 +23,7 @@ import torch.utils._pytree as pytree
 from . import alias, guards, subclasses
 from .compile import Compiler
 from .eager_calls import for_inference_mode
+from .eager_replay import EagerReplays
 from .errors import GuardError, UnsupportedError
 from .module_hooks import call_with_hooks, has_own_hooks, traced_forward
 from .program import (
@@ -159,6 +160,8 @@ class AotFunction:
         self.cache: dict[tuple, _Entry] = {}
         self.compilations = 0
         self.last_key: tuple | None = None
+        #: Guard keys whose trace raised the function's own error: run eagerly.
+        self.eager = EagerReplays(fn)
         functools.update_wrapper(self, fn)
 
     def key(self, flat: Sequence[Any], shape: Any) -> tuple:
@@ -181,11 +184,20 @@ class AotFunction:
         if subclasses.any_subclass(flat):
             return subclasses.call(self, flat, shape, state, AotFunction)
         key = guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
+        if self.eager.keys and key in self.eager.keys:
+            return self.eager.run(key, flat, shape)
         entry = self.cache.get(key)
         while entry is not None and not entry.accepts(flat):
             entry = entry.fallback
         if entry is None:
-            entry = self._compile_in_call(flat, key)
+            try:
+                entry = self._compile_in_call(flat, key)
+            except Exception as e:
+                if not EagerReplays.replays(e):
+                    raise
+                self.eager.add(key, e)
+            if entry is None:  # (outside the handler: eager's error is raised as its own)
+                return self.eager.run(key, flat, shape)
         base = entry.synthetic_base
         if base is None:
             outs = entry.artifact.run(*entry.graph_inputs(flat))

@@ -23,7 +23,7 @@ import torch.fx as fx
 
 from .compile import nop
 from .dynamo import aot_module_simplified
-from .errors import AotgradError
+from .errors import AotgradError, raised_while_tracing
 from .inductor import (
     inductor_backward,
     inductor_decompositions,
@@ -111,8 +111,10 @@ def _compile(
             compiled = aot_module_simplified(
                 gm, example_inputs, fw_compiler=nop, partition_fn=partition_fn, cache=options.cache
             )
-    except AotgradError as e:
-        if options.strict:
+    except Exception as e:
+        # aotgrad's verdict, or the graph's own error met while tracing it (run eagerly,
+        # the graph raises it as eager does, with eager's effects: ``eager_replay``)
+        if options.strict or not (isinstance(e, AotgradError) or raised_while_tracing(e)):
             raise
         _warn_once(f"{type(e).__name__}: {e}")
         return gm.forward

@@ -33,6 +33,7 @@ Raised by Python:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from ._rust import (
@@ -47,6 +48,7 @@ from ._rust import (
 __all__ = [
     "AotgradError",
     "CompileError",
+    "EagerReplayWarning",
     "FlowError",
     "GraphError",
     "GuardError",
@@ -126,3 +128,21 @@ def table_error(column: str, node: int | None, detail: str) -> TableError:
     err.column = column
     err.node = node
     return err
+
+
+class EagerReplayWarning(UserWarning):
+    """A call whose trace raised an error eager PyTorch does not raise ran eagerly
+    (``aotgrad.eager_replay``): aotgrad could not compile a program eager runs."""
+
+
+_RAISED_WHILE_TRACING = "_aotgrad_raised_while_tracing"
+
+
+def mark_raised_while_tracing(e: BaseException) -> None:
+    """Note on ``e`` that tracing the user's function raised it (not an aotgrad verdict)."""
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(e, _RAISED_WHILE_TRACING, True)
+
+
+def raised_while_tracing(e: BaseException) -> bool:
+    return getattr(e, _RAISED_WHILE_TRACING, False) is True

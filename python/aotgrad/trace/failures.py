@@ -9,7 +9,13 @@ from typing import Any
 
 import torch
 
-from ..errors import EagerRefusal, TraceError, UnsupportedError
+from ..errors import (
+    AotgradError,
+    EagerRefusal,
+    TraceError,
+    UnsupportedError,
+    mark_raised_while_tracing,
+)
 
 _TORCH_DIRS = (torch.__file__.rsplit("/", 1)[0], __file__.rsplit("/", 2)[0])
 
@@ -80,7 +86,20 @@ def _eagers_error(e: AssertionError) -> Exception | None:
 
 @contextlib.contextmanager
 def trace_errors(fn: Callable[..., Any]):
-    """Turn torch's tracing failures into a ``TraceError`` naming the op and the user's line."""
+    """Turn torch's tracing failures into a ``TraceError`` naming the op and the user's line;
+    an error that is not aotgrad's own verdict (what the function raised, an
+    ``EagerRefusal``) is marked ``raised_while_tracing`` (``aotgrad.eager_replay``)."""
+    try:
+        with _translated(fn):
+            yield
+    except Exception as e:
+        if not isinstance(e, AotgradError) or isinstance(e, EagerRefusal):
+            mark_raised_while_tracing(e)
+        raise
+
+
+@contextlib.contextmanager
+def _translated(fn: Callable[..., Any]):
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,

@@ -1,0 +1,124 @@
+"""A call whose trace raised the function's own error runs eagerly (``aotgrad.eager_replay``):
+eager raises part way through, with what the function did before the raise done; so
+does the compiled call. Where eager runs the program, the call returns eager's result
+with an ``EagerReplayWarning`` (aotgrad's gap, named)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.errors import EagerReplayWarning, mark_raised_while_tracing
+
+
+def _writes_then_raises(x, y):
+    with torch.no_grad():
+        x.mul_(2)  # done before the raise, in eager
+    x[0].add_(1)
+    return x @ y  # (4, 4) @ (3, 4): eager raises here
+
+
+def _raised(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:
+        return type(e), str(e).splitlines()[0]
+    return None
+
+
+@pytest.mark.parametrize("calls", [1, 3])
+def test_inputs_written_before_eagers_raise_are_written(calls):
+    x_eager = torch.randn(4, 4)
+    x_ours = x_eager.clone()
+    y = torch.randn(3, 4)
+    compiled = aotgrad.aot_function(_writes_then_raises, aotgrad.nop)
+    for _ in range(calls):
+        theirs = _raised(_writes_then_raises, x_eager, y)
+        ours = _raised(compiled, x_ours, y)
+        assert theirs is not None and ours == theirs
+        assert torch.equal(x_ours, x_eager)
+        assert x_ours._version == x_eager._version
+    # the key is remembered: nothing was compiled, and later calls do not trace again
+    assert compiled.compilations == 0
+    assert len(compiled.eager.keys) == 1
+
+
+def test_a_parameter_written_before_an_in_place_refusal_keeps_eagers_value():
+    """A module's parameter written under no_grad, then in place with grad: eager refuses
+    the second write (a leaf that requires grad) after the first is done; the next call
+    starts from the written value and version."""
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 4, dtype=torch.float64))
+
+        def forward(self, x):
+            with torch.no_grad():
+                torch.sin(self.w, out=self.w)
+            self.w[0].copy_(x.sum())
+            return self.w * x
+
+    torch.manual_seed(0)
+    eager = M()
+    torch.manual_seed(0)
+    ours = M()  # (the same values at version 0)
+    compiled = aotgrad.aot_module(ours, fw_compiler=aotgrad.nop)
+    x = torch.randn(4, 4, dtype=torch.float64)
+    for _ in range(2):
+        theirs = _raised(eager, x)
+        got = _raised(compiled, x)
+        assert theirs is not None and got == theirs
+        assert torch.equal(ours.w, eager.w)
+        assert ours.w._version == eager.w._version
+
+
+def test_a_trace_that_raises_where_eager_runs_runs_eagerly_with_a_warning(monkeypatch):
+    """Injected: tracing raises an error marked as the function's own; eager runs the
+    function: the call returns eager's result, gradients included, and warns once."""
+    import aotgrad.api as api
+
+    def failing_trace(*args, **kwargs):
+        e = RuntimeError("a trace-only failure")
+        mark_raised_while_tracing(e)
+        raise e
+
+    monkeypatch.setattr(api, "compile_for", failing_trace)
+
+    def f(x):
+        return x.sin() * 2
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    x = torch.randn(3, requires_grad=True)
+    with pytest.warns(EagerReplayWarning, match="a trace-only failure"):
+        out = compiled(x)
+    assert out.grad_fn is not None and torch.equal(out, f(x))
+    out.sum().backward()
+    assert torch.allclose(x.grad, 2 * x.detach().cos())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per compiled function
+        assert torch.equal(compiled(x), f(x))
+
+
+def test_an_error_that_is_not_the_functions_is_not_replayed(monkeypatch):
+    """A compiler's failure (not raised while tracing the function) propagates: nothing
+    runs eagerly behind the caller's back."""
+    import aotgrad.api as api
+
+    def failing_compile(*args, **kwargs):
+        raise RuntimeError("a compiler failure")
+
+    monkeypatch.setattr(api, "compile_for", failing_compile)
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x * 2
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    with pytest.raises(RuntimeError, match="a compiler failure"):
+        compiled(torch.randn(3))
+    assert not calls and not compiled.eager.keys
