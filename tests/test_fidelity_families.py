@@ -610,6 +610,14 @@ PRODUCTS = {
         leaves(((2, 3, 4), True), ((4,), True)),
     ),
     "written_after": (lambda x, y: (x @ y).mul_(2), leaves(((2, 3, 4), True), ((2, 4, 3), True))),
+    "max_pool1d_without_grad": (
+        lambda x: torch.nn.functional.max_pool1d(x, 2),
+        leaves(((2, 3, 8), False)),
+    ),
+    "max_pool1d_with_grad": (
+        lambda x: torch.nn.functional.max_pool1d(x, 2) * 2,
+        leaves(((2, 3, 8), True)),
+    ),
     "returned_with_a_view": (
         lambda x, y: (lambda p: (p, p[0]))(x @ y),
         leaves(((2, 3, 4), True), ((2, 4, 3), False)),
@@ -622,3 +630,10 @@ PRODUCTS = {
 def test_products_are_not_views(case: str, compiler: str) -> None:
     fn, make = PRODUCTS[case]
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_max_pool1d_under_no_grad_is_not_a_view(compiler: str) -> None:
+    fn = lambda x: torch.nn.functional.max_pool1d(x, 2)  # noqa: E731
+    make = leaves(((2, 3, 8), True))
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2, ctx=torch.no_grad)
