@@ -280,7 +280,7 @@ def check(seed: int, entry: str) -> Result:
         r.status = "soft"
     elif r.eager_raised:
         r.status = "eager_raises_ok"
-    if r.status in ("ok", "soft") and any(EAGER_REPLAY in w for w in r.warnings):
+    if r.status not in FAILING_STATUSES and any(EAGER_REPLAY in w for w in r.warnings):
         r.status = "ran_eagerly"  # a gap: tracing raised where eager runs (eager_replay)
     return r
 

@@ -571,7 +571,33 @@ def _all_watched(*shapes: tuple[int, ...]) -> Any:
     return make
 
 
+def _written_restrided_then_on(x):
+    with torch.no_grad():
+        x[:, 1:3].fill_(0.25)
+    x.as_strided_((2, 2), (4, 1))  # (soak 99289: the written value met the new layout)
+    t = x.pow(2)
+    x.requires_grad_(True)
+    return t, x * 3, x
+
+
+def _written_transposed_then_on(x, w):
+    x.add_(1)
+    x.t_()
+    x.requires_grad_()
+    return x @ w, x[0]
+
+
+def _written_after_the_change(x, w):
+    x.unsqueeze_(0)
+    x.mul_(2)
+    x.requires_grad_()
+    return x * w, x.view(-1)
+
+
 METADATA_FIRST = {
+    "written_then_transposed": (_written_transposed_then_on, _all_watched((3, 4), (3, 2))),
+    "written_after_the_change": (_written_after_the_change, _all_watched((4,), (1, 4))),
+    "written_then_restrided": (_written_restrided_then_on, _all_watched((4, 4))),
     "unsqueezed_0dim": (_unsqueezed_then_on, _all_watched(())),
     "unsqueezed": (_unsqueezed_then_on, _all_watched((3,))),
     "transposed": (_transposed_then_on, _all_watched((3, 4), (3, 2))),

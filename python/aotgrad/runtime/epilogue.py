@@ -108,7 +108,8 @@ class Epilogue:
         its gradient the new shape. Their change is made before the graph runs (and
         ``prepare`` makes them leaves); the graph reads them in their old layout
         (``in_old_layouts``), through a node that takes its gradient into the new one.
-        Returns those old layouts; the epilogue does not change them again."""
+        Returns those old layouts; the epilogue does not change them again, and writes
+        their new values (in the old layout: ``trace.functional.layout_anchors``) there."""
         if not self.metadata_first or not self.static:
             return {}
         old = {}
@@ -118,7 +119,7 @@ class Epilogue:
                 continue
             old[i] = (tuple(t.shape), t.stride(), t.storage_offset())
             self._replay_metadata(t, self.layout.metadata_mutations[i], i, {})
-        _made_early.metadata_first = frozenset(old)
+        _made_early.metadata_first = old
         return old
 
     def early_views(self, args: Sequence[Any]) -> None:
@@ -227,8 +228,8 @@ class Epilogue:
             for i in layout.metadata_mutations
             if i in relaid or (i in layout.metadata_with_grad and i not in written)
         ]
-        done = getattr(_made_early, "metadata_first", ()) if self.metadata_first else ()
-        _made_early.metadata_first = ()
+        done = getattr(_made_early, "metadata_first", {}) if self.metadata_first else {}
+        _made_early.metadata_first = {}
         for i, view in layout.metadata_mutations.items():
             if i not in late and i not in done:
                 self._replay_metadata(args[i], spec(view), i, targets, spec)
@@ -240,16 +241,20 @@ class Epilogue:
                 args[i].requires_grad_(False)
             elif args[i].requires_grad:
                 args[i].detach_()
-        self._write_values(args, fwd)
+        self._write_values(args, fwd, {i: v for i, v in done.items() if i in relaid})
         for i in late:
+            if i in done:
+                continue
             self._replay_metadata(args[i], spec(layout.metadata_mutations[i]), i, targets, spec)
         for i, after in layout.storage_resizes.items():
             torch.ops.inductor.resize_storage_bytes_(args[i], after)
         self._set_versions(args, targets)
         return self._leave_autograd(args)
 
-    def _write_values(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
-        """The written inputs' new values, copied into the caller's tensors."""
+    def _write_values(self, args: Sequence[Any], fwd: Sequence[Any], relaid: dict) -> None:
+        """The written inputs' new values, copied into the caller's tensors (a relaid
+        one whose new metadata was given before the graph, ``relaid``: in its old
+        layout, which its value has)."""
         layout = self.layout
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
@@ -259,12 +264,14 @@ class Epilogue:
             target = args[i]
             if target is value:
                 continue
+            leaf = target.is_leaf and target.requires_grad
+            if i in relaid:  # (a leaf that requires grad now: written under no_grad)
+                with torch.no_grad():
+                    target = target.as_strided(*relaid[i])
             if i in layout.storage_sets:
                 with torch.no_grad():
                     target.set_(value)
-            elif (with_grad or i in layout.left_then_written) and not (
-                target.is_leaf and target.requires_grad
-            ):
+            elif (with_grad or i in layout.left_then_written) and not leaf:
                 # (a leaf that requires grad here was made one after the write, which
                 # ``detach_()`` took out of autograd: see ``prepare``)
                 # autograd records the write (CopyBackwards), under a no_grad call too
