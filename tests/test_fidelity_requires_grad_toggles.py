@@ -611,3 +611,38 @@ METADATA_FIRST = {
 def test_metadata_changed_before_requires_grad(case: str, compiler: str) -> None:
     fn, make = METADATA_FIRST[case]
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+# ------------- views of a no_grad view of an input the function made require grad
+# Eager's gradient ends at the no_grad view (its own accumulator), not at the input
+# (soak 95360: it reached the input).
+
+
+def _no_grad_view_then_expanded(x):
+    x.add_(1)
+    x.requires_grad_(True)
+    with torch.no_grad():
+        v = x.view(-1)
+    return v.expand(2, -1), x.norm()
+
+
+def _no_grad_row_then_unsqueezed(x, w):
+    x.requires_grad_(True)
+    with torch.no_grad():
+        x.mul_(2)
+        v = x[1]
+    return v.unsqueeze(0), (x * w).sum()
+
+
+NO_GRAD_ROOTS = {
+    "expanded": (_no_grad_view_then_expanded, _all_watched((3,))),
+    "expanded_0dim": (_no_grad_view_then_expanded, _all_watched(())),
+    "unsqueezed_row": (_no_grad_row_then_unsqueezed, _all_watched((3, 4), (3, 4))),
+}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("case", list(NO_GRAD_ROOTS))
+def test_view_of_a_no_grad_view_stops_the_gradient(case: str, compiler: str) -> None:
+    fn, make = NO_GRAD_ROOTS[case]
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)

@@ -29,6 +29,8 @@ from ..alias.views import (
 from ..input_hooks import register_hooks
 from .layout import ForwardLayout, OutputAlias
 
+_NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
+
 
 def _identity(spec: ViewSpec) -> ViewSpec:
     return spec
@@ -46,7 +48,18 @@ class Epilogue:
         self.versioned = list(layout.version_deltas.items())
         self.rebuilt = {a.index for a in layout.output_aliases}
         self.aliases_first = [a for a in layout.output_aliases if a.base_output < 0]
-        self.before_requires_grad = [a for a in layout.output_aliases if a.before_requires_grad]
+        # views of a view made under no_grad (2: its gradient ends at that view): made
+        # of such a view of the caller's tensor once written, as eager's (soak 95360)
+        self.no_grad_roots = {
+            a.index
+            for a in layout.output_aliases
+            if a.before_requires_grad == 2 and a.creation_meta == _NO_GRAD_MODE
+        }
+        self.before_requires_grad = [
+            a
+            for a in layout.output_aliases
+            if a.before_requires_grad and a.index not in self.no_grad_roots
+        ]
         # inputs whose metadata the function changed without grad, then made require grad
         self.metadata_first = [
             i
@@ -398,6 +411,11 @@ class Epilogue:
                 e = early[a.index]
                 with torch.enable_grad():
                     outs[a.index] = e if a.before_requires_grad == 1 else _view_of(e, spec(a.view))
+            elif a.index in self.no_grad_roots:
+                with torch.no_grad():
+                    root = _view_of(args[a.source], None)
+                with torch.enable_grad():
+                    outs[a.index] = _view_of(root, spec(a.view))
             elif a.index not in made:
                 of_input = a.verdict == OutputVerdict.ALIAS_OF_INPUT
                 source = (old if a.requires_grad else now) if of_input else args
