@@ -122,3 +122,88 @@ def test_an_error_that_is_not_the_functions_is_not_replayed(monkeypatch):
     with pytest.raises(RuntimeError, match="a compiler failure"):
         compiled(torch.randn(3))
     assert not calls and not compiled.eager.keys
+
+
+def _writes_then_indexes_out_of_range(x, y):
+    x.fill_(3.0)
+    y.zero_()
+    return torch.index_select(x, 0, torch.tensor([5]))  # raised by the kernel, not the trace
+
+
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager", "aotgrad"])
+def test_writes_before_a_graphs_runtime_error_are_written(entry):
+    """Blind suite (G1): the trace succeeds, the compiled graph raises as it runs (only
+    values show the index out of range): eager's writes before it are done all the same."""
+    if entry == "aot_function":
+        compiled = aotgrad.aot_function(_writes_then_indexes_out_of_range, aotgrad.nop)
+    else:
+        torch._dynamo.reset()
+        compiled = torch.compile(_writes_then_indexes_out_of_range, backend=entry)
+    x_eager, y_eager = torch.randn(3, 4), torch.randn(3, 4)
+    x_ours, y_ours = x_eager.clone(), y_eager.clone()
+    for _ in range(2):
+        theirs = _raised(_writes_then_indexes_out_of_range, x_eager, y_eager)
+        ours = _raised(compiled, x_ours, y_ours)
+        assert theirs is not None and ours == theirs
+        for a, b in ((x_ours, x_eager), (y_ours, y_eager)):
+            assert torch.equal(a, b) and a._version == b._version
+
+
+def test_a_module_buffer_written_before_a_runtime_error():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.zeros(4))
+            self.emb = torch.nn.Embedding(5, 4)
+
+        def forward(self, x):
+            self.b.add_(x)
+            return self.emb(torch.tensor([2, 6]))  # 6 is out of range
+
+    torch.manual_seed(0)
+    eager = M()
+    torch.manual_seed(0)
+    ours = M()
+    compiled = aotgrad.aot_module(ours, fw_compiler=aotgrad.nop)
+    for _ in range(2):
+        x = torch.randn(4)
+        theirs, got = _raised(eager, x), _raised(compiled, x)
+        assert theirs is not None and got == theirs
+        assert torch.equal(ours.b, eager.b) and ours.b._version == eager.b._version
+
+
+def _writes_then_adds_into_long(x, o):
+    x.add_(1)
+    torch.add(x, x, out=o)  # float into long: eager refuses the cast
+    return o
+
+
+def _writes_then_sorts_into_float_indices(x, v, i):
+    x.add_(1)
+    torch.sort(x, dim=1, out=(v, i))  # indices into a float tensor: eager refuses
+    return v, i
+
+
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_writes_then_adds_into_long, lambda: (torch.randn(3, 4), torch.zeros(3, 4).long())),
+        (
+            _writes_then_sorts_into_float_indices,
+            lambda: (torch.randn(3, 4), torch.zeros(3, 4), torch.zeros(3, 4)),
+        ),
+    ],
+    ids=["add_out_long", "sort_out_float_indices"],
+)
+def test_out_tensors_of_a_dtype_eager_refuses(fn, make):
+    """Blind suite (G2): the fake kernels cast into the ``out=`` tensor; eager raises,
+    after the function's earlier write."""
+    torch.manual_seed(0)
+    theirs_args = make()
+    torch.manual_seed(0)
+    ours_args = make()
+    theirs = _raised(fn, *theirs_args)
+    ours = _raised(aotgrad.aot_function(fn, aotgrad.nop), *ours_args)
+    assert theirs is not None and ours == theirs
+    for a, b in zip(ours_args, theirs_args):
+        assert torch.equal(a, b) and a._version == b._version

@@ -51,7 +51,13 @@ def _out_view_of_intermediate_then_read(x):
     return t.sum(1), t
 
 
+def _out_input_resized(x, o):
+    torch.mul(x, 2, out=o)  # o has 2 elements: eager resizes it to x's shape
+    return o, o.sum()
+
+
 OUT_VIEWS = {
+    "input_resized": (_out_input_resized, leaves(((3, 4), False), ((2,), False))),
     "no_grad_into_input_diagonal": (_out_diagonal_no_grad, leaves(((4, 4), True), ((4, 4), False))),
     "transposed_slice_of_intermediate": (_out_transposed_slice, leaf_clone(4, 4)),
     "grows_a_view_of_an_intermediate": (_out_view_of_intermediate_then_read, leaf_clone(4, 4)),

@@ -5,7 +5,8 @@ The meta kernels of the matrix products check shapes, not dtypes: on fakes,
 float32 result, where eager raises "expected m1 and m2 to have the same dtype". So a
 matrix product whose tensor arguments have more than one dtype is replayed on small CPU
 zeros of the same shapes and dtypes, under the caller's autocast state, and eager's own
-kernel decides (never above ``_REPLAY_LIMIT`` elements, never with symbolic sizes, never
+kernel decides; so is a call with ``out=`` (the fake kernels cast into an ``out=``
+tensor of a dtype eager refuses: ``torch.add(x, x, out=o_long)``) (never above ``_REPLAY_LIMIT`` elements, never with symbolic sizes, never
 for tensors off the CPU under an autocast of their device: the CPU replay could not
 mirror it).
 """
@@ -31,19 +32,28 @@ _PRODUCTS = frozenset(
     }
 )  # fmt: skip
 _REPLAY_LIMIT = 1 << 16
+#: What eager's dtype refusals say.
+_DTYPE_WORDS = ("dtype", "scalar type", "can't be cast")
 
 
 def _static(t: torch.Tensor) -> bool:
     return all(isinstance(n, int) for n in t.shape)
 
 
+def _with_out(kwargs: dict) -> bool:
+    return bool(kwargs) and isinstance(kwargs.get("out"), (torch.Tensor, tuple, list))
+
+
 def dtype_error(func: Any, args: Any, kwargs: dict) -> EagerRefusal | None:
-    """What eager raises for a matrix product of tensors of several dtypes, if anything."""
-    if getattr(func, "__name__", "") not in _PRODUCTS:
+    """What eager raises for a matrix product of tensors of several dtypes, or for an
+    ``out=`` tensor of a dtype eager refuses (``torch.add(x, x, out=o_long)``,
+    ``torch.sort(x, out=(v, i_float))``), if anything."""
+    product = getattr(func, "__name__", "") in _PRODUCTS
+    if not product and not _with_out(kwargs):
         return None
     flat, spec = tree_flatten((args, kwargs))
     tensors = [t for t in flat if isinstance(t, torch.Tensor)]
-    if len({t.dtype for t in tensors}) < 2:
+    if product and not _with_out(kwargs) and len({t.dtype for t in tensors}) < 2:
         return None
     if not all(_static(t) and t.numel() <= _REPLAY_LIMIT for t in tensors):
         return None
@@ -58,7 +68,7 @@ def dtype_error(func: Any, args: Any, kwargs: dict) -> EagerRefusal | None:
         try:
             func(*r_args, **r_kwargs)
         except RuntimeError as e:
-            if "dtype" in str(e) or "scalar type" in str(e):
+            if any(m in str(e) for m in _DTYPE_WORDS):
                 return EagerRefusal(str(e))
         except Exception:  # the op refuses the stand-ins otherwise: no dtype verdict
             pass

@@ -23,6 +23,7 @@ from . import alias, guards, subclasses
 from .api import AotFunction
 from .compile import Compiler
 from .eager_calls import for_inference_mode
+from .eager_replay import replaying
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
 
 
@@ -157,6 +158,8 @@ def _compiled_under_dynamo(
         run = _inference_mode_apart(
             run, lambda: compile_flat(lifted.as_list, fake_args, fake_mode, options, training=False)
         )
+    n = len(lifted.tensors)  # (its parameters and buffers, lifted: the module's own)
+    run = replaying(run, lambda *xs: _as_tuple(lifted.mod(*xs[n:])), layout)
     if not (layout.mutated_inputs or layout.metadata_mutations):
 
         def forward(*runtime_args: Any) -> tuple[Any, ...]:

@@ -21,11 +21,12 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from torch.utils import _pytree as pytree
 
-from .errors import EagerReplayWarning, raised_while_tracing
+from .errors import EagerReplayWarning, raised_by_graph, raised_while_tracing
 
-__all__ = ["EagerReplays"]
+__all__ = ["EagerReplays", "replaying"]
 
 
 class EagerReplays:
@@ -44,23 +45,65 @@ class EagerReplays:
     def add(self, key: tuple, error: BaseException) -> None:
         self.keys[key] = error
 
+    @staticmethod
+    def replays_run(error: BaseException, layout: Any) -> bool:
+        """A compiled graph raised as it ran (``errors.raised_by_graph``: values decide,
+        an index out of range) where the runtime changed nothing of the caller's before
+        it: eager's run raises after the function's earlier writes."""
+        if isinstance(error, torch.OutOfMemoryError):
+            return False  # (eager would need the memory too)
+        return raised_by_graph(error) and not layout.writes_before_graph
+
+    def run_once(self, flat: Sequence[Any], shape: Any) -> Any:
+        """The function on the caller's arguments, this call only (values decided)."""
+        args, kwargs = _arguments(flat, shape)
+        result = self.fn(*args, **kwargs)
+        self._warn("running its compiled graph raised, where eager PyTorch does not")
+        return result
+
     def run(self, key: tuple, flat: Sequence[Any], shape: Any) -> Any:
         """The function on the caller's arguments (``flat``, with their pytree spec or
         count ``shape``), as eager runs it."""
-        if isinstance(shape, int):
-            args, kwargs = tuple(flat), {}
-        else:
-            args, kwargs = pytree.tree_unflatten(list(flat), shape)
+        args, kwargs = _arguments(flat, shape)
         result = self.fn(*args, **kwargs)
+        error = self.keys[key]
+        first = str(error).splitlines()[0][:200] if str(error) else ""
+        self._warn(
+            f"tracing it raised {type(error).__name__}: {first}, where eager PyTorch runs it"
+        )
+        return result
+
+    def _warn(self, what: str) -> None:
         if not self._warned:
             self._warned = True
-            error = self.keys[key]
             name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
             warnings.warn(
-                f"aotgrad: ran {name} eagerly: tracing it raised "
-                f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
-                ", where eager PyTorch runs it (a gap in aotgrad: please report it)",
+                f"aotgrad: ran {name} eagerly: {what} (a gap in aotgrad: please report it)",
                 EagerReplayWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
-        return result
+
+
+def _arguments(flat: Sequence[Any], shape: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments from their flat list and pytree spec (or count)."""
+    if isinstance(shape, int):
+        return tuple(flat), {}
+    return pytree.tree_unflatten(list(flat), shape)
+
+
+def replaying(run: Callable[..., Any], fn: Callable[..., Any], layout: Any) -> Callable[..., Any]:
+    """``run`` (a compiled graph's call under Dynamo, whose guards cover the trace); where
+    the graph raises as it runs (``EagerReplays.replays_run``), Dynamo's graph ``fn``
+    runs eagerly instead: eager's error with eager's earlier writes."""
+    if layout.writes_before_graph:
+        return run
+
+    def call(*args: Any) -> Any:
+        try:
+            return run(*args)
+        except Exception as e:
+            if not EagerReplays.replays_run(e, layout):
+                raise
+        return fn(*args)
+
+    return call

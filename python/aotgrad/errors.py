@@ -146,3 +146,17 @@ def mark_raised_while_tracing(e: BaseException) -> None:
 
 def raised_while_tracing(e: BaseException) -> bool:
     return getattr(e, _RAISED_WHILE_TRACING, False) is True
+
+
+_RAISED_BY_GRAPH = "_aotgrad_raised_by_graph"
+
+
+def mark_raised_by_graph(e: BaseException) -> None:
+    """Note on ``e`` that a compiled graph raised it as it ran (an index out of range that
+    only values show), before the call wrote anything the caller sees."""
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(e, _RAISED_BY_GRAPH, True)
+
+
+def raised_by_graph(e: BaseException) -> bool:
+    return getattr(e, _RAISED_BY_GRAPH, False) is True

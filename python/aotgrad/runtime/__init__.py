@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..alias import OutputVerdict
-from ..errors import UnsupportedError
+from ..errors import UnsupportedError, mark_raised_by_graph
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
 
@@ -396,11 +396,25 @@ class _TrainingPlan:
         return [grads[i].contiguous() for i in tangent_outputs], ()
 
 
+def _marking_failures(fw: BoxedFn) -> BoxedFn:
+    """``fw``, an error it raises as it runs marked ``errors.raised_by_graph`` (eager's
+    raise comes after the function's earlier writes: ``eager_replay``)."""
+
+    def run(args: list[Any]) -> Any:
+        try:
+            return fw(args)
+        except Exception as e:
+            mark_raised_by_graph(e)
+            raise
+
+    return run
+
+
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
 ) -> Callable[..., tuple[Any, ...]]:
     """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd."""
-    plan = _TrainingPlan(fw, bw, layout)
+    plan = _TrainingPlan(_marking_failures(fw), bw, layout)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -477,7 +491,7 @@ def _stand_in_leaf(leaf: Any, args: Sequence[Any]) -> torch.Tensor:
 
 def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:
     """Return ``run(*flat_tensor_args) -> user outputs`` for a forward-only graph."""
-    fw = _without_autocast(fw)
+    fw = _without_autocast(_marking_failures(fw))
 
     n_user = layout.num_user_outputs
     fresh = layout.fresh_outputs

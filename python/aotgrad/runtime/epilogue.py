@@ -281,6 +281,11 @@ class Epilogue:
             if i in relaid:  # (a leaf that requires grad now: written under no_grad)
                 with torch.no_grad():
                     target = target.as_strided(*relaid[i])
+            elif target.shape != value.shape and i not in layout.relaid_inputs:
+                # resized by the function (an ``out=`` tensor of another shape): eager
+                # resizes it, then writes it
+                with torch.no_grad():
+                    target.resize_(value.shape)
             if i in layout.storage_sets:
                 with torch.no_grad():
                     target.set_(value)

@@ -207,6 +207,17 @@ class ForwardLayout:
         )
 
     @property
+    def writes_before_graph(self) -> bool:
+        """The runtime changes the caller's tensors before the graph runs (``requires_grad``
+        flags, storage sizes, metadata: ``Epilogue.prepare``)."""
+        return bool(
+            any(self.requires_grad_changes.values())
+            or self.left_then_written
+            or self.requires_grad_flag_off
+            or self.storage_resizes
+        )
+
+    @property
     def plain(self) -> bool:
         """Nothing to replay: the graph's user outputs are the answer."""
         return not (
