@@ -35,7 +35,12 @@ from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
 from .fresh_results import fresh_result
 from .gradless_bases import GradlessBases
 from .inference_views import failed_inference_view, normal_view
-from .inplace_checks import inplace_error, written_tensor
+from .inplace_checks import (
+    inplace_error,
+    leaf_in_overlap,
+    leaves_sharing_storage,
+    written_tensor,
+)
 from .inplace_layout import keep_layout
 from .input_hooks import InputHooks, holds_traced_values
 from .metadata_steps import MetadataSteps
@@ -232,6 +237,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     #: Of the stand-ins of inputs that are views, the views of a leaf that requires grad
     #: (written in place with grad on, or given new metadata, eager raises).
     leaf_views: frozenset[int] = frozenset()
+    #: Leaf inputs' stand-ins on a storage another input shares → their position
+    #: (``inplace_checks.leaves_sharing_storage``).
+    shared_leaves: dict[int, int] = {}
 
     def __init__(
         self,
@@ -317,6 +325,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             for a, o in pairs
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
+        calls.shared_leaves = leaves_sharing_storage(pairs)
         calls.gradless = GradlessBases.of_inputs(pairs)
         calls.restrides = Restrides([a for a, _ in pairs])
         calls.metadata_steps = MetadataSteps(args)
@@ -420,6 +429,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if inference
             else inplace_error(func, args, kwargs, self._leaves_now(args), self.leaf_views)
         )
+        if refusal is not None and self.shared_leaves:
+            refusal = leaf_in_overlap(refusal, args[0], self.shared_leaves)
         if refusal is None:
             refusal = dtype_error(func, args, kwargs)
         if refusal is not None:

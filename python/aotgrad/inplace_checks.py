@@ -27,7 +27,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from .errors import EagerRefusal
+from .errors import EagerRefusal, NeedsSyntheticBase
 
 __all__ = ["inplace_error", "written_tensor"]
 
@@ -130,3 +130,36 @@ def inplace_error(
                 "operation."
             )
     return _overlap_error(func, args, kwargs, written)
+
+
+def leaves_sharing_storage(pairs: Any) -> dict[int, int]:
+    """Of (stand-in, caller's tensor) pairs, the leaves that require grad on a storage
+    another input shares (``l[2:6]`` made a leaf beside ``l[0:4]``): stand-in id → its
+    position among the pairs."""
+    storages: dict[Any, list[int]] = {}
+    for k, (_, o) in enumerate(pairs):
+        storages.setdefault(StorageWeakRef(o.untyped_storage()), []).append(k)
+    shared = {k for ks in storages.values() if len(ks) > 1 for k in ks}
+    return {
+        id(a): k for k, (a, o) in enumerate(pairs) if k in shared and o.is_leaf and o.requires_grad
+    }
+
+
+def leaf_in_overlap(refusal: EagerRefusal, written: Any, shared: dict[int, int]) -> Exception:
+    """``refusal`` of a write to (a view of) a leaf input: where that leaf shares its
+    storage with another input, eager's verdict depends on what the function wrote
+    through the others (a write with grad to a view of the common base gives the leaf a
+    history: it is a leaf no more). The function is traced again over the common base
+    (``alias.synthetic_base``), whose members are made as the caller's, and autograd
+    decides there."""
+    if not str(refusal).startswith(("a leaf Variable", "a view of a leaf Variable")):
+        return refusal
+    for t in (written, getattr(written, "_base", None)):
+        k = shared.get(id(t)) if t is not None else None
+        if k is not None:
+            return NeedsSyntheticBase(
+                f"input {k}, a leaf sharing storage with another input, is written",
+                [k],
+                whole_storage=[k],
+            )
+    return refusal
