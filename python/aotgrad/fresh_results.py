@@ -40,7 +40,7 @@ def _fresh_in_eager(func: Any, args: Any) -> bool:
 
 def fresh_result(func: Any, args: Any, result: Any) -> Any:
     """``result`` of ``func(*args)``, made a tensor of its own where eager's is."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_dynamo_compiling():
         return result  # (inside a torch.cond branch Dynamo traces: not a call of ours)
     if not isinstance(result, torch.Tensor) or not result._is_view():
         return result
