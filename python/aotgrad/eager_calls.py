@@ -423,16 +423,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if inference:  # autograd's kernel does not run: detach_() changes nothing
                 return args[0]
             self._before_detach(args[0])
-        # under inference mode autograd checks nothing (no leaf refusals)
-        refusal = (
-            inplace_error(func, args, kwargs, frozenset(), frozenset())
-            if inference
-            else inplace_error(func, args, kwargs, self._leaves_now(args), self.leaf_views)
-        )
-        if refusal is not None and self.shared_leaves:
-            refusal = leaf_in_overlap(refusal, args[0], self.shared_leaves)
-        if refusal is None:
-            refusal = dtype_error(func, args, kwargs)
+        refusal = self._refusal(func, args, kwargs, inference)
         if refusal is not None:
             raise refusal
         done, result = self._write(func, args, kwargs)
@@ -472,6 +463,18 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             result = fresh_result(func, args, func(*args, **kwargs))
             return self.gradless.made(func, args, kwargs, result)
         return call_with_out(func, args, kwargs, out)
+
+    def _refusal(self, func: Any, args: Any, kwargs: dict, inference: bool) -> Exception | None:
+        """What eager raises before running ``func`` that tracing would let through."""
+        # under inference mode autograd checks nothing (no leaf refusals)
+        refusal = (
+            inplace_error(func, args, kwargs, frozenset(), frozenset())
+            if inference
+            else inplace_error(func, args, kwargs, self._leaves_now(args), self.leaf_views)
+        )
+        if refusal is not None and self.shared_leaves:
+            refusal = leaf_in_overlap(refusal, args[0], self.shared_leaves)
+        return refusal if refusal is not None else dtype_error(func, args, kwargs)
 
     def _metadata_write(self, func: Any, args: Any, kwargs: dict) -> Any:
         """``t_()``, ``transpose_``...: made as eager's (``write_metadata``), noted."""

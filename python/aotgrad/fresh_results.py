@@ -38,10 +38,23 @@ def _fresh_in_eager(func: Any, args: Any) -> bool:
     return False
 
 
+def _in_checkpoint() -> bool:
+    """A non-reentrant ``torch.utils.checkpoint`` region is running (its saved-tensor
+    hooks are the innermost)."""
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)
+    if not hooks:
+        return False
+    name = getattr(hooks[0], "__qualname__", "")
+    return name.startswith(("_checkpoint_hook", "_recomputation_hook"))
+
+
 def fresh_result(func: Any, args: Any, result: Any) -> Any:
     """``result`` of ``func(*args)``, made a tensor of its own where eager's is."""
-    if torch.compiler.is_dynamo_compiling():
-        return result  # (inside a torch.cond branch Dynamo traces: not a call of ours)
+    if torch.compiler.is_dynamo_compiling() or _in_checkpoint():
+        # (a torch.cond branch Dynamo traces: not a call of ours; a checkpointed region,
+        # whose recomputation in the backward runs without this mode: the same ops both
+        # times, or checkpoint's check of the saved tensors fails)
+        return result
     if not isinstance(result, torch.Tensor) or not result._is_view():
         return result
     if not _fresh_in_eager(func, args):
