@@ -222,6 +222,7 @@ class _JointTrace:
         self.primals: list[Any] = []
         self.relaid_bases: dict[int, int] = {}
         self.inner_leaves: list[Any] = []
+        self.edges_dropped: list[Any] = []
         self.detached_from: dict[int, Any] = {}
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
@@ -335,6 +336,14 @@ class _JointTrace:
             for i, c in enumerate(call)
             if id(c) in calls.edges_off and c.requires_grad
         }
+        # and those left off: eager's engine runs the nodes to their accumulators (their
+        # saved tensors are checked) and skips the leaf
+        self.edges_dropped = [
+            e
+            for c in call
+            if id(c) in calls.edges_off and not c.requires_grad
+            for e in calls.edges_off[id(c)]
+        ]
         if calls.overlap_nodes:  # eager's backward raises where it passes one
             self.stale.append(OVERLAP_IN_BACKWARD)
             self.stale_nodes += calls.overlap_nodes
@@ -504,6 +513,8 @@ class _JointTrace:
         earlier = [(i, e) for i, edges in self.edges_off.items() for e in edges]
         needs += [e for _, e in earlier]
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
+        # last, their gradients dropped: eager's backward runs the nodes to them too
+        needs += self.edges_dropped
         refuse_deferred_autograd_errors(diff_outs)
         versions = alias.facts.versions(call)
         grads: Sequence[Any] = ()
