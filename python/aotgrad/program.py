@@ -190,6 +190,19 @@ def _versions_before_saving(fw: fx.GraphModule, layout: ForwardLayout) -> None:
     }
 
 
+def _saved_read_by_storage(bw: fx.GraphModule | None, layout: ForwardLayout) -> list[int]:
+    """The saved tensors the backward reads through ``as_strided`` (storage offsets and
+    strides of the input the forward had: a restrided input's graph reads it so)."""
+    if bw is None:
+        return []
+    placeholders = [n for n in bw.graph.nodes if n.op == "placeholder"]
+    return [
+        j
+        for j, p in enumerate(placeholders[: layout.num_saved_tensors])
+        if any(u.target is torch.ops.aten.as_strided.default for u in p.users)
+    ]
+
+
 def _views_saved(node: Any, saved: set) -> bool:
     """Whether ``node`` is saved, or a view (of a view...) of a saved value: one version
     counter (a write through ``x.t()`` made ``t(copy)`` the base an output views while
@@ -349,6 +362,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     layout.merged_outputs = _merged_outputs(program.forward, layout)
     if program.training:
         _versions_before_saving(program.forward, layout)
+        layout.saved_read_by_storage = _saved_read_by_storage(program.backward, layout)
     if not program.training:
         layout.detach_inputs = any(
             n.target is torch.ops.aten.as_strided_scatter.default

@@ -84,19 +84,26 @@ def _no_double_backward(bw: BoxedFn, args: list[Any]) -> Any:
 
 
 def _detach_from_mutated_inputs(
-    saved: Sequence[Any], mutated_args: Sequence[torch.Tensor]
+    saved: Sequence[Any], mutated_args: Sequence[torch.Tensor], by_storage: Sequence[int] = ()
 ) -> list[Any]:
     """The backward must see an input's value from before the function mutated it:
     a saved tensor that is (a view of) a mutated input is saved as a copy, since the
     mutation is applied to the input itself right after the forward (and its version
-    counter moves, which autograd's saved-tensor check would take for a later write)."""
+    counter moves, which autograd's saved-tensor check would take for a later write).
+    One the backward reads through ``as_strided`` on its storage (``by_storage``) is
+    copied with its whole storage, at its offset and strides."""
     storages = {t.untyped_storage().data_ptr() for t in mutated_args}
     return [
-        s.clone()
+        (_with_storage_copied(s) if j in by_storage else s.clone())
         if isinstance(s, torch.Tensor) and s.untyped_storage().data_ptr() in storages
         else s
-        for s in saved
+        for j, s in enumerate(saved)
     ]
+
+
+def _with_storage_copied(t: torch.Tensor) -> torch.Tensor:
+    copy = torch.empty((0,), dtype=t.dtype, device=t.device)
+    return copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
 
 
 def _unview(outs: Sequence[Any], fresh: Sequence[int]) -> tuple[Any, ...]:
@@ -146,7 +153,7 @@ def _settled(outs: tuple[Any, ...], versions: dict[int, int]) -> tuple[Any, ...]
 
 
 def _separate_non_differentiable(
-    fwd: tuple[Any, ...], nondiff: Sequence[int], args: Sequence[Any]
+    fwd: tuple[Any, ...], nondiff: Sequence[int], args: Sequence[Any], view_bases: dict[int, int]
 ) -> tuple[Any, ...]:
     """Outputs marked non-differentiable as objects of their own. A compiled graph returns
     one tensor for two outputs when they have one value (a written input's new value that
@@ -154,10 +161,16 @@ def _separate_non_differentiable(
     graph), and marking that tensor would make the differentiable twin non-differentiable
     too: the marked output becomes a detached alias instead (eager's ``detach`` is one).
     So does a marked output that is a view: autograd derives a view's ``requires_grad``
-    from its base, which may be a differentiable output."""
+    from its base, which may be a differentiable output. So does one that is the base of
+    a differentiable view whose base in eager is no output (``view_bases``)."""
     nondiff_set = set(nondiff)
     taken = {id(a) for a in args if isinstance(a, torch.Tensor)}
     taken.update(id(t) for i, t in enumerate(fwd) if i not in nondiff_set)
+    taken.update(
+        id(t._base)
+        for i, t in enumerate(fwd)
+        if i not in nondiff_set and view_bases.get(i) == -1 and t._base is not None
+    )
     out = list(fwd)
     changed = False
     for i in nondiff:
@@ -241,6 +254,8 @@ class _TrainingPlan:
         self.mutated = sorted(
             {*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas}
         )
+        self.by_storage = layout.saved_read_by_storage
+        self.view_bases = layout.view_bases
         self.nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
         self.bw_written = layout.backward_mutations
         self.grad_tangents = layout.grad_tangents
@@ -293,7 +308,8 @@ class _TrainingPlan:
             if not t.is_inference() and t._version != v:
                 torch._C._autograd._unsafe_set_version_counter((t,), (v,))
         if self.mutated:
-            tensors = _detach_from_mutated_inputs(tensors, [args[i] for i in self.mutated])
+            mutated = [args[i] for i in self.mutated]
+            tensors = _detach_from_mutated_inputs(tensors, mutated, self.by_storage)
         ctx.save_for_backward(*tensors)
         ctx.num_inputs = len(args)
         if self.track_unreached:
@@ -344,7 +360,7 @@ class _TrainingPlan:
             fwd = _unview(fwd, self.unviewed)
         fwd = _distinct_differentiable(fwd, self.tangent_outputs)
         if self.nondiff:
-            fwd = _separate_non_differentiable(fwd, self.nondiff, args)
+            fwd = _separate_non_differentiable(fwd, self.nondiff, args, self.view_bases)
             marks = [fwd[i] for i in self.nondiff if isinstance(fwd[i], torch.Tensor)]
             ctx.mark_non_differentiable(*marks)
         if self.watched:  # detached: their version counters, not a cycle through ctx

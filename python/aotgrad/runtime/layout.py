@@ -132,6 +132,11 @@ class ForwardLayout:
     #: (``alias.facts.AliasFacts.written_detached``): returned as detached aliases
     #: (``alias.views.routed_detached``), not as views: 1 a detached alias, 2 a view of one.
     detached_custom_views: dict[int, int] = field(default_factory=dict)
+    #: Of those views of a detached alias (2), the ones whose ``._base`` is another such
+    #: output, a detached alias (1): made as views of that output.
+    detached_view_bases: dict[int, int] = field(default_factory=dict)
+    #: Per user output eager returns as a view: the output its ``._base`` is, or -1.
+    view_bases: dict[int, int] = field(default_factory=dict)
     #: Inputs taken out of autograd, then written with a history (``TraceMetadata``).
     left_then_written: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     #: Inputs whose ``requires_grad`` the function changed, and the new flag.
@@ -172,6 +177,10 @@ class ForwardLayout:
     #: Forward outputs (by position) the backward reads too, and the version count eager
     #: leaves them at: set before they are saved (``program._versions_before_saving``).
     versions_before_saving: dict[int, int] = field(default_factory=dict)
+    #: Saved tensors (by position) the backward reads through ``as_strided`` on their
+    #: storage (an input restrided by the function): one that is a mutated input's is
+    #: saved as a copy of its whole storage (``program._saved_read_by_storage``).
+    saved_read_by_storage: list[int] = field(default_factory=list)
     #: User outputs eager makes inside a ``torch.inference_mode()`` block: the runtime
     #: returns them as inference tensors (a copy made under inference mode).
     inference_outputs: list[int] = field(default_factory=list)
