@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,8 +15,10 @@ import torch
 
 from eager_oracle import (
     COMPILERS,
+    DirtyMul,
     Half,
     SavedSquare,
+    ViewOf,
     assert_like_eager,
     leaf_clone,
     leaves,
@@ -677,3 +680,192 @@ def _leaf_view_written_first(x1, x2, w):
 )
 def test_a_leaf_view_beside_a_sibling_written_with_grad(fn: Any, compiler: str) -> None:
     assert_like_eager(fn, _overlapping_leaf_views, COMPILERS[compiler], calls=2)
+
+
+def _saved_then_turned_off(x0):
+    t = x0.pow(2)  # pow saves x0
+    x0.requires_grad_(False)
+    return (t,)
+
+
+def _saved_then_detached_in_place(x0):
+    t = x0.norm()
+    x0.detach_()
+    return t, x0.contiguous()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_saved_then_turned_off, _saved_then_detached_in_place])
+def test_a_saved_leaf_taken_out_of_autograd_is_still_checked(fn: Any, compiler: str) -> None:
+    """Soak seeds 90403, 96239: eager's backward still runs the node that saved the leaf
+    (its accumulator then skips the leaf), so a write to the leaf after the call fails
+    the backward's saved-tensor check; the trace's backward skipped that node."""
+    made: list[Any] = []
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        made.append(x)
+        return [x], [x]
+
+    assert_like_eager(fn, make, COMPILERS[compiler], after=lambda outs: made[-1].mul_(2))
+
+
+def _second_half() -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+        return [leaf.clone()[4:]], [leaf]
+
+    return make
+
+
+def _restrided_then_read(x):
+    x.as_strided_((4, 4), (1, 4))
+    return (x.cos(),)
+
+
+def _restrided_with_offset_then_read(x):
+    x.as_strided_((2, 4), (4, 1), x.storage_offset() + 4)
+    return x.exp(), x.sin().sum()
+
+
+def _transposed_then_read(x):
+    x.t_()
+    return (x.cos() * x,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_restrided_then_read, _restrided_with_offset_then_read, _transposed_then_read]
+)
+def test_a_restrided_view_input_saved_for_the_backward(fn: Any, compiler: str) -> None:
+    """Soak seed 90254: a view input (offset into a larger storage) restrided by the
+    function and saved for the backward was saved as a compact copy, which the backward
+    reads at the storage offsets it had: setStorage out of bounds."""
+    assert_like_eager(fn, _second_half(), COMPILERS[compiler], calls=2)
+
+
+def _view_of_a_detached_leaf(x0):
+    t = x0.detach().requires_grad_()
+    return x0, t.view(-1)
+
+
+def _views_of_a_detached_leaf_returned_too(x0):
+    t = x0.detach().requires_grad_()
+    return t, t.t(), t[1:]
+
+
+def _view_made_leaf_of_a_detach(x0):
+    return (x0.detach().t().requires_grad_(),)
+
+
+def _view_taken_before_its_detach_requires_grad(x0):
+    t1 = x0.detach()
+    t2 = t1.t()
+    t1.requires_grad_(True)
+    return (t2,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _view_of_a_detached_leaf,
+        _views_of_a_detached_leaf_returned_too,
+        _view_made_leaf_of_a_detach,
+        _view_taken_before_its_detach_requires_grad,
+    ],
+)
+def test_views_of_a_detached_leaf_keep_their_base(fn: Any, ctx: Any, compiler: str) -> None:
+    """Soak seed 97368: under no_grad, ``x.detach().requires_grad_().view(-1)`` is a view
+    whose flag is its base's (a leaf that requires grad); it came back as a view of a
+    base without grad made a leaf itself, and a later write to the input did not make
+    reading its ``grad_fn`` raise as eager's does."""
+    made: list[Any] = []
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        made.append(x)
+        return [x], [x]
+
+    def write_input(outs: Any) -> None:
+        with torch.no_grad():
+            made[-1].mul_(2)
+
+    assert_like_eager(fn, make, COMPILERS[compiler], ctx=ctx, after=write_input, calls=2)
+
+
+def _view_of_a_written_detach_first(x0):
+    t1 = x0.detach()
+    t2 = t1[:, 1]
+    t2[0].sub_(x0.sum())
+    return t2, t1
+
+
+def _view_of_a_written_detach_last(x0):
+    t1 = x0.detach()
+    t1.sub_(x0 * 2)
+    return t1, x0, t1.t(), t1[1:]
+
+
+def _soak_98809(x0):
+    x0.diagonal().sub_(x0.sum())
+    t1 = x0.detach()
+    t2 = t1[:, 1]
+    t3 = x0.reshape(2, -1)
+    t2[0].sub_(t3.sum())
+    with torch.no_grad():
+        x0.masked_fill_(x0 > 0, 0.5)
+    return x0, torch.mm(t1, t1), t2, t1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_view_of_a_written_detach_first, _view_of_a_written_detach_last, _soak_98809]
+)
+def test_views_of_a_written_detached_alias_view_it(fn: Any, compiler: str) -> None:
+    """Soak seed 98809: ``t = x.detach()`` written with a history and returned beside
+    its view ``t[:, 1]``: eager's view has ``t`` for ``._base``; ours viewed another
+    detached alias of the input."""
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
+def _custom_view_beside_a_detach(x2):
+    t1 = x2.matmul(x2)
+    t2 = Half.apply(t1)
+    return t1.detach(), t2, t2
+
+
+def _custom_view_beside_its_base(x2):
+    t1 = x2.matmul(x2)
+    return t1, Half.apply(t1)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("ctx", [torch.no_grad, contextlib.nullcontext])
+@pytest.mark.parametrize("fn", [_custom_view_beside_a_detach, _custom_view_beside_its_base])
+def test_a_custom_view_of_an_intermediate_beside_its_detach(
+    fn: Any, ctx: Any, compiler: str
+) -> None:
+    """Soak seed 95730: ``t1.detach(), Half.apply(t1)``: eager's second output views
+    ``t1``, which is not returned; ours viewed the first output (the graph returns one
+    tensor for ``t1`` and its detach)."""
+    if compiler.startswith("dynamo") and ctx is torch.no_grad:
+        pytest.skip("Dynamo's own: under no_grad backend='eager' returns t1 for Half.apply(t1)")
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], ctx=ctx, calls=2)
+
+
+def _stale_custom_view_of_an_output(x0):
+    t1 = x0.var(0)
+    t3 = ViewOf.apply(t1)
+    DirtyMul.apply(t1)
+    return None, t1, t3
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_stale_custom_view_keeps_its_base_output(compiler: str) -> None:
+    """Soak seed 99698: ``ViewOf.apply(t1)`` made stale by ``DirtyMul.apply(t1)``, both
+    returned: eager's view has ``t1`` for ``._base`` (and raises on use with grad)."""
+    assert_like_eager(
+        _stale_custom_view_of_an_output, leaves(((4, 4), True)), COMPILERS[compiler], calls=2
+    )

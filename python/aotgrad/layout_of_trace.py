@@ -56,6 +56,8 @@ def layout_of_trace(
         fresh_outputs=_fresh_outputs(metadata),
         **_custom_and_stale_views(metadata),
         detached_custom_views=facts.written_detached,
+        detached_view_bases=facts.written_detached_base,
+        view_bases=facts.output_view_base,
         same_as=facts.output_same_as,
         inference_outputs=sorted(facts.output_inference),
         output_versions=facts.output_version,

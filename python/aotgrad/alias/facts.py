@@ -93,6 +93,12 @@ class AliasFacts:
     #: into the graph's output (``alias.views.routed_detached``).
     #: 1 a detached alias, 2 a view of one (as ``output_detached``).
     written_detached: dict[int, int] = field(default_factory=dict)
+    #: Of those views of one (2), the ones whose ``._base`` is another output, a written
+    #: detached alias (1): ``t = x.detach(); t.add_(w); return t[:, 1], t``.
+    written_detached_base: dict[int, int] = field(default_factory=dict)
+    #: Per output that is a view: the output its ``._base`` is, or -1 (an intermediate,
+    #: an input): ``t1.detach(), Half.apply(t1)``, the second's base is no output.
+    output_view_base: dict[int, int] = field(default_factory=dict)
     #: Per output that is fresh or a view of an intermediate, written in place inside the
     #: function (through it or another view of its base): its version counter.
     output_version: dict[int, int] = field(default_factory=dict)
@@ -266,7 +272,22 @@ def collect(
         if isinstance(o, torch.Tensor):
             _output_object_facts(facts, j, o, flags, inp, wrapped, output_index, aliases)
             _stale_view_of_output(facts, j, o, output_index)
+    _view_base_facts(facts, outputs, output_index)
     return facts
+
+
+def _view_base_facts(
+    facts: AliasFacts, outputs: Sequence[Any], output_index: dict[int, int]
+) -> None:
+    """Which output each view's ``._base`` is (``output_view_base``,
+    ``written_detached_base``)."""
+    for j, o in enumerate(outputs):
+        if isinstance(o, torch.Tensor) and o._is_view():
+            facts.output_view_base[j] = output_index.get(id(o._base), -1)
+    for j, kind in facts.written_detached.items():
+        k = output_index.get(id(outputs[j]._base), -1) if kind == 2 else -1
+        if k >= 0 and facts.written_detached.get(k) == 1:
+            facts.written_detached_base[j] = k
 
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE

@@ -236,6 +236,20 @@ def detached_alias(
     return out
 
 
+def view_of_detached_leaf(base: torch.Tensor, spec: ViewSpec, no_grad: bool) -> torch.Tensor:
+    """A view of ``base.detach()`` whose ``requires_grad`` is that detached alias's, a
+    leaf: taken before ``requires_grad_()`` made the alias a leaf (``t = x.detach();
+    v = t.t(); t.requires_grad_()``: no ``grad_fn``), or after it under no_grad."""
+    detached = base.detach()
+    if no_grad:
+        detached.requires_grad_(True)
+        with torch.no_grad():
+            return _view(detached, spec)
+    out = _view(detached, spec)
+    detached.requires_grad_(True)
+    return out
+
+
 class _Detached(torch.autograd.Function):
     @staticmethod
     def forward(
@@ -342,6 +356,17 @@ def stale_custom_view(t: torch.Tensor, version: int) -> torch.Tensor:
     # written after the view was made: its counter moves past the one the view recorded
     after = version if version > out._version else out._version + 1
     torch._C._autograd._unsafe_set_version_counter((out,), (after,))
+    return out
+
+
+def stale_custom_view_of(base: torch.Tensor, version: int) -> torch.Tensor:
+    """``stale_custom_view`` made of ``base`` itself, another output eager's view has for
+    ``._base`` (``t3 = ViewOf.apply(t1); DirtyMul.apply(t1); return t1, t3``): made at
+    the count before eager's last write, the counter (shared) then set to ``version``."""
+    torch._C._autograd._unsafe_set_version_counter((base,), (version - 1,))
+    with torch.enable_grad():
+        out = _AsIs.apply(base)
+    torch._C._autograd._unsafe_set_version_counter((base,), (version,))
     return out
 
 

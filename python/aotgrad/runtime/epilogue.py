@@ -24,7 +24,9 @@ from ..alias.views import (
     routed_detached,
     routed_view,
     stale_custom_view,
+    stale_custom_view_of,
     stale_no_grad_view_of,
+    view_of_detached_leaf,
 )
 from ..input_hooks import register_hooks
 from .layout import ForwardLayout, OutputAlias
@@ -179,14 +181,7 @@ class Epilogue:
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
         self._stale_outputs(outs, early, spec)
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
-        for k, (i, view) in layout.custom_views.items():
-            if k in of_leaves:
-                continue
-            kind = layout.detached_custom_views.get(k)
-            if kind:
-                outs[k] = routed_detached(args[i], spec(view), outs[k], kind)
-            else:
-                outs[k] = routed_view(args[i], spec(view), outs[k])
+        self._custom_views(args, outs, of_leaves, spec)
         if layout.inference_outputs:
             with torch.inference_mode():
                 for k in layout.inference_outputs:
@@ -219,7 +214,26 @@ class Epilogue:
                 j, view = layout.stale_output_views[k]
                 stale = stale_no_grad_view_of(outs[j], spec(view))
             version = layout.output_versions.get(k, 0)
+            if stale is None and self._stale_of_output(outs, k, version):
+                stale = stale_custom_view_of(outs[layout.view_bases[k]], version)
             outs[k] = stale if stale is not None else stale_custom_view(outs[k], version)
+
+    def _stale_of_output(self, outs: list, k: int, version: int) -> bool:
+        """Whether the stale custom view ``k`` is made of the output eager's has for
+        ``._base``: one settled here, of the same layout, that requires grad."""
+        layout = self.layout
+        j = layout.view_bases.get(k, -1)
+        if j < 0 or j in layout.stale_views or j in layout.custom_views or version < 1:
+            return False
+        base, out = outs[j], outs[k]
+        return (
+            isinstance(base, torch.Tensor)
+            and base.requires_grad
+            and not base._is_view()
+            and base.shape == out.shape
+            and base.stride() == out.stride()
+            and base.storage_offset() == out.storage_offset()
+        )
 
     def _write_inputs(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, before: list[int]
@@ -299,6 +313,28 @@ class Epilogue:
             else:
                 with torch.no_grad():
                     target.copy_(value)
+
+    def _custom_views(self, args: Sequence[Any], outs: list, done: set[int], spec: Any) -> None:
+        """Custom-Function views of inputs (``layout.custom_views``), their gradient routed
+        into the graph's output; a view of a detached alias another output is
+        (``t = x.detach(); t.add_(x); return t, t[:, 1]``) is made of that output, last."""
+        layout, last = self.layout, []
+        for k, (i, view) in layout.custom_views.items():
+            if k in done:
+                continue
+            kind = layout.detached_custom_views.get(k)
+            if k in layout.detached_view_bases:
+                last.append((k, i, view))
+            elif kind:
+                outs[k] = routed_detached(args[i], spec(view), outs[k], kind)
+            else:
+                outs[k] = routed_view(args[i], spec(view), outs[k])
+        for k, i, view in last:
+            v = spec(view)
+            with torch.enable_grad():
+                outs[k] = outs[layout.detached_view_bases[k]].as_strided(
+                    v.size, v.stride, args[i].storage_offset() + v.offset
+                )
 
     def _returned_leaves(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, outs: list, leaves: Sequence[Any]
@@ -539,6 +575,9 @@ class Epilogue:
             return out
         if a.detached:
             leaf = a.index in self.layout.new_leaves
+            if a.detached == 2 and leaf and a.index not in self.layout.made_leaves:
+                no_grad = a.creation_meta == _NO_GRAD_MODE
+                return view_of_detached_leaf(base, spec(a.view), no_grad)
             return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
         if a.routed:  # its history, which the base lost, is the graph's output's
             return routed_view(base, spec(a.view), outs[a.index])
