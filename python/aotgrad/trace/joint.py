@@ -227,8 +227,9 @@ class _JointTrace:
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
         self.saved_inputs: dict[int, list[Any]] = {}
-        # inputs autograd saved (itself, a view or a detach() of one): what eager's
-        # backward reads; the others are marked for min-cut (``UNREAD_KEY``)
+        # inputs eager's backward reads (itself, a view or a detach() of one, saved by a
+        # node the outputs' backward runs); the others are marked for min-cut
+        # (``UNREAD_KEY``): saved, a write after the call would fail autograd's check
         self.eager_reads: set[int] = set()
         self.final_versions: list[int] = []
         self.watched_inputs: dict[int, tuple[int, ...]] = {}
@@ -362,9 +363,6 @@ class _JointTrace:
 
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
-        i = self._input_of_saved(t)
-        if i is not None:
-            self.eager_reads.add(i)
         version = t._version + self._shared_writes(t)
         # a non-leaf (as eager sees it) that detach_() later takes out of autograd: eager's
         # backward refuses to read it (see _detached_since)
@@ -374,6 +372,9 @@ class _JointTrace:
     def _unpack(self, saved: tuple[Any, int, Any, Any]) -> Any:
         t, version, layout, history = saved
         self.readers.setdefault(id(t), []).append(torch._C._current_autograd_node())
+        i = self._input_of_saved(t)
+        if i is not None:  # read by eager's backward (a node no output reaches reads none)
+            self.eager_reads.add(i)
         now = t._version + self._shared_writes(t)
         if _detached_since(t, history):
             if not self.stale:
