@@ -869,3 +869,150 @@ def test_a_stale_custom_view_keeps_its_base_output(compiler: str) -> None:
     assert_like_eager(
         _stale_custom_view_of_an_output, leaves(((4, 4), True)), COMPILERS[compiler], calls=2
     )
+
+
+def _output_saved_by_an_unreached_write(x0, x1):
+    t1 = x1 @ x1
+    t2 = x0.mean()
+    x0[1:3].mul_(t2)  # mul_ saves t2; the outputs' backward does not reach it
+    return t1.narrow(-1, 1, 2), t2
+
+
+def _overlapping_rows_of_a_clone() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = torch.randn(8, 4, requires_grad=True)  # float32: autocast's matmul is bfloat16
+    b = leaf.clone()
+    return [b[0:4], b[2:6]], [leaf]
+
+
+def _input_saved_by_an_unreached_op(x0):
+    t1 = torch.sigmoid(x0)  # saves its result
+    torch.maximum(t1, x0)  # saves x0; nothing returned reaches it
+    x0.clamp(-0.5, 0.5)
+    return x0, torch.cat([t1, t1])
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_an_output_saved_only_by_an_unreached_node_may_be_written(compiler: str) -> None:
+    """Soak seed 104345: the compiled node saved the output (the write's gradient needs
+    it), and autograd's check on its saved tensors failed the whole backward after the
+    caller wrote it; eager's fails only where the backward reads it."""
+    assert_like_eager(
+        _output_saved_by_an_unreached_write,
+        _overlapping_rows_of_a_clone,
+        COMPILERS[compiler],
+        ctx=lambda: torch.autocast("cpu"),
+        after=lambda outs: outs[1].mul_(2),
+        calls=2,
+    )
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_an_input_saved_only_by_an_unreached_node_may_be_written(compiler: str) -> None:
+    """Soak seeds 108681, 108424: min-cut saved the input (eager's unreached nodes save
+    it; sigmoid, the one its backward runs, saves its result), so a write to the input
+    after the call failed the backward where eager's runs."""
+    made: list[Any] = []
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        made.append(leaf.clone())
+        return [made[-1]], [leaf]
+
+    def write_input(outs: Any) -> None:
+        with torch.no_grad():
+            made[-1].mul_(2)
+
+    assert_like_eager(_input_saved_by_an_unreached_op, make, COMPILERS[compiler], after=write_input)
+
+
+def _view_of_a_detach_beside_the_original(x1):
+    t1 = torch.addmm(x1, x1, x1)
+    t4 = t1.detach()
+    return t1, x1.sum(), t4.unflatten(-1, (2, 2)), t4.t()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [False, True])
+def test_a_view_of_a_detach_is_no_view_of_the_original(rg: bool, compiler: str) -> None:
+    """Soak seed 100130: ``t1, t1.detach().unflatten(...)``: eager's view has the detach
+    (not returned) for ``._base``; ours viewed the first output."""
+    assert_like_eager(
+        _view_of_a_detach_beside_the_original, leaves(((4, 4), rg)), COMPILERS[compiler], calls=2
+    )
+
+
+def _custom_view_between_two_writes(x0, x1):
+    x0.mul_(x1)  # now x0 requires grad
+    t1 = Half.apply(x0)
+    x0.mul_(2)  # t1 is stale
+    return x1, t1
+
+
+def _custom_view_of_a_row_between_two_writes(x0, x1):
+    x0[:, 1:3].mul_(x1)
+    t1 = Half.apply(x0[1])
+    x0.addcmul_(x0, x0)
+    return (t1,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_custom_view_between_two_writes, _custom_view_of_a_row_between_two_writes]
+)
+def test_a_stale_custom_view_of_an_input_written_with_grad(fn: Any, compiler: str) -> None:
+    """Soak seed 109714: an input without grad written with grad, viewed by a custom
+    Function, written again: eager's stale view has the input for ``._base``; ours
+    viewed a detached alias of it."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x1 = torch.randn((), dtype=torch.float64, requires_grad=True)
+        return [torch.randn(4, 4, dtype=torch.float64), x1], [x1]
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _detached_then_restrided(x1):
+    x1.detach_()
+    x1.as_strided_((2, 2), (4, 1))
+    return x1.unsqueeze(0), x1.mT
+
+
+def _restrided_then_detached(x1):
+    x1.as_strided_((2, 2), (4, 1))
+    x1.detach_()
+    return x1.unsqueeze(0), x1.mT
+
+
+def _detached_then_transposed(x1):
+    x1.detach_()
+    x1.t_()
+    return x1[0], x1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_detached_then_restrided, _restrided_then_detached, _detached_then_transposed]
+)
+def test_views_of_an_input_detached_and_restrided(fn: Any, compiler: str) -> None:
+    """Soak seed 109759: views of an input taken out of autograd (``detach_()``) whose
+    metadata the function changed came back as tensors of their own; eager's view it."""
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
+def _relu_of_a_slice_of_a_fresh_output(x1):
+    t1 = x1.cumsum(-1)
+    t1[1:3].relu_()  # relu's saved result is a view of t1, at the count before the write
+    return x1, t1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_saved_view_of_a_fresh_output_written_inside(compiler: str) -> None:
+    """Soak seed 102748: the saved view of an output the graph made (at count 0, under
+    the Function's no_grad) was read after the output's count was set to eager's 1:
+    autograd took that for a write and raised "view was created in no_grad mode"."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+        return [leaf[2:6].t()], [leaf]
+
+    assert_like_eager(_relu_of_a_slice_of_a_fresh_output, make, COMPILERS[compiler], calls=2)

@@ -359,13 +359,17 @@ def stale_custom_view(t: torch.Tensor, version: int) -> torch.Tensor:
     return out
 
 
-def stale_custom_view_of(base: torch.Tensor, version: int) -> torch.Tensor:
-    """``stale_custom_view`` made of ``base`` itself, another output eager's view has for
-    ``._base`` (``t3 = ViewOf.apply(t1); DirtyMul.apply(t1); return t1, t3``): made at
-    the count before eager's last write, the counter (shared) then set to ``version``."""
+def stale_custom_view_of(
+    base: torch.Tensor, version: int, spec: ViewSpec | None = None
+) -> torch.Tensor:
+    """``stale_custom_view`` made of ``base`` itself (or its view ``spec``), the tensor
+    eager's view has for ``._base``: another output (``t3 = ViewOf.apply(t1);
+    DirtyMul.apply(t1); return t1, t3``), an input written with grad before the Function
+    and after it. Made at the count before eager's last write, the counter (shared) then
+    set to ``version``."""
     torch._C._autograd._unsafe_set_version_counter((base,), (version - 1,))
     with torch.enable_grad():
-        out = _AsIs.apply(base)
+        out = _AsIs.apply(base if spec is None else _view(base, spec))
     torch._C._autograd._unsafe_set_version_counter((base,), (version,))
     return out
 

@@ -101,6 +101,20 @@ def _detach_from_mutated_inputs(
     ]
 
 
+def _views_of_outputs_detached(saved: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
+    """Saved views of outputs whose version count was just set (eager's): saved as
+    detached aliases. The graph made them under the Function's no_grad, before the count
+    moved; once their base is an output that requires grad, reading the view's node (as
+    unpacking it does) would take the count for a write and raise autograd's "view was
+    created in no_grad mode" error."""
+    bases = {id(o) for o in outs}
+    if not any(isinstance(t, torch.Tensor) and id(t._base) in bases for t in saved):
+        return saved
+    return [
+        t.detach() if isinstance(t, torch.Tensor) and id(t._base) in bases else t for t in saved
+    ]
+
+
 def _with_storage_copied(t: torch.Tensor) -> torch.Tensor:
     copy = torch.empty((0,), dtype=t.dtype, device=t.device)
     return copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
@@ -307,9 +321,14 @@ class _TrainingPlan:
             t = outs[j]
             if not t.is_inference() and t._version != v:
                 torch._C._autograd._unsafe_set_version_counter((t,), (v,))
+        if self.presave:
+            tensors = _views_of_outputs_detached(tensors, [outs[j] for j in self.presave])
         if self.mutated:
             mutated = [args[i] for i in self.mutated]
             tensors = _detach_from_mutated_inputs(tensors, mutated, self.by_storage)
+        ctx.loose = None
+        if self.watched:
+            tensors = self._loose(ctx, tensors, outs)
         ctx.save_for_backward(*tensors)
         ctx.num_inputs = len(args)
         if self.track_unreached:
@@ -319,6 +338,27 @@ class _TrainingPlan:
             ctx.bw_written = [args[i] for i in self.bw_written]
         ctx.watched_inputs = ctx.watched_bases = ()  # set when the call is over (``note_watched``)
         ctx.symints = tuple(saved[self.n_tensors :])
+
+    def _loose(self, ctx: Any, tensors: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
+        """User outputs eager saves (``watched``) that are saved tensors too: kept on
+        ``ctx`` as detached aliases, not saved with autograd's check, which would fail the
+        whole backward after a write to one; eager's fails only where the caller's
+        backward reaches a read of it (checked in ``backward``)."""
+        watched = {id(outs[k]) for k in self.watched}
+        loose = {j: t.detach() for j, t in enumerate(tensors) if id(t) in watched}
+        if not loose:
+            return tensors
+        ctx.loose = loose
+        return [t for j, t in enumerate(tensors) if j not in loose]
+
+    def _saved(self, ctx: Any) -> list[Any]:
+        saved = list(ctx.saved_tensors)
+        if ctx.loose is not None:
+            for j in sorted(ctx.loose):
+                saved.insert(j, ctx.loose[j])
+            if not torch._C._autograd._get_current_graph_task_keep_graph():
+                ctx.loose = None  # freed as autograd frees the saved tensors
+        return saved
 
     def note_watched(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
         """After the call (the epilogue's writes and version counts done): the inputs and
@@ -380,7 +420,7 @@ class _TrainingPlan:
             _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
-        args = [*ctx.saved_tensors, *ctx.symints, *tangents]
+        args = [*self._saved(ctx), *ctx.symints, *tangents]
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
         ctx.maybe_clear_saved_tensors()
@@ -460,7 +500,7 @@ def make_training_function(
         def run(*args: Any) -> tuple[Any, ...]:
             return apply(*args)[:n_user]
 
-        return run
+        return _views_of_no_output(run, layout)
     epilogue = None if layout.plain else Epilogue(layout)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
@@ -482,7 +522,7 @@ def make_training_function(
             watch(args, fwd)
         return outs
 
-    return run_and_replay
+    return _views_of_no_output(run_and_replay, layout)
 
 
 def _stand_in_leaf(leaf: Any, args: Sequence[Any]) -> torch.Tensor:
@@ -526,7 +566,7 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
             outs = tuple(fw(list(args))[:n_user])
             return _settled(_unview(outs, fresh), versions) if fresh else outs
 
-        return run
+        return _views_of_no_output(run, layout)
     epilogue = Epilogue(layout)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
@@ -534,4 +574,30 @@ def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[...,
         outs = fw(list(args))
         return epilogue(args, _settled(_unview(outs, fresh), versions) if fresh else outs, before)
 
-    return run_and_replay
+    return _views_of_no_output(run_and_replay, layout)
+
+
+def _views_of_no_output(
+    run: Callable[..., tuple[Any, ...]], layout: ForwardLayout
+) -> Callable[..., tuple[Any, ...]]:
+    """``run``, with the outputs eager returns as views of a tensor it does not return
+    (``t1, t1.detach().t()``), which came back as views of another output (the detach
+    is the identity inside the graph), made views of a detached alias of that output."""
+    unbased = [j for j, k in layout.view_bases.items() if k < 0]
+    if not unbased:
+        return run
+
+    def run_and_separate(*args: Any) -> tuple[Any, ...]:
+        outs = run(*args)
+        users = {id(o): o for o in outs if isinstance(o, torch.Tensor)}
+        changed, made = list(outs), {}
+        for j in unbased:
+            o = outs[j]
+            base = users.get(id(o._base)) if isinstance(o, torch.Tensor) else None
+            if base is not None and not o.requires_grad:
+                if id(o) not in made:  # (one object for two outputs: still one)
+                    made[id(o)] = base.detach().as_strided(o.size(), o.stride(), o.storage_offset())
+                changed[j] = made[id(o)]
+        return tuple(changed) if made else outs
+
+    return run_and_separate

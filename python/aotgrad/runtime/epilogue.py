@@ -49,6 +49,9 @@ class Epilogue:
         self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.versioned = list(layout.version_deltas.items())
         self.rebuilt = {a.index for a in layout.output_aliases}
+        self.written_with_grad = {
+            i for i, g in zip(layout.mutated_inputs, layout.mutation_with_grad) if g
+        }
         self.aliases_first = [a for a in layout.output_aliases if a.base_output < 0]
         # views of a view made under no_grad (2: its gradient ends at that view): made
         # of such a view of the caller's tensor once written, as eager's (soak 95360)
@@ -158,12 +161,13 @@ class Epilogue:
         layout = self.layout
         spec = _identity if self.static else Evaluator(layout.bindings, args).spec
         # made before the writes below, which make them stale as eager's are
+        late = {k for k, src in layout.stale_views.items() if src and self._stale_late(args, k)}
         early = {
             k: (no_grad_view_of if k in layout.stale_no_grad else custom_view_of)(
                 _requiring_grad(args[src[0]]), spec(src[1])
             )
             for k, src in layout.stale_views.items()
-            if src is not None
+            if src is not None and k not in late
         }
         # views of an input whose metadata the function changes are made of it as it was
         # (their specs are relative to that); once the change moves the version count,
@@ -173,13 +177,13 @@ class Epilogue:
         laid = {
             i: _alias(args[i])
             for i in layout.metadata_mutations
-            if not (args[i].is_leaf and args[i].requires_grad)
+            if not (args[i].is_leaf and args[i].requires_grad) and self._keeps_autograd(i)
         }
         kept = self._write_inputs(args, fwd, spec, before)
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
-        self._stale_outputs(outs, early, spec)
+        self._stale_outputs(outs, early, spec, (args, late))
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
         if layout.inference_outputs:
@@ -202,10 +206,14 @@ class Epilogue:
         register_hooks(outs, layout.output_hooks)
         return tuple(outs)
 
-    def _stale_outputs(self, outs: list, early: dict[int, Any], spec: Any) -> None:
-        """Outputs eager returns as stale views: made early (of inputs), made of another
+    def _stale_outputs(
+        self, outs: list, early: dict[int, Any], spec: Any, late: tuple[Sequence[Any], set[int]]
+    ) -> None:
+        """Outputs eager returns as stale views: made early (of inputs), made late (of
+        inputs written with grad: ``late``, the args and those outputs), made of another
         output before its last write (``stale_output_views``), or a stale copy."""
         layout = self.layout
+        args, made_late = late
         for k in layout.stale_views:
             if k in layout.same_as:  # the earlier output, made once (one version count)
                 continue
@@ -216,7 +224,23 @@ class Epilogue:
             version = layout.output_versions.get(k, 0)
             if stale is None and self._stale_of_output(outs, k, version):
                 stale = stale_custom_view_of(outs[layout.view_bases[k]], version)
+            elif stale is None and k in made_late:
+                i, view = layout.stale_views[k]
+                stale = stale_custom_view_of(args[i], version, spec(view))
             outs[k] = stale if stale is not None else stale_custom_view(outs[k], version)
+
+    def _keeps_autograd(self, i: int) -> bool:
+        """Whether input ``i`` stays in autograd (not taken out by ``detach_()`` or
+        ``requires_grad_(False)``): views of one taken out have no node to rebuild."""
+        return self.layout.requires_grad_changes.get(i) is not False
+
+    def _stale_late(self, args: Sequence[Any], k: int) -> bool:
+        """Whether the stale custom view ``k`` of an input is made after the writes: the
+        input, without grad when called, was written with grad before the Function made
+        the view (eager's then views the input, which requires grad by then)."""
+        i = self.layout.stale_views[k][0]
+        late = i in self.written_with_grad and not args[i].requires_grad
+        return late and self.layout.output_versions.get(k, 0) >= 1
 
     def _stale_of_output(self, outs: list, k: int, version: int) -> bool:
         """Whether the stale custom view ``k`` is made of the output eager's has for
