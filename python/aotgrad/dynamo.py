@@ -24,6 +24,7 @@ from .api import AotFunction
 from .compile import Compiler
 from .eager_calls import for_inference_mode
 from .eager_replay import replaying
+from .errors import raised_while_tracing
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
 
 
@@ -126,7 +127,13 @@ def _guarded_outside_dynamo(
     guarded.state = functools.partial(guards.module_state, lifted.mod)
     guarded.prefix = tuple(lifted.tensors)
     if not fakes and not subclasses.any_subclass(graph_inputs):
-        guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
+        try:
+            guarded._compile_in_call(graph_inputs, guarded.key(graph_inputs, len(graph_inputs)))
+        except Exception as e:
+            if not raised_while_tracing(e):
+                raise
+            # the function's own error (or eager's refusal): the first call decides, as
+            # eager's would (``eager_replay``: eager's error, or eager's result)
     return guarded
 
 

@@ -85,9 +85,60 @@ def _overlap_error(
         except RuntimeError as e:
             if "single memory location" in str(e):
                 return EagerRefusal(str(e))
+            return None
         except Exception:  # the op itself refuses the stand-ins: no overlap verdict
-            pass
+            return None
+        if _order_dependent(func, flat, spec, written, need):
+            return EagerRefusal(_ORDER_DEPENDENT)
     return None
+
+
+_ORDER_DEPENDENT = (
+    "an in-place call whose input overlaps the tensor it writes in a layout eager's "
+    "overlap check cannot judge (not dense): eager's result depends on the order its "
+    "kernel writes the elements in, which a traced graph (reading every input before "
+    "writing) does not reproduce"
+)
+#: In-place ops drawing random numbers: two replays differ anyway.
+_RANDOM = ("normal_", "uniform_", "bernoulli_", "random_", "exponential_", "geometric_")
+_RANDOM += ("cauchy_", "log_normal_")
+
+
+def _order_dependent(
+    func: Any, flat: list[Any], spec: Any, written: torch.Tensor, need: int
+) -> bool:
+    """Whether eager's in-place call, run on distinct values over one storage, leaves
+    that storage other than the traced graph does (every input read before the write):
+    an input overlapping the written tensor where eager's check passed it. Called with
+    the modes off."""
+    dtype = written.dtype
+    if getattr(func, "__name__", "") in _RANDOM or dtype.is_complex:
+        return False
+    values = (torch.arange(need) % 2 if dtype == torch.bool else torch.arange(need)).to(dtype)
+    ref = StorageWeakRef(written.untyped_storage())
+    after = []
+    for read_first in (False, True):
+        storage = values.clone()
+        stand_in: dict[int, torch.Tensor] = {}
+        for t in flat:
+            if not isinstance(t, torch.Tensor) or id(t) in stand_in:
+                continue
+            if StorageWeakRef(t.untyped_storage()) != ref:
+                stand_in[id(t)] = torch.ones(t.shape, dtype=t.dtype)
+                continue
+            view = storage.as_strided(t.shape, t.stride(), t.storage_offset())
+            # the graph's order: inputs read before the write (copies), the written one
+            stand_in[id(t)] = view.clone() if read_first and t is not written else view
+        replay = [stand_in[id(x)] if isinstance(x, torch.Tensor) else x for x in flat]
+        r_args, r_kwargs = tree_unflatten(replay, spec)
+        try:
+            func(*r_args, **r_kwargs)
+        except Exception:
+            return False
+        after.append(storage)
+    if dtype.is_floating_point:
+        return not torch.allclose(after[0], after[1], rtol=0, atol=0, equal_nan=True)
+    return not torch.equal(after[0], after[1])
 
 
 def written_tensor(func: Any, args: Any, kwargs: dict) -> torch.Tensor | None:
