@@ -1016,3 +1016,20 @@ def test_a_saved_view_of_a_fresh_output_written_inside(compiler: str) -> None:
         return [leaf[2:6].t()], [leaf]
 
     assert_like_eager(_relu_of_a_slice_of_a_fresh_output, make, COMPILERS[compiler], calls=2)
+
+
+def _view_before_its_base_requires_grad(x0):
+    t3 = x0.expand(2, 4, 4).relu()
+    t4 = t3[::2]
+    t3.requires_grad_()
+    return x0, t4, t3[1]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [False, True])
+def test_a_view_taken_before_its_intermediate_base_requires_grad(rg: bool, compiler: str) -> None:
+    """Soak seed 100870: ``t4 = t3[::2]; t3.requires_grad_()``: eager's ``t4`` has no
+    ``grad_fn`` (its flag is its base's); ours was a view with one."""
+    assert_like_eager(
+        _view_before_its_base_requires_grad, leaves(((4, 4), rg)), COMPILERS[compiler], calls=2
+    )

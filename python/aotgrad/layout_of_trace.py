@@ -145,6 +145,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             facts.output_detached.get(k, 0),
             base_output=facts.output_detached_base.get(k, facts.output_leaf_base.get(k, -1)),
             base_leaf=k in facts.output_base_leaf,
+            before_base_leaf=k in facts.output_base_leaf and k not in facts.output_has_grad_fn,
             routed=k in facts.output_history_past_base,
             tracked=k in facts.output_tracked_view,
             untracked=_untracked_view(k, facts),

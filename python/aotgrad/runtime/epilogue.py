@@ -87,6 +87,9 @@ class Epilogue:
             }
             - inner
         )
+        self.views_before_leaf = [
+            a for a in layout.output_aliases if a.before_base_leaf and a.verdict in slots
+        ]
         self.rebuilt |= {*layout.stale_views, *layout.custom_views}
         specs = [a.view for a in layout.output_aliases if a.view is not None]
         specs += layout.metadata_mutations.values()
@@ -464,7 +467,12 @@ class Epilogue:
         if self.leaf_bases:
             fwd = list(fwd)
             for k in self.leaf_bases:
-                fwd[k] = fwd[k].detach().requires_grad_(True)
+                fwd[k] = fwd[k].detach()
+            for a in self.views_before_leaf:  # taken before the base required grad
+                outs[a.index] = _view_of(fwd[self.n_user + a.source], spec(a.view))
+                made.add(a.index)
+            for k in self.leaf_bases:
+                fwd[k].requires_grad_(True)
         self._new_leaves_first(outs, fwd)
         # views of an input made before it left autograd (detach_()) keep their history
         now = [laid.get(i, t) for i, t in enumerate(args)] if laid else args

@@ -35,6 +35,9 @@ class OutputAlias:
     #: A view of an intermediate that is a leaf requiring grad in eager: the runtime makes
     #: the graph's base that leaf (one per base) and returns views of it with a grad_fn.
     base_leaf: bool = False
+    #: Of those, one eager took before ``requires_grad_()`` made its base a leaf
+    #: (``v = t[::2]; t.requires_grad_()``): no ``grad_fn``, its flag its base's.
+    before_base_leaf: bool = False
     #: A view of an intermediate with a history its base lost (``v = t[0]; t.detach_()``):
     #: rebuilt as a view of the base whose gradient is routed into the graph's output.
     routed: bool = False
