@@ -1033,3 +1033,22 @@ def test_a_view_taken_before_its_intermediate_base_requires_grad(rg: bool, compi
     assert_like_eager(
         _view_before_its_base_requires_grad, leaves(((4, 4), rg)), COMPILERS[compiler], calls=2
     )
+
+
+def _custom_view_of_a_detached_leaf(x0):
+    t5 = x0.detach().requires_grad_()
+    return x0 * 2, Half.apply(t5)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_custom_view_of_a_detached_leaf_counts_the_inputs_writes(compiler: str) -> None:
+    """Soak seed 109056: ``Half.apply(x.detach().requires_grad_())`` of an input written
+    before the call: eager's view shares the input's version counter (1); ours was at 0."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        with torch.no_grad():
+            x.mul_(1.5)
+        return [x], [x]
+
+    assert_like_eager(_custom_view_of_a_detached_leaf, make, COMPILERS[compiler], calls=2)

@@ -426,6 +426,8 @@ class Epilogue:
                     source = args[of_input[0]]
                     if tuple(source.shape) == tuple(leaf.shape):
                         stand_in.data = source.detach()
+                        # eager's detach shares the input's counter: its count, too
+                        _set_version(stand_in, source._version)
                         given = True
                 if not given and whole and view.stride == tuple(outs[k].stride()):
                     stand_in.data = outs[k].detach()
