@@ -70,16 +70,7 @@ def _overlap_error(
         return None
     with _disable_current_modes(), torch.no_grad():
         storage = torch.zeros(need, dtype=written.dtype)
-        stand_in: dict[int, torch.Tensor] = {}
-        for t in tensors:
-            if id(t) in stand_in:
-                continue
-            if StorageWeakRef(t.untyped_storage()) == ref:
-                stand_in[id(t)] = storage.as_strided(t.shape, t.stride(), t.storage_offset())
-            else:
-                stand_in[id(t)] = torch.zeros(t.shape, dtype=t.dtype)
-        replay = [stand_in[id(x)] if isinstance(x, torch.Tensor) else x for x in flat]
-        r_args, r_kwargs = tree_unflatten(replay, spec)
+        r_args, r_kwargs = _replay_args(flat, spec, ref, storage, torch.zeros)
         try:
             func(*r_args, **r_kwargs)
         except RuntimeError as e:
@@ -119,18 +110,9 @@ def _order_dependent(
     after = []
     for read_first in (False, True):
         storage = values.clone()
-        stand_in: dict[int, torch.Tensor] = {}
-        for t in flat:
-            if not isinstance(t, torch.Tensor) or id(t) in stand_in:
-                continue
-            if StorageWeakRef(t.untyped_storage()) != ref:
-                stand_in[id(t)] = torch.ones(t.shape, dtype=t.dtype)
-                continue
-            view = storage.as_strided(t.shape, t.stride(), t.storage_offset())
-            # the graph's order: inputs read before the write (copies), the written one
-            stand_in[id(t)] = view.clone() if read_first and t is not written else view
-        replay = [stand_in[id(x)] if isinstance(x, torch.Tensor) else x for x in flat]
-        r_args, r_kwargs = tree_unflatten(replay, spec)
+        # the graph's order: inputs read before the write (copies), the written one not
+        copied = written if read_first else None
+        r_args, r_kwargs = _replay_args(flat, spec, ref, storage, torch.ones, copied)
         try:
             func(*r_args, **r_kwargs)
         except Exception:
@@ -139,6 +121,32 @@ def _order_dependent(
     if dtype.is_floating_point:
         return not torch.allclose(after[0], after[1], rtol=0, atol=0, equal_nan=True)
     return not torch.equal(after[0], after[1])
+
+
+def _replay_args(
+    flat: list[Any],
+    spec: Any,
+    ref: Any,
+    storage: torch.Tensor,
+    fill: Any,
+    reads_first_but: Any = None,
+) -> tuple[Any, Any]:
+    """``(args, kwargs)`` for a replay on small CPU tensors: the tensors on the storage
+    ``ref`` as views of ``storage`` at their sizes, strides and offsets, the others
+    ``fill(shape)``. With ``reads_first_but`` (the written tensor), the views but it are
+    copies: read before the write, as a traced graph reads them."""
+    stand_in: dict[int, torch.Tensor] = {}
+    for t in flat:
+        if not isinstance(t, torch.Tensor) or id(t) in stand_in:
+            continue
+        if StorageWeakRef(t.untyped_storage()) != ref:
+            stand_in[id(t)] = fill(t.shape, dtype=t.dtype)
+            continue
+        view = storage.as_strided(t.shape, t.stride(), t.storage_offset())
+        copy = reads_first_but is not None and t is not reads_first_but
+        stand_in[id(t)] = view.clone() if copy else view
+    replay = [stand_in[id(x)] if isinstance(x, torch.Tensor) else x for x in flat]
+    return tree_unflatten(replay, spec)
 
 
 def written_tensor(func: Any, args: Any, kwargs: dict) -> torch.Tensor | None:
