@@ -6,7 +6,8 @@ aliased outputs, then the new values of mutated inputs, then the saved values
 ``ctx`` and feeds them, with the tangents, to the compiled backward. The graph
 itself is functional: after it runs, the epilogue (``epilogue.py``) applies input
 mutations to the real inputs, sets their version counters and rebuilds outputs that
-alias inputs or intermediates as real views; ``layout.py`` says what it replays.
+alias inputs or intermediates as real views; ``layout.py`` says what it replays;
+``saved_tensors.py`` what goes to ``ctx.save_for_backward`` and what is kept beside it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from ..alias import OutputVerdict
 from ..errors import UnsupportedError, mark_raised_by_graph
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
+from .saved_tensors import (
+    copies_of_mutated_inputs,
+    keep_loose,
+    saved_tensors,
+    views_of_outputs_detached,
+)
 
 __all__ = ["ForwardLayout", "OutputAlias", "make_inference_function", "make_training_function"]
 
@@ -81,43 +88,6 @@ def _no_double_backward(bw: BoxedFn, args: list[Any]) -> Any:
 
     anchor = torch.empty(0, requires_grad=True)
     return _CompiledBackward.apply(anchor, *args)
-
-
-def _detach_from_mutated_inputs(
-    saved: Sequence[Any], mutated_args: Sequence[torch.Tensor], by_storage: Sequence[int] = ()
-) -> list[Any]:
-    """The backward must see an input's value from before the function mutated it:
-    a saved tensor that is (a view of) a mutated input is saved as a copy, since the
-    mutation is applied to the input itself right after the forward (and its version
-    counter moves, which autograd's saved-tensor check would take for a later write).
-    One the backward reads through ``as_strided`` on its storage (``by_storage``) is
-    copied with its whole storage, at its offset and strides."""
-    storages = {t.untyped_storage().data_ptr() for t in mutated_args}
-    return [
-        (_with_storage_copied(s) if j in by_storage else s.clone())
-        if isinstance(s, torch.Tensor) and s.untyped_storage().data_ptr() in storages
-        else s
-        for j, s in enumerate(saved)
-    ]
-
-
-def _views_of_outputs_detached(saved: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
-    """Saved views of outputs whose version count was just set (eager's): saved as
-    detached aliases. The graph made them under the Function's no_grad, before the count
-    moved; once their base is an output that requires grad, reading the view's node (as
-    unpacking it does) would take the count for a write and raise autograd's "view was
-    created in no_grad mode" error."""
-    bases = {id(o) for o in outs}
-    if not any(isinstance(t, torch.Tensor) and id(t._base) in bases for t in saved):
-        return saved
-    return [
-        t.detach() if isinstance(t, torch.Tensor) and id(t._base) in bases else t for t in saved
-    ]
-
-
-def _with_storage_copied(t: torch.Tensor) -> torch.Tensor:
-    copy = torch.empty((0,), dtype=t.dtype, device=t.device)
-    return copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
 
 
 def _unview(outs: Sequence[Any], fresh: Sequence[int]) -> tuple[Any, ...]:
@@ -322,13 +292,13 @@ class _TrainingPlan:
             if not t.is_inference() and t._version != v:
                 torch._C._autograd._unsafe_set_version_counter((t,), (v,))
         if self.presave:
-            tensors = _views_of_outputs_detached(tensors, [outs[j] for j in self.presave])
+            tensors = views_of_outputs_detached(tensors, [outs[j] for j in self.presave])
         if self.mutated:
             mutated = [args[i] for i in self.mutated]
-            tensors = _detach_from_mutated_inputs(tensors, mutated, self.by_storage)
+            tensors = copies_of_mutated_inputs(tensors, mutated, self.by_storage)
         ctx.loose = None
         if self.watched:
-            tensors = self._loose(ctx, tensors, outs)
+            tensors = keep_loose(ctx, tensors, [outs[k] for k in self.watched])
         ctx.save_for_backward(*tensors)
         ctx.num_inputs = len(args)
         if self.track_unreached:
@@ -338,27 +308,6 @@ class _TrainingPlan:
             ctx.bw_written = [args[i] for i in self.bw_written]
         ctx.watched_inputs = ctx.watched_bases = ()  # set when the call is over (``note_watched``)
         ctx.symints = tuple(saved[self.n_tensors :])
-
-    def _loose(self, ctx: Any, tensors: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
-        """User outputs eager saves (``watched``) that are saved tensors too: kept on
-        ``ctx`` as detached aliases, not saved with autograd's check, which would fail the
-        whole backward after a write to one; eager's fails only where the caller's
-        backward reaches a read of it (checked in ``backward``)."""
-        watched = {id(outs[k]) for k in self.watched}
-        loose = {j: t.detach() for j, t in enumerate(tensors) if id(t) in watched}
-        if not loose:
-            return tensors
-        ctx.loose = loose
-        return [t for j, t in enumerate(tensors) if j not in loose]
-
-    def _saved(self, ctx: Any) -> list[Any]:
-        saved = list(ctx.saved_tensors)
-        if ctx.loose is not None:
-            for j in sorted(ctx.loose):
-                saved.insert(j, ctx.loose[j])
-            if not torch._C._autograd._get_current_graph_task_keep_graph():
-                ctx.loose = None  # freed as autograd frees the saved tensors
-        return saved
 
     def note_watched(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
         """After the call (the epilogue's writes and version counts done): the inputs and
@@ -420,7 +369,7 @@ class _TrainingPlan:
             _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
-        args = [*self._saved(ctx), *ctx.symints, *tangents]
+        args = [*saved_tensors(ctx), *ctx.symints, *tangents]
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
         ctx.maybe_clear_saved_tensors()

@@ -1,0 +1,92 @@
+"""What the compiled ``autograd.Function`` saves for its backward, and how.
+
+The forward graph returns the saved values after the user's outputs; before they go to
+``ctx.save_for_backward`` some are replaced so that autograd's checks on saved tensors,
+and the backward's reads, match eager's:
+
+- a saved (view of a) mutated input is a copy: the epilogue writes the input after the
+  graph (``copies_of_mutated_inputs``; with its whole storage where the backward reads it
+  through ``as_strided``);
+- a saved view of an output whose version count was just set to eager's is a detached
+  alias (``views_of_outputs_detached``);
+- a user output eager saves (``layout.watched_outputs``) is kept on ``ctx`` off autograd's
+  check (``keep_loose``): the backward checks it only where the caller's backward reaches
+  a read of it, as eager's does; ``saved_tensors`` gives them all back in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "copies_of_mutated_inputs",
+    "keep_loose",
+    "saved_tensors",
+    "views_of_outputs_detached",
+]
+
+
+def copies_of_mutated_inputs(
+    saved: Sequence[Any], mutated_args: Sequence[torch.Tensor], by_storage: Sequence[int] = ()
+) -> list[Any]:
+    """The backward must see an input's value from before the function mutated it:
+    a saved tensor that is (a view of) a mutated input is saved as a copy, since the
+    mutation is applied to the input itself right after the forward (and its version
+    counter moves, which autograd's saved-tensor check would take for a later write).
+    One the backward reads through ``as_strided`` on its storage (``by_storage``) is
+    copied with its whole storage, at its offset and strides."""
+    storages = {t.untyped_storage().data_ptr() for t in mutated_args}
+    return [
+        (_with_storage_copied(s) if j in by_storage else s.clone())
+        if isinstance(s, torch.Tensor) and s.untyped_storage().data_ptr() in storages
+        else s
+        for j, s in enumerate(saved)
+    ]
+
+
+def views_of_outputs_detached(saved: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
+    """Saved views of outputs whose version count was just set (eager's): saved as
+    detached aliases. The graph made them under the Function's no_grad, before the count
+    moved; once their base is an output that requires grad, reading the view's node (as
+    unpacking it does) would take the count for a write and raise autograd's "view was
+    created in no_grad mode" error."""
+    bases = {id(o) for o in outs}
+    if not any(isinstance(t, torch.Tensor) and id(t._base) in bases for t in saved):
+        return saved
+    return [
+        t.detach() if isinstance(t, torch.Tensor) and id(t._base) in bases else t for t in saved
+    ]
+
+
+def keep_loose(ctx: Any, tensors: Sequence[Any], watched: Sequence[Any]) -> Sequence[Any]:
+    """User outputs eager saves (``watched``) that are saved tensors too: kept on ``ctx``
+    as detached aliases (no cycle through the Function's node), not saved with autograd's
+    check, which would fail the whole backward after a write to one; eager's fails only
+    where the caller's backward reaches a read of it (checked in the backward). Returns
+    the tensors left to ``save_for_backward``."""
+    ids = {id(o) for o in watched}
+    loose = {j: t.detach() for j, t in enumerate(tensors) if id(t) in ids}
+    if not loose:
+        return tensors
+    ctx.loose = loose
+    return [t for j, t in enumerate(tensors) if j not in loose]
+
+
+def saved_tensors(ctx: Any) -> list[Any]:
+    """The saved tensors in the backward graph's order (``keep_loose``'s put back); the
+    loose ones are dropped unless the graph is retained, as autograd frees the others."""
+    saved = list(ctx.saved_tensors)
+    if ctx.loose is not None:
+        for j in sorted(ctx.loose):
+            saved.insert(j, ctx.loose[j])
+        if not torch._C._autograd._get_current_graph_task_keep_graph():
+            ctx.loose = None
+    return saved
+
+
+def _with_storage_copied(t: torch.Tensor) -> torch.Tensor:
+    copy = torch.empty((0,), dtype=t.dtype, device=t.device)
+    return copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
