@@ -43,7 +43,7 @@ METADATA_WRITES = {
 def _stale_record(t: Any, eager_view: bool) -> bool:
     """Whether autograd would regenerate ``t``'s node from a record the call makes stale:
     a view of a functional wrapper, tracked by autograd."""
-    if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
+    if not (isinstance(t, FunctionalTensor) and t._is_view()):
         return False
     # under no_grad and inference mode too, for a view autograd tracks (eager's record of
     # it is its geometry whatever the mode: a later use with grad regenerates its node)
