@@ -252,3 +252,24 @@ def test_a_custom_view_of_a_detached_leaf_counts_the_inputs_writes(compiler: str
         return [x], [x]
 
     assert_like_eager(_custom_view_of_a_detached_leaf, make, COMPILERS[compiler], calls=2)
+
+
+def _view_of_a_sum_with_an_input_unsqueezed(x0, x1, x3):
+    x3.unsqueeze_(0)
+    t1 = torch.where(x1 > 0, x1, x3)  # laid out after the transposed x1
+    return x0 * 2, t1.unflatten(-1, (2, 2)), (x1 + x3)[0]
+
+
+def _transposed_and_unsqueezed() -> tuple[list[Any], list[torch.Tensor]]:
+    x0 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    x1 = torch.randn(4, 4, dtype=torch.float64).t()
+    return [x0, x1, torch.randn(4, 4, dtype=torch.float64)], [x0]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_view_of_an_intermediate_laid_out_again_keeps_its_count(compiler: str) -> None:
+    # the graph's base came back laid out otherwise than traced: the view is taken of a
+    # copy laid out as traced, whose write counted on the view (soak 115328: version 1)
+    assert_like_eager(
+        _view_of_a_sum_with_an_input_unsqueezed, _transposed_and_unsqueezed, COMPILERS[compiler]
+    )
