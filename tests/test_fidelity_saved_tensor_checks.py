@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, assert_like_eager, leaves
+from eager_oracle import COMPILERS, DirtyMul, assert_like_eager, leaves
 
 
 def _exp_output(x0):
@@ -186,3 +186,42 @@ def test_a_saved_view_of_a_fresh_output_written_inside(compiler: str) -> None:
         return [leaf[2:6].t()], [leaf]
 
     assert_like_eager(_relu_of_a_slice_of_a_fresh_output, make, COMPILERS[compiler], calls=2)
+
+
+def _dirty_under_no_grad_then_saved(x0):
+    with torch.no_grad():
+        t2 = DirtyMul.apply(x0)  # eager's t2: an alias of x0 (its counter), not x0
+    t3 = torch.addmm(x0, t2, x0)  # saves t2 (x0 requires grad)
+    return x0 * 1, t2, t3.mT
+
+
+def _dirty_under_no_grad_of_an_intermediate(x0):
+    y = x0 * 1
+    with torch.no_grad():
+        t2 = DirtyMul.apply(y)
+    return t2 * x0, y
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_dirty_under_no_grad_then_saved, _dirty_under_no_grad_of_an_intermediate]
+)
+@pytest.mark.parametrize("write", ["input", "output"])
+def test_a_saved_alias_a_dirty_custom_function_made_under_no_grad(
+    fn: Any, write: str, compiler: str
+) -> None:
+    """Soak seed 116276: applied under no_grad, a custom Function's output of an input it
+    marked dirty is a new alias of the input sharing its counter; saved, then the input
+    written after the call, eager's backward raises (ours ran: the saved alias was not
+    known to be the input's)."""
+    made: list[Any] = []
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        made.append(torch.randn(4, 4, dtype=torch.float64, requires_grad=True))
+        return [made[-1]], [made[-1]]
+
+    def write_after(outs: Any) -> None:
+        with torch.no_grad():
+            (made[-1] if write == "input" else outs[-1]).add_(1)
+
+    assert_like_eager(fn, make, COMPILERS[compiler], after=write_after)

@@ -282,6 +282,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.detached: list[torch.Tensor] = []
         #: Per ``detach()`` result (by id), the tensor it detached (one version counter).
         self.detached_from: dict[int, torch.Tensor] = {}
+        #: Results of ``.data`` (by id): aliases with a version counter of their own.
+        self.data_reads: set[int] = set()
         #: Per leaf input's stand-in (by id), its autograd node when the function starts;
         #: dropped once the stand-in left autograd (it is no leaf that requires grad then).
         self.leaf_grad_fns: dict[int, Any] = {}
@@ -450,6 +452,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__":
             _assign_data(*args)
             return None
+        if getattr(func, "__self__", None) is _DATA and func.__name__ == "__get__":
+            result = func(*args, **kwargs)
+            self.data_reads.add(id(result))
+            return result
         if getattr(func, "__self__", None) in _LEAF_READS and args and self._still_leaf(args[0]):
             # eager's is a leaf (the stand-in has a node of its own: ``to_functional``'s)
             return True if func.__self__ is _IS_LEAF else None

@@ -10,6 +10,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .. import alias
@@ -224,6 +225,7 @@ class _JointTrace:
         self.inner_leaves: list[Any] = []
         self.edges_dropped: list[Any] = []
         self.detached_from: dict[int, Any] = {}
+        self.data_reads: set[int] = set()
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
         self.saved_inputs: dict[int, list[Any]] = {}
@@ -331,6 +333,7 @@ class _JointTrace:
             outs = flat_call(self.fn, call, self.fake_args, calls)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
+        self.data_reads = calls.data_reads
         # leaves turned off and on again: their gradient gathers every edge they had
         self.edges_off = {
             i: _extra_edges(calls.edges_off[id(c)], c, self.primals[i])
@@ -481,7 +484,27 @@ class _JointTrace:
         i, source = self._input_of(t), self._detached_source(t)
         while i is None and source is not None:
             i, source = self._input_of(source), self._detached_source(source)
-        return i
+        return self._input_aliased(t) if i is None else i
+
+    def _input_aliased(self, t: Any) -> int | None:
+        """The input whose storage ``t`` shares without being a view of it or a ``detach()``
+        the function called: an alias autograd made itself, which shares the input's
+        version counter (a custom Function's output of an input it marked dirty, applied
+        under no_grad, is a detached alias of it). Not a ``.data`` (a counter of its
+        own)."""
+        if t._base is not None or id(t) in self.data_reads:
+            return None
+        key = StorageWeakRef(t.untyped_storage())
+        return next(
+            (
+                i
+                for i, c in enumerate(self.call)
+                if isinstance(c, torch.Tensor)
+                and c._base is None
+                and StorageWeakRef(c.untyped_storage()) == key
+            ),
+            None,
+        )
 
     def _detached_source(self, t: Any) -> Any:
         """What ``t`` (or its base) is a ``detach()`` of, if anything."""
