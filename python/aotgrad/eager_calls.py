@@ -282,8 +282,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.detached: list[torch.Tensor] = []
         #: Per ``detach()`` result (by id), the tensor it detached (one version counter).
         self.detached_from: dict[int, torch.Tensor] = {}
-        #: Results of ``.data`` (by id): aliases with a version counter of their own.
-        self.data_reads: set[int] = set()
+        self.data_reads: set[int] = set()  # ``.data`` results: a counter of their own
         #: Per leaf input's stand-in (by id), its autograd node when the function starts;
         #: dropped once the stand-in left autograd (it is no leaf that requires grad then).
         self.leaf_grad_fns: dict[int, Any] = {}
@@ -295,8 +294,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.left_autograd: set[int] = set()
         #: ``as_strided`` on the inputs' storages (``aotgrad.restrides``).
         self.restrides = Restrides(())
-        #: The inputs' stand-ins and their bases (by id).
-        self.input_roots: frozenset[int] = inputs
+        self.input_roots: frozenset[int] = inputs  # the stand-ins and their bases (by id)
         #: Views made so far, and those whose root's metadata changed after.
         self.earlier = EarlierViews()
         #: Inputs whose caller tensors share a version counter (``shared_counters``).
