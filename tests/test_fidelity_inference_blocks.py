@@ -9,12 +9,14 @@ written (soak 31162) lost its ``requires_grad``."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, assert_like_eager, leaves
+from aotgrad.errors import EagerReplayWarning
+from eager_oracle import COMPILERS, Half, ViewOf, assert_like_eager, leaves
 
 ENTRIES = list(COMPILERS)
 MODES = {
@@ -157,3 +159,43 @@ def test_enable_grad_block_called_under_inference_mode(fn: Callable, compiler: s
         return [x, torch.randn(4, 4, dtype=torch.float64)], [x]
 
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2, ctx=torch.inference_mode)
+
+
+# ---------------- a custom Function in an enable_grad block of a call under inference mode
+# Inference mode records nothing, except a custom Function applied with grad enabled to a
+# tensor that requires grad: eager's output has its backward (soak 117037: ours had no
+# gradient for the input). The call runs eagerly, with a warning.
+
+
+def _custom_function_in_enable_grad(x0):
+    with torch.enable_grad():
+        t = ViewOf.apply(Half.apply(x0))
+    return t, t[1:3], x0 * 2
+
+
+def _custom_function_under_no_grad_stays_unrecorded(x0):
+    return Half.apply(x0) * 2, ViewOf.apply(x0)
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+def test_a_custom_function_records_under_inference_mode_with_grad_on(compiler: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EagerReplayWarning)
+        assert_like_eager(
+            _custom_function_in_enable_grad,
+            leaves(((4, 4), True)),
+            COMPILERS[compiler],
+            ctx=torch.inference_mode,
+        )
+
+
+@pytest.mark.parametrize("compiler", [c for c in ENTRIES if c.startswith("aot_function")])
+def test_without_enable_grad_the_call_stays_compiled(compiler: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerReplayWarning)
+        assert_like_eager(
+            _custom_function_under_no_grad_stays_unrecorded,
+            leaves(((4, 4), True)),
+            COMPILERS[compiler],
+            ctx=torch.inference_mode,
+        )

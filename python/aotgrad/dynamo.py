@@ -23,7 +23,7 @@ from . import alias, guards, subclasses
 from .api import AotFunction
 from .compile import Compiler
 from .eager_calls import for_inference_mode
-from .eager_replay import replaying
+from .eager_replay import EagerReplays, replaying
 from .errors import raised_while_tracing
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
 
@@ -159,14 +159,20 @@ def _compiled_under_dynamo(
         return _guarded(lifted, options)
     run, prefix = artifact.run, lifted.tensors
     layout = artifact.layout
+    n = len(lifted.tensors)  # (its parameters and buffers, lifted: the module's own)
+
+    def eager(*xs: Any) -> tuple[Any, ...]:
+        return _as_tuple(lifted.mod(*xs[n:]))
+
     if layout.enable_grad and not any(
         _symbolic(a) for a in fake_args if isinstance(a, torch.Tensor)
     ):
         run = _inference_mode_apart(
-            run, lambda: compile_flat(lifted.as_list, fake_args, fake_mode, options, training=False)
+            run,
+            lambda: compile_flat(lifted.as_list, fake_args, fake_mode, options, training=False),
+            eager,
         )
-    n = len(lifted.tensors)  # (its parameters and buffers, lifted: the module's own)
-    run = replaying(run, lambda *xs: _as_tuple(lifted.mod(*xs[n:])), layout)
+    run = replaying(run, eager, layout)
     if not (layout.mutated_inputs or layout.metadata_mutations):
 
         def forward(*runtime_args: Any) -> tuple[Any, ...]:
@@ -192,21 +198,29 @@ def _compiled_under_dynamo(
 
 
 def _inference_mode_apart(
-    run: Callable[..., Any], compile_for_inference: Callable[[], Any]
+    run: Callable[..., Any], compile_for_inference: Callable[[], Any], eager: Callable[..., Any]
 ) -> Callable[..., Any]:
     """``run``, compiled for a graph that records autograd itself (an ``enable_grad``
     block, traced under ``no_grad``), or, called under inference mode, that graph compiled
     for it at the first such call: there autograd records nothing, enable_grad blocks
     included. Dynamo traces a call under inference mode with ``no_grad`` on, and guards
-    the mode: a graph runs under one of the two."""
+    the mode: a graph runs under one of the two. Where that trace raises the function's
+    own error or eager's refusal, ``eager`` runs the graph's calls (``eager_replay``)."""
     made: list[Callable[..., Any]] = []
 
     def call(*args: Any) -> Any:
         if not torch.is_inference_mode_enabled():
             return run(*args)
         if not made:
-            with torch.inference_mode(False), torch.no_grad(), for_inference_mode():
-                made.append(compile_for_inference().run)
+            try:
+                with torch.inference_mode(False), torch.no_grad(), for_inference_mode():
+                    made.append(compile_for_inference().run)
+            except Exception as e:
+                if not raised_while_tracing(e):
+                    raise
+                replays = EagerReplays(eager)
+                replays.add((), e)
+                made.append(lambda *xs: replays.run((), xs, len(xs)))
         return made[0](*args)
 
     return call

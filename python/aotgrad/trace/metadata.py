@@ -15,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import alias
 from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
-from ..errors import UnsupportedError
+from ..errors import EagerRefusal, UnsupportedError
 from ..input_hooks import PostAccumulate, hooks_of_outputs
 from .failures import trace_errors
 from .functional import (
@@ -518,6 +518,26 @@ def _retained(
     return kept, [i for i, w in enumerate(wrapped) if id(w) in ids]
 
 
+def _refuse_custom_records_in_inference_mode(outs: Sequence[Any]) -> None:
+    """Under inference mode autograd records nothing, except a custom Function applied
+    in an ``enable_grad`` block to a tensor that requires grad: eager's outputs have its
+    backward, which the inference graph has not. The call runs eagerly
+    (``EagerRefusal``: ``eager_replay``)."""
+    if not in_inference_mode():
+        return
+    for o in outs:
+        if not isinstance(o, torch.Tensor):
+            continue
+        for t in (o, o._base):
+            node = None if t is None else alias.facts.grad_fn_of(t)
+            if isinstance(node, torch.autograd.function.BackwardCFunction):
+                raise EagerRefusal(
+                    "a custom autograd Function applied with grad enabled under inference "
+                    "mode records its backward, which a graph traced for inference mode "
+                    "does not have"
+                )
+
+
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -537,6 +557,7 @@ def collect_metadata(
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
         calls, resizes, outs = _run(fn, wrapped, fake_args)
+        _refuse_custom_records_in_inference_mode(outs)
         outputs = _outputs_info(outs, wrapped, fake_args, calls.new_leaves)
         before = calls.counters.own(before, wrapped)  # (each input's own version delta)
         rg_changes, for_a_while = _requires_grad_changes(wrapped, fake_args, outs, calls, grad_mode)
