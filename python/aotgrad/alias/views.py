@@ -204,11 +204,11 @@ def regenerate(
         laid_out = torch.empty_strided(
             base.shape, spec.base_stride, dtype=base.dtype, device=base.device
         )
-        version = base._version
+        version = None if base.is_inference() else base._version
         with torch.set_grad_enabled(base.requires_grad and torch.is_grad_enabled()):
             base = laid_out.copy_(base)
         # (eager's base is the one it computed: its count, not the copy's write)
-        if not base.is_inference():
+        if version is not None and not base.is_inference():
             torch._C._autograd._unsafe_set_version_counter((base,), (version,))
     if no_grad:
         with torch.no_grad():
