@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from aotgrad.errors import EagerReplayWarning
-from eager_oracle import COMPILERS, Half, ViewOf, assert_like_eager, leaves
+from eager_oracle import COMPILERS, Half, SavedSquare, ViewOf, assert_like_eager, leaves
 
 ENTRIES = list(COMPILERS)
 MODES = {
@@ -177,6 +177,12 @@ def _custom_function_under_no_grad_stays_unrecorded(x0):
     return Half.apply(x0) * 2, ViewOf.apply(x0)
 
 
+def _custom_function_computing_an_inference_tensor(x0):
+    with torch.enable_grad():  # its output is an inference tensor: nothing records on it
+        t = SavedSquare.apply(x0)
+    return t.as_strided((2, 2), (1, 2)), t * 2
+
+
 @pytest.mark.parametrize("compiler", ENTRIES)
 def test_a_custom_function_records_under_inference_mode_with_grad_on(compiler: str) -> None:
     with warnings.catch_warnings():
@@ -190,11 +196,18 @@ def test_a_custom_function_records_under_inference_mode_with_grad_on(compiler: s
 
 
 @pytest.mark.parametrize("compiler", [c for c in ENTRIES if c.startswith("aot_function")])
-def test_without_enable_grad_the_call_stays_compiled(compiler: str) -> None:
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _custom_function_under_no_grad_stays_unrecorded,
+        _custom_function_computing_an_inference_tensor,
+    ],
+)
+def test_where_nothing_records_the_call_stays_compiled(fn: Callable, compiler: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", EagerReplayWarning)
         assert_like_eager(
-            _custom_function_under_no_grad_stays_unrecorded,
+            fn,
             leaves(((4, 4), True)),
             COMPILERS[compiler],
             ctx=torch.inference_mode,

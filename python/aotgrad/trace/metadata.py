@@ -305,13 +305,7 @@ def _outputs_info(
 ) -> list[OutputInfo]:
     input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
     made = {id(t) for t in new_leaves}
-    # the storages of inputs that are no inference tensors (one the caller made under
-    # inference mode is): their views and aliases are normal tensors in eager
-    normal = {
-        StorageWeakRef(w.untyped_storage())
-        for k, w in enumerate(wrapped)
-        if isinstance(w, torch.Tensor) and not (k < len(fake_args) and fake_args[k].is_inference())
-    }
+    normal = _normal_storages(wrapped, fake_args)
     return [
         _input_output_info(o)
         if id(o) in input_index
@@ -320,6 +314,16 @@ def _outputs_info(
         else _output_info(o, input_index, id(o) in made)
         for o in outs
     ]
+
+
+def _normal_storages(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> set[Any]:
+    """The storages of inputs that are no inference tensors (one the caller made under
+    inference mode is): their views and aliases are normal tensors in eager."""
+    return {
+        StorageWeakRef(w.untyped_storage())
+        for k, w in enumerate(wrapped)
+        if isinstance(w, torch.Tensor) and not (k < len(fake_args) and fake_args[k].is_inference())
+    }
 
 
 def _inference_view(o: Any, normal: set[Any]) -> bool:
@@ -518,15 +522,19 @@ def _retained(
     return kept, [i for i, w in enumerate(wrapped) if id(w) in ids]
 
 
-def _refuse_custom_records_in_inference_mode(outs: Sequence[Any]) -> None:
+def _refuse_custom_records_in_inference_mode(
+    outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any]
+) -> None:
     """Under inference mode autograd records nothing, except a custom Function applied
-    in an ``enable_grad`` block to a tensor that requires grad: eager's outputs have its
-    backward, which the inference graph has not. The call runs eagerly
-    (``EagerRefusal``: ``eager_replay``)."""
+    in an ``enable_grad`` block to a tensor that requires grad, whose output is a normal
+    tensor (the input itself, a view of it; one it computed is an inference tensor, on
+    which nothing records): eager's has its backward, which the inference graph has not.
+    The call runs eagerly (``EagerRefusal``: ``eager_replay``)."""
     if not in_inference_mode():
         return
+    normal = _normal_storages(wrapped, fake_args)
     for o in outs:
-        if not isinstance(o, torch.Tensor):
+        if not isinstance(o, torch.Tensor) or StorageWeakRef(o.untyped_storage()) not in normal:
             continue
         for t in (o, o._base):
             node = None if t is None else alias.facts.grad_fn_of(t)
@@ -557,7 +565,7 @@ def collect_metadata(
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
         calls, resizes, outs = _run(fn, wrapped, fake_args)
-        _refuse_custom_records_in_inference_mode(outs)
+        _refuse_custom_records_in_inference_mode(outs, wrapped, fake_args)
         outputs = _outputs_info(outs, wrapped, fake_args, calls.new_leaves)
         before = calls.counters.own(before, wrapped)  # (each input's own version delta)
         rg_changes, for_a_while = _requires_grad_changes(wrapped, fake_args, outs, calls, grad_mode)
