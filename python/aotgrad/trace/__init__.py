@@ -18,7 +18,8 @@ functionalized), ``metadata`` (the first pass), ``joint`` and ``inference`` (the
 ``decompositions`` (ops functionalization emits that torch's kernels refuse), ``cleanup``
 (finishing a graph), ``failures`` (torch's errors, worded), ``graphs`` (what the stage
 hands on), ``callers_settings`` (the caller's saved-tensor hooks and anomaly mode, set
-aside while tracing).
+aside while tracing), ``custom_function_saves`` (what a custom Function Dynamo captured
+saved, seen by the joint trace's saved-tensor hooks).
 """
 
 from .callers_settings import callers_settings_set_aside

@@ -20,6 +20,7 @@ from ..hops import refuse_deferred_autograd_errors
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
 from .cleanup import clean, flatten_codegen, mark_roles, tensorify_scalars
+from .custom_function_saves import custom_function_saves
 from .decompositions import with_trace_decompositions
 from .failures import trace_errors
 from .functional import (
@@ -329,6 +330,7 @@ class _JointTrace:
         with (
             torch.set_grad_enabled(self.metadata.grad_mode),
             torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
+            custom_function_saves(self._pack, self._unpack),
         ):
             outs = flat_call(self.fn, call, self.fake_args, calls)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
