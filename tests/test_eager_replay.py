@@ -266,3 +266,55 @@ def test_a_write_whose_result_depends_on_eagers_order_runs_eagerly(entry):
             out = make(fn, ours.clone())(ours)
         out = out[0] if isinstance(out, (tuple, list)) else out
         assert torch.equal(out, fn(theirs)) and torch.equal(ours, theirs)
+
+
+# ----------------------- a raise inside an autocast block leaves the caller's autocast as it was
+# Dynamo's graph enters and leaves autocast with nodes, not a ``with``: a graph that raised
+# between them (traced, replayed eagerly, or run as the eager fallback) left the nesting
+# count up and the block's dtype on (blind probe: later autocast regions never cleared
+# their cast cache). Eager's ``with`` leaves nothing behind.
+
+
+def _mixed_dtypes_in_a_disabled_block(x, w, w2):
+    with torch.autocast("cpu", dtype=torch.float16):
+        y = x @ w
+        with torch.autocast("cpu", enabled=False):
+            return y @ w2  # float16 @ float32: eager raises
+
+
+def _index_error_in_a_block(x, w, i):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return (x @ w)[i]
+
+
+def _autocast_state():
+    level = torch.autocast_increment_nesting()
+    torch.autocast_decrement_nesting()
+    return level - 1, torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+
+def _dynamo(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="aotgrad_eager", fullgraph=True)
+
+
+@pytest.mark.parametrize("compile_fn", [_dynamo, lambda fn: aotgrad.aot_function(fn, aotgrad.nop)])
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (
+            _mixed_dtypes_in_a_disabled_block,
+            (torch.randn(4, 8), torch.randn(8, 4), torch.randn(4, 4)),
+        ),
+        (_index_error_in_a_block, (torch.randn(4, 8), torch.randn(8, 4), 9)),
+    ],
+)
+def test_a_raise_inside_an_autocast_block_leaves_autocast_as_it_was(compile_fn, fn, args):
+    before = _autocast_state()
+    compiled = compile_fn(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            expected = _raised(fn, *args)
+            assert _raised(compiled, *args)[0] is expected[0]
+            assert _autocast_state() == before

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from .autocast_state import autocast_state_kept
 from .compile import nop
 from .dynamo import aot_module_simplified
 from .errors import AotgradError, raised_while_tracing
@@ -117,8 +118,20 @@ def _compile(
         if options.strict or not (isinstance(e, AotgradError) or raised_while_tracing(e)):
             raise
         _warn_once(f"{type(e).__name__}: {e}")
-        return gm.forward
+        return _eagerly(gm)
     return torch._dynamo.disable(compiled, reason="do not trace an aotgrad-compiled graph")
+
+
+def _eagerly(gm: fx.GraphModule) -> Callable[..., Any]:
+    """The graph run as Dynamo's ``backend="eager"`` runs it, but leaving the caller's
+    autocast state as it was where it raises inside one of its autocast blocks (as
+    eager's ``with`` does; ``autocast_state``)."""
+
+    def run(*args: Any) -> Any:
+        with autocast_state_kept():
+            return gm.forward(*args)
+
+    return run
 
 
 def aotgrad_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any):

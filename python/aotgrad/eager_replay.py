@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from .autocast_state import autocast_state_kept
 from .errors import EagerReplayWarning, raised_by_graph, raised_while_tracing
 
 __all__ = ["EagerReplays", "replaying"]
@@ -57,7 +58,8 @@ class EagerReplays:
     def run_once(self, flat: Sequence[Any], shape: Any) -> Any:
         """The function on the caller's arguments, this call only (values decided)."""
         args, kwargs = _arguments(flat, shape)
-        result = self.fn(*args, **kwargs)
+        with autocast_state_kept():
+            result = self.fn(*args, **kwargs)
         self._warn("running its compiled graph raised, where eager PyTorch does not")
         return result
 
@@ -65,7 +67,8 @@ class EagerReplays:
         """The function on the caller's arguments (``flat``, with their pytree spec or
         count ``shape``), as eager runs it."""
         args, kwargs = _arguments(flat, shape)
-        result = self.fn(*args, **kwargs)
+        with autocast_state_kept():
+            result = self.fn(*args, **kwargs)
         error = self.keys[key]
         first = str(error).splitlines()[0][:200] if str(error) else ""
         self._warn(
@@ -104,6 +107,7 @@ def replaying(run: Callable[..., Any], fn: Callable[..., Any], layout: Any) -> C
         except Exception as e:
             if not EagerReplays.replays_run(e, layout):
                 raise
-        return fn(*args)
+        with autocast_state_kept():
+            return fn(*args)
 
     return call

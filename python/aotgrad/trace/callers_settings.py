@@ -15,7 +15,8 @@
   place where torch's own tracing modes are on the stack (a trace inside a trace).
 
 ``callers_settings_set_aside()`` removes them for the trace and puts them back after,
-whatever the trace raised.
+whatever the trace raised; the autocast state too, which a Dynamo graph raising inside
+one of its autocast blocks left changed (``autocast_state``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections.abc import Iterator
 
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
+
+from ..autocast_state import autocast_state_kept
 
 __all__ = ["callers_settings_set_aside"]
 
@@ -59,7 +62,8 @@ def callers_settings_set_aside() -> Iterator[None]:
     anomaly, check_nan = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
     torch.set_anomaly_enabled(False)
     try:
-        yield
+        with autocast_state_kept():
+            yield
     finally:
         torch.set_anomaly_enabled(anomaly, check_nan)
         for pack, unpack in reversed(hooks):
