@@ -225,3 +225,37 @@ def test_a_saved_alias_a_dirty_custom_function_made_under_no_grad(
             (made[-1] if write == "input" else outs[-1]).add_(1)
 
     assert_like_eager(fn, make, COMPILERS[compiler], after=write_after)
+
+
+# ---------------- nodes leading nowhere: eager's backward runs them and checks what they saved
+# ``torch.autograd.backward`` runs every node the outputs reach, also a chain whose edge is
+# None (a view made under no_grad of a tensor that requires grad has no node): a write
+# after the call to what such a node saved makes eager's backward raise. The trace's
+# ``autograd.grad`` toward the inputs skipped them (soak 109962: no raise).
+
+
+def _norm_of_a_no_grad_view(x0):
+    with torch.no_grad():
+        t1 = x0.t()  # requires grad (its base does), no node
+    with torch.enable_grad():
+        t3 = t1.mean().norm()  # norm saves its result
+    return t3.detach(), t3
+
+
+def _exp_of_a_no_grad_view(x0):
+    with torch.no_grad():
+        t1 = x0[1:]
+    t2 = t1.exp()  # saves its result
+    return t2, x0 * 2
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_norm_of_a_no_grad_view, _exp_of_a_no_grad_view])
+@pytest.mark.parametrize("write", [0, 1, None])
+def test_what_a_node_leading_nowhere_saved_is_checked(fn: Any, write: Any, compiler: str) -> None:
+    def after(outs: Any) -> None:
+        if write is not None:
+            with torch.no_grad():
+                outs[write].mul_(2)
+
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], after=after, calls=2)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["accumulated_variable", "accumulator_of", "reaches", "reaches_node", "walk_finds"]
+__all__ = [
+    "accumulated_variable",
+    "accumulator_of",
+    "dead_ends",
+    "reaches",
+    "reaches_node",
+    "walk_finds",
+]
 
 
 def walk_finds(grad_fn: Any, found: Callable[[Any], bool]) -> bool:
@@ -59,3 +66,26 @@ def accumulator_of(grad_fns: Any, leaf: Any) -> Any:
 def reaches_node(grad_fn: Any, target: Any) -> bool:
     """Whether the autograd graph from ``grad_fn`` passes through the node ``target``."""
     return walk_finds(grad_fn, lambda node: node is target)
+
+
+def dead_ends(roots: list[Any], live: set[int]) -> list[Any]:
+    """The nodes reachable from ``roots`` from which no node in ``live`` (ids) is: what
+    ``torch.autograd.backward`` runs (every node it reaches) and ``autograd.grad`` toward
+    the ``live`` nodes skips (a chain ending in a ``None`` edge: a view made under
+    ``no_grad`` of a tensor that requires grad has no node to send its gradient to)."""
+    reaching: dict[int, bool] = {}
+    order: list[Any] = []
+    stack: list[tuple[Any, bool]] = [(r, False) for r in roots if r is not None]
+    while stack:  # post-order: a node after its next nodes
+        node, done = stack.pop()
+        if done:
+            nexts = [n for n, _ in node.next_functions if n is not None]
+            reaching[id(node)] = id(node) in live or any(reaching.get(id(n), False) for n in nexts)
+            order.append(node)
+            continue
+        if id(node) in reaching:
+            continue
+        reaching[id(node)] = False  # (on the stack: a cycle reads it as not reaching)
+        stack.append((node, True))
+        stack.extend((n, False) for n, _ in node.next_functions if n is not None)
+    return [n for n in order if not reaching[id(n)]]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .. import alias
-from ..autograd_walks import reaches_node
+from ..autograd_walks import dead_ends, reaches_node
 from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
@@ -141,14 +142,19 @@ _DETACHED_IN_PLACE = (
 )
 
 
-def _detached_since(t: Any, history: Any) -> bool:
+def _edge_node(t: Any) -> Any:
+    """The node a gradient toward ``t`` (a tensor, or a ``GradientEdge``) goes into."""
+    edge = t if isinstance(t, torch.autograd.graph.GradientEdge) else None
+    return (edge or torch.autograd.graph.get_gradient_edge(t)).node
+
+
+def _detached_since(t: Any, history: Any, node: Any) -> bool:
     """Whether eager's backward refuses to read the saved ``t``: it had a history when
     saved (``history``, its node) and has none now (``detach_()``). Only an op's saved
     input: an op's own output is read through the op's node, and so is what a custom
     Function saved."""
     if history is None or alias.facts.grad_fn_of(t) is not None:
         return False
-    node = torch._C._current_autograd_node()
     return not (
         node is None
         or node is history
@@ -177,6 +183,11 @@ class _JointTrace:
     """What one joint trace learns as it runs: the forward decides which inputs run on a
     clone and how many effect tokens it leaves; the backward, which inputs it writes and
     whether it reads a saved tensor that was written after it was saved."""
+
+    #: The node reading saved tensors outside autograd's engine (``_read_dead_ends``).
+    reader: Any = None
+    #: Outputs only such nodes read: no op of the backward graph reads them.
+    outputs_read_by_dead_ends: frozenset[int] | set[int] = frozenset()
 
     def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
         self.fn = fn
@@ -211,8 +222,8 @@ class _JointTrace:
         self.interior_nodes: list[Any] = []
         self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
-        # per saved tensor (by id), the backward nodes that read it
-        self.readers: dict[int, list[Any]] = {}
+        self.readers: dict[int, list[Any]] = {}  # per saved tensor (by id), nodes reading it
+        self.dead_reads: set[int] = set()  # saved tensors read by ``_read_dead_ends`` (ids)
         # outputs and intermediate bases eager saves, and the tangents whose backward reads
         # them (eager checks their version only where its backward reaches such a read)
         self.saved_outputs: dict[int, tuple[int, ...]] = {}
@@ -276,6 +287,9 @@ class _JointTrace:
         per_primal = self._backward(fp, ft, call, fwd_values)
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
         source = self.detached_from
+        self.outputs_read_by_dead_ends = {
+            k for k in saved_outputs if {id(outs[k]), id(source.get(id(outs[k])))} & self.dead_reads
+        }
         self.saved_outputs = {
             k: self._reading(diff_outs, outs[k], source.get(id(outs[k]))) for k in saved_outputs
         }
@@ -376,22 +390,24 @@ class _JointTrace:
 
     def _unpack(self, saved: tuple[Any, int, Any, Any]) -> Any:
         t, version, layout, history = saved
-        self.readers.setdefault(id(t), []).append(torch._C._current_autograd_node())
+        self.readers.setdefault(id(t), []).append(self._node())
+        if self.reader is not None:
+            self.dead_reads.add(id(t))
         i = self._input_of_saved(t)
         if i is not None:  # read by eager's backward (a node no output reaches reads none)
             self.eager_reads.add(i)
         now = t._version + self._shared_writes(t)
-        if _detached_since(t, history):
+        if _detached_since(t, history, self._node()):
             if not self.stale:
                 self.stale.append(_DETACHED_IN_PLACE)
-            self.stale_nodes.append(torch._C._current_autograd_node())
+            self.stale_nodes.append(self._node())
             return t
         if now == version:
             self._note_input_read(t, version)
             return t
         if not self.stale:
             self.stale.append(_stale_message(t, now, version))
-        self.stale_nodes.append(torch._C._current_autograd_node())
+        self.stale_nodes.append(self._node())
         # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
         # on the layout it saved (it raises before it runs anyway)
         if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
@@ -402,6 +418,29 @@ class _JointTrace:
         """The tangents whose backward reads one of ``saved`` (none: not read)."""
         nodes = [n for t in saved if t is not None for n in self.readers.get(id(t), ())]
         return _reaching(diff_outs, nodes) if nodes else ()
+
+    def _node(self) -> Any:
+        """The node reading a saved tensor now."""
+        return self.reader if self.reader is not None else torch._C._current_autograd_node()
+
+    def _read_dead_ends(self, outs: list[Any], needs: list[Any]) -> None:
+        """Eager's backward runs every node the outputs reach, checking what each saved,
+        also the nodes that lead to no input (``autograd_walks.dead_ends``), which
+        ``autograd.grad`` skips: their saved tensors are read here, as their node's."""
+        try:
+            live = {id(_edge_node(t)) for t in needs}
+        except RuntimeError:  # (a need without a node to ask for: nothing to compare with)
+            return
+        roots = [getattr(o, "grad_fn", None) for o in outs]
+        for node in dead_ends([r for r in roots if r is not None], live):
+            self.reader = node
+            try:
+                for name in dir(node):
+                    if name.startswith("_saved_") or name == "saved_tensors":
+                        with contextlib.suppress(Exception):
+                            getattr(node, name)
+            finally:
+                self.reader = None
 
     def _grad(self, outs: list[Any], needs: list[Any], tangents: list[Any]) -> Sequence[Any]:
         """``autograd.grad``; where autograd's engine refuses a gradient it computed (the
@@ -478,7 +517,7 @@ class _JointTrace:
         one (or of a view of one) shares its version counter: so is it."""
         i = self._input_of_saved(t)
         if i is not None and i < len(self.final_versions) and self.final_versions[i] == version:
-            self.saved_inputs.setdefault(i, []).append(torch._C._current_autograd_node())
+            self.saved_inputs.setdefault(i, []).append(self._node())
 
     def _input_of_saved(self, t: Any) -> int | None:
         """The input a saved ``t`` is, views, or is a ``detach()`` of (which shares its
@@ -549,6 +588,7 @@ class _JointTrace:
             # autocast: its ops keep the dtypes of what they differentiate (an
             # autocast(enabled=False) block's matmul has a float32 backward)
             grads = self._grad(diff_outs, needs, ft)
+            self._read_dead_ends(diff_outs, needs)
         if self.interior_nodes:  # after the saved tensors' checks, as eager's engine
             self.stale.append(_MOVED_INTO_INTERIOR)
             self.stale_nodes += self.interior_nodes
@@ -645,7 +685,9 @@ def trace_joint(
         backward_error_tangents=state.stale_tangents,
         watched_inputs=state.watched_inputs,
         saved_outputs={
-            k: ts for k, ts in state.saved_outputs.items() if ts and _read_by_backward(gm, k)
+            k: ts
+            for k, ts in state.saved_outputs.items()
+            if ts and (_read_by_backward(gm, k) or k in state.outputs_read_by_dead_ends)
         },
         saved_bases={
             s: ts
