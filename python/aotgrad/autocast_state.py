@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["autocast_state_kept"]
+__all__ = ["autocast_enabled_anywhere", "autocast_state_kept"]
 
 #: Device types with an autocast dispatch key (``torch.is_autocast_enabled(device)``).
 _DEVICES = ("cpu", "cuda", "xpu", "hpu", "mps", "xla", "ipu", "privateuseone", "mtia", "maia")
@@ -37,6 +37,11 @@ def _snapshot() -> tuple[int, bool, list[tuple[str, bool, torch.dtype]]]:
         except RuntimeError:  # (a device type this build has no autocast key for)
             continue
     return _nesting(), torch.is_autocast_cache_enabled(), devices
+
+
+def autocast_enabled_anywhere() -> bool:
+    """Whether autocast is on for some device type."""
+    return any(enabled for _, enabled, _ in _snapshot()[2])
 
 
 def _restore(state: tuple[int, bool, list[tuple[str, bool, torch.dtype]]]) -> None:

@@ -72,11 +72,17 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
+def _leaf(x: torch.Tensor) -> bool | None:
+    """Whether ``x`` is a leaf, where it requires grad (the trace depends on it: a
+    leaf's autocast casts are cached, a non-leaf input may be written)."""
+    return x.is_leaf if x.requires_grad else None
+
+
 def _describe_input(x: Any) -> str:
     if isinstance(x, torch.Tensor):
         return (
             f"T({x.dtype},{x.device.type},{tuple(str(s) for s in x.shape)},"
-            f"{tuple(str(s) for s in x.stride())},{x.requires_grad},"
+            f"{tuple(str(s) for s in x.stride())},{x.requires_grad},{_leaf(x)},"
             f"{isinstance(x, torch.nn.Parameter)})"
         )
     if isinstance(x, torch.SymInt):

@@ -26,6 +26,7 @@ from .eager_calls import for_inference_mode
 from .eager_replay import EagerReplays, replaying
 from .errors import raised_while_tracing
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
+from .trace.autocast_casts import autocast_casts_in, cached_by_eager
 
 
 def aot_module_simplified(
@@ -157,7 +158,7 @@ def _compiled_under_dynamo(
         # Inputs that overlap in memory are written: Dynamo's guards do not cover their
         # layout, so aotgrad guards the call itself and passes them as synthetic bases.
         return _guarded(lifted, options)
-    run, prefix = artifact.run, lifted.tensors
+    run = artifact.run
     layout = artifact.layout
     n = len(lifted.tensors)  # (its parameters and buffers, lifted: the module's own)
 
@@ -173,28 +174,50 @@ def _compiled_under_dynamo(
             eager,
         )
     run = replaying(run, eager, layout)
-    if not (layout.mutated_inputs or layout.metadata_mutations):
+    checks = []
+    if layout.mutated_inputs or layout.metadata_mutations:
+        # The graph writes inputs: compiled for how they shared storage then. Dynamo's
+        # guards do not cover views of one base, so a later call whose inputs alias
+        # otherwise (two rows of one tensor where there were two tensors) goes to a
+        # guarded call.
+        shared = _storage_sharing(graph_inputs[n:])
+        checks.append(lambda args: _storage_sharing(args) == shared)
+    if autocast_casts_in(lifted.mod):
+        # The graph shares one autocast cast per weight where eager caches it: a leaf.
+        # Dynamo does not guard whether an input is one (a clone where there was a leaf).
+        cached = cached_by_eager(graph_inputs[n:])
+        checks.append(lambda args: cached_by_eager(args) == cached)
+    forward = _checked(run, lifted, options, checks)
+    forward.artifact = artifact  # type: ignore[attr-defined]
+    return forward
+
+
+def _checked(
+    run: Callable[..., Any],
+    lifted: _Lifted,
+    options: AotOptions,
+    checks: Sequence[Callable[[Sequence[Any]], bool]],
+) -> Callable[..., Any]:
+    """``run`` with the lifted tensors first; a call failing one of ``checks`` (a fact
+    of the inputs the graph was compiled for that Dynamo's guards leave out) goes to an
+    ``AotFunction``, which guards every call itself."""
+    prefix = lifted.tensors
+    if not checks:
 
         def forward(*runtime_args: Any) -> tuple[Any, ...]:
             return run(*prefix, *runtime_args)
 
-        forward.artifact = artifact  # type: ignore[attr-defined]
         return forward
-    # The graph writes inputs: compiled for how they shared storage then. Dynamo's guards
-    # do not cover views of one base, so a later call whose inputs alias otherwise (two
-    # rows of one tensor where there were two tensors) goes to a guarded call.
-    shared = _storage_sharing(graph_inputs[len(prefix) :])
     guarded: list[AotFunction] = []
 
-    def forward(*runtime_args: Any) -> tuple[Any, ...]:
-        if _storage_sharing(runtime_args) == shared:
+    def checked(*runtime_args: Any) -> tuple[Any, ...]:
+        if all(check(runtime_args) for check in checks):
             return run(*prefix, *runtime_args)
         if not guarded:
             guarded.append(_guarded(lifted, options))
         return guarded[0](*runtime_args)  # (it puts the prefix first)
 
-    forward.artifact = artifact  # type: ignore[attr-defined]
-    return forward
+    return checked
 
 
 def _inference_mode_apart(

@@ -228,6 +228,8 @@ class SyntheticMembers:
     #: view (``x1 = b[4:].requires_grad_()``), whose node eager rebuilds, after a write to
     #: the base, as one leading nowhere (as for ``EagerCalls.left_autograd``).
     leaf_view_bases: set[int] = field(default_factory=set)
+    #: The synthetic bases (by id): no tensor of the caller's (eager casts none of them).
+    bases: set[int] = field(default_factory=set)
 
 
 class EagerCalls(torch.overrides.TorchFunctionMode):
@@ -240,6 +242,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     #: Leaf inputs' stand-ins on a storage another input shares → their position
     #: (``inplace_checks.leaves_sharing_storage``).
     shared_leaves: dict[int, int] = {}
+    #: Whether an op ran under autocast (``trace.autocast_casts``: eager's cast cache).
+    autocast_seen: bool = False
 
     def __init__(
         self,
@@ -344,6 +348,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         return None
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if not self.autocast_seen and torch._C._is_any_autocast_enabled():
+            self.autocast_seen = True
         before = self.counters.versions() if self.counters.groups else None
         if self.earlier.changes and func not in _OWN_IDENTITY:
             kwargs = kwargs or {}

@@ -345,6 +345,7 @@ class SyntheticBase:
                 calls.synthetic.member_leaves.update((id(t), i) for i, t in built.items())
                 bases = graph_inputs[: len(groups)]
                 calls.synthetic.leaf_view_bases.update(id(b) for b in bases if not b.requires_grad)
+                calls.synthetic.bases.update(id(b) for b in bases)
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])

@@ -116,6 +116,9 @@ class TraceMetadata:
     metadata_steps: dict[int, list[Any]] = field(default_factory=dict)
     #: Inputs whose last metadata change autograd recorded (``MetadataSteps.recorded_last``).
     metadata_recorded: list[int] = field(default_factory=list)
+    #: Inputs whose autocast casts eager caches, where an op ran under autocast: they
+    #: run as leaves of the joint trace (``autocast_casts``).
+    cached_casts: list[int] = field(default_factory=list)
     #: Outputs viewing an input the function made require grad, taken before it did
     #: (``OutputAlias.before_requires_grad``: 1 the view, 2 a view of it).
     views_before_requires_grad: dict[int, int] = field(default_factory=dict)

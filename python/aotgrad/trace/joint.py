@@ -20,6 +20,7 @@ from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
+from .autocast_casts import as_cached_leaves, cast_cache_as, leaf_copies
 from .cleanup import clean, flatten_codegen, mark_roles, tensorify_scalars
 from .custom_function_saves import custom_function_saves
 from .decompositions import with_trace_decompositions
@@ -188,6 +189,10 @@ class _JointTrace:
     reader: Any = None
     #: Outputs only such nodes read: no op of the backward graph reads them.
     outputs_read_by_dead_ends: frozenset[int] | set[int] = frozenset()
+    #: The caller's autocast cast-cache setting (``make_fx`` turns it off while tracing).
+    cast_cache: bool = True
+    #: Inputs written without grad that run on a leaf copy (``autocast_casts.leaf_copies``).
+    leaf_copies: dict[int, Any] = {}
 
     def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
         self.fn = fn
@@ -253,10 +258,14 @@ class _JointTrace:
         outputs (``JointGraph`` says what it returns)."""
         plan = self.metadata.plan
         fp = [to_functional(p) for p in primals]
+        cached = self.metadata.cached_casts
+        fp = as_cached_leaves(fp, primals, cached, {*self.cloned, *self.relaid})
         ft = [to_functional(t) for t in tangents]
         chain = EffectChain()
         with torch.enable_grad():
             call, copies = self._copies(fp)
+            self.leaf_copies = leaf_copies(call, self._written_without_grad(), set(cached))
+            call = [self.leaf_copies.get(i, c) for i, c in enumerate(call)]
             anchors = layout_anchors(call, self.relaid)
             bases = {}
             seen_as_views = [i for i in self._seen_as_views() if i not in copies]
@@ -322,6 +331,14 @@ class _JointTrace:
             and (i not in detached or self.fake_args[i]._is_view())
         ]
 
+    def _written_without_grad(self) -> list[int]:
+        """Inputs that run on a copy only because the function writes them, without
+        grad: no metadata change, no ``requires_grad_`` / ``detach_``."""
+        meta = self.metadata
+        other = {*meta.requires_grad_changes, *meta.left_then_written, *self.relaid}
+        plain = (alias.InputVerdict.DATA, alias.InputVerdict.DATA_IN_GRAPH)
+        return [i for i in self.cloned if meta.plan.inputs[i] in plain and i not in other]
+
     def _copies(self, fp: list[Any]) -> tuple[list[Any], dict[int, Any]]:
         """What the function runs on: each cloned input's copy, laid out as the caller's
         storage (``clone_in_callers_layout``), and, per such input, the copy of the
@@ -343,6 +360,7 @@ class _JointTrace:
         calls.input_hooks.traced = frozenset(id(call[i]) for i in self.metadata.traced_hook_inputs)
         with (
             torch.set_grad_enabled(self.metadata.grad_mode),
+            cast_cache_as(self.cast_cache),
             torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
             custom_function_saves(self._pack, self._unpack),
         ):
@@ -570,6 +588,8 @@ class _JointTrace:
         """One gradient per primal (None where it needs none), then one per inner leaf
         (``InnerLeaf``), recording which inputs
         the backward writes and how many times."""
+        # (an input written without grad may run on a leaf copy: its gradient is the input's)
+        fp = [self.leaf_copies.get(i, p) for i, p in enumerate(fp)]
         needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
         # their gradients follow the primals' (``InnerLeaf``); one the function turned off
         # (``requires_grad_(False)``) has none: eager's accumulator skips a leaf that
@@ -651,6 +671,7 @@ def trace_joint(
 ) -> JointGraph:
     """Trace forward and backward of ``fn`` into one graph (see ``JointGraph``)."""
     state = _JointTrace(fn, fake_args, metadata)
+    state.cast_cache = torch.is_autocast_cache_enabled()
 
     def joint(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         return state.run(primals, tangents)  # make_fx names placeholders after these

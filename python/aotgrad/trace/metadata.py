@@ -17,6 +17,7 @@ from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import EagerRefusal, UnsupportedError
 from ..input_hooks import PostAccumulate, hooks_of_outputs
+from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
 from .functional import (
     EffectChain,
@@ -644,7 +645,8 @@ def _with_hooks(
     metadata: TraceMetadata, calls: Any, wrapped: Sequence[Any], outs: Any
 ) -> TraceMetadata:
     """The hooks the runtime registers (``aotgrad.input_hooks``): on the inputs the
-    function does not write, and on the outputs it rebuilds as views."""
+    function does not write, and on the outputs it rebuilds as views; and the inputs
+    whose autocast casts eager caches."""
     plan = metadata.plan
     facts = plan.facts
     hooks, kept = calls.input_hooks.of_inputs(wrapped)
@@ -654,6 +656,7 @@ def _with_hooks(
         (i, h) for i, h in hooks if isinstance(h, PostAccumulate) or i not in traced
     ]
     metadata.traced_hook_inputs = sorted(traced)
+    metadata.cached_casts = cached_cast_inputs(calls, wrapped)
     rebuilt = [
         k
         for k, v in enumerate(plan.outputs)
