@@ -11,6 +11,7 @@ __all__ = [
     "dead_ends",
     "reaches",
     "reaches_node",
+    "reaches_output",
     "walk_finds",
 ]
 
@@ -66,6 +67,24 @@ def accumulator_of(grad_fns: Any, leaf: Any) -> Any:
 def reaches_node(grad_fn: Any, target: Any) -> bool:
     """Whether the autograd graph from ``grad_fn`` passes through the node ``target``."""
     return walk_finds(grad_fn, lambda node: node is target)
+
+
+def reaches_output(grad_fn: Any, target: Any, output_nr: int) -> bool:
+    """Whether the autograd graph from ``grad_fn`` sends gradient into output
+    ``output_nr`` of the node ``target``: of a node with several outputs (``unbind``,
+    ``split``), a history through a sibling output does not take in this one."""
+    stack, seen = [grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for n, nr in node.next_functions:
+            if n is target and nr == output_nr:
+                return True
+            if n is not target:
+                stack.append(n)
+    return False
 
 
 def dead_ends(roots: list[Any], live: set[int]) -> list[Any]:

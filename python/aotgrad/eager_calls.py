@@ -49,6 +49,7 @@ from .overlapping_writes import backward_node, overlapping_setitem, overlapping_
 from .restrides import Restrides, within
 from .rng_setters import GeneratorsSeen
 from .shared_counters import SharedCounters
+from .stale_input_views import StaleInputViews
 from .uncounted_writes import restore, uncounted
 from .view_metadata_writes import (
     METADATA_WRITES,
@@ -244,6 +245,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     shared_leaves: dict[int, int] = {}
     #: Whether an op ran under autocast (``trace.autocast_casts``: eager's cast cache).
     autocast_seen: bool = False
+    #: Inputs that are views autograd cannot rebuild once written (``stale_input_views``).
+    stale_views = StaleInputViews()
 
     def __init__(
         self,
@@ -331,6 +334,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         )
         calls.shared_leaves = leaves_sharing_storage(pairs)
         calls.gradless = GradlessBases.of_inputs(pairs)
+        calls.stale_views = StaleInputViews.of_inputs(pairs)
         calls.restrides = Restrides([a for a, _ in pairs])
         calls.metadata_steps = MetadataSteps(args)
         calls.input_roots = calls.inputs | {id(a._base) for a, _ in pairs if a._is_view()}
@@ -388,6 +392,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if before is not None:
                 self.counters.sync(before)
         restore(counts)
+        if self.stale_views.watched:
+            refusal = self.stale_views.refusal(func, args, kwargs, result)
+            if refusal is not None:
+                raise refusal
         self.earlier.note(result)
         written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs or {})
         if (

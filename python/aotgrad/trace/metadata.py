@@ -13,7 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import alias
-from ..autograd_walks import reaches, reaches_node
+from ..autograd_walks import reaches, reaches_node, reaches_output
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import EagerRefusal, UnsupportedError
 from ..input_hooks import PostAccumulate, hooks_of_outputs
@@ -510,9 +510,10 @@ def _retained(
         users = [o for o in outs if isinstance(o, torch.Tensor) and o is not outs[k]]
         users = [o for o in users if o._base is not outs[k]]  # views: made of the returned one
         users += [wrapped[i] for i in written]
+        nr = outs[k].output_nr
         if node is not None and any(
             (g := alias.facts.grad_fn_of(o)) not in (None, alias.facts.STALE_VIEW, node)
-            and reaches_node(g, node)
+            and reaches_output(g, node, nr)
             for o in users
         ):
             raise UnsupportedError(

@@ -1,0 +1,85 @@
+"""Inputs that are views autograd cannot rebuild once written: made by an op with several
+view outputs (``unbind``, ``split``), under ``no_grad`` of a tensor that requires grad,
+or inside a custom Function.
+
+Eager: after a write to such a view, its base or another view of the base (under
+``no_grad``: a write with grad raises at once), reading the view's ``grad_fn`` raises
+("Output 0 of Unbind is a view and its base or another view of its base has been modified
+inplace. This view is the output of a function that returns multiple views..."), and so
+does every op that records autograd on it, which reads it. The trace's stand-in for the
+input is no view of anything: the write leaves it usable, and the compiled call returned
+gradients where eager raises (blind probe, multi-output views). Each such call raises
+eager's error instead (an ``EagerRefusal``: the call runs eagerly, which raises it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from .errors import EagerRefusal
+
+__all__ = ["StaleInputViews"]
+
+_CM = torch._C._autograd.CreationMeta
+#: Creation metas whose views autograd refuses to rebuild after a write.
+_NOT_REBUILT = (_CM.MULTI_OUTPUT_NODE, _CM.NO_GRAD_MODE, _CM.IN_CUSTOM_FUNCTION)
+#: ``t.grad_fn`` / ``t.is_leaf``, as a function mode sees them (their getters).
+_NODE_READS = (torch._C.TensorBase.__dict__["grad_fn"], torch._C.TensorBase.__dict__["is_leaf"])
+
+
+def _eager_message(o: torch.Tensor) -> str | None:
+    """What reading the ``grad_fn`` of the caller's view ``o`` (a fake) raises once it
+    is written: asked of ``o`` itself, its version count moved for the question only."""
+    version = o._version
+    torch._C._autograd._unsafe_set_version_counter((o,), (version + 1,))
+    try:
+        o.grad_fn  # noqa: B018 (the read is the question)
+    except RuntimeError as e:
+        return str(e)
+    finally:
+        torch._C._autograd._unsafe_set_version_counter((o,), (version,))
+    return None
+
+
+@dataclass
+class StaleInputViews:
+    #: Per watched stand-in (by id): it, its version count when the function starts,
+    #: and eager's error once it moves.
+    watched: dict[int, tuple[Any, int, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of_inputs(cls, pairs: Sequence[tuple[Any, Any]]) -> StaleInputViews:
+        """From (stand-in, caller's tensor) pairs: the inputs that are such views and
+        require grad."""
+        watched = {}
+        for a, o in pairs:
+            if not (o.requires_grad and o._is_view()):
+                continue
+            if torch._C._autograd._get_creation_meta(o) not in _NOT_REBUILT:
+                continue
+            message = _eager_message(o)
+            if message is not None:
+                watched[id(a)] = (a, a._version, message)
+        return cls(watched)
+
+    def refusal(self, func: Any, args: Any, kwargs: Any, result: Any) -> EagerRefusal | None:
+        """Eager's error for ``func``, which returned ``result``, if it read the node of a
+        watched input written since the function started: it recorded autograd on one
+        (its result requires grad, grad mode on), or read its ``grad_fn`` / ``is_leaf``."""
+        if getattr(func, "__self__", None) not in _NODE_READS:
+            outs = result if isinstance(result, (tuple, list)) else (result,)
+            recorded = torch.is_grad_enabled() and any(
+                isinstance(r, torch.Tensor) and r.requires_grad for r in outs
+            )
+            if not recorded:
+                return None
+        for t in tree_leaves((args, kwargs or {})):
+            entry = self.watched.get(id(t)) if isinstance(t, torch.Tensor) else None
+            if entry is not None and entry[0]._version != entry[1]:
+                return EagerRefusal(entry[2])
+        return None

@@ -1,0 +1,117 @@
+"""Multi-output views (``unbind``, ``split``) and their kin, compared with eager
+(``eager_oracle.assert_like_eager``); found by a blind probe of the family.
+
+1. An input that is such a view (or one made under ``no_grad`` of a tensor that requires
+   grad, or by a custom Function), written under ``no_grad``, then used with grad: eager
+   raises on reading its ``grad_fn`` ("Output 0 of Unbind is a view and its base or
+   another view of its base has been modified inplace..."); the compiled call returned
+   gradients. What reads no node (``detach()``, ``argmax``, ops under ``no_grad``) runs,
+   as in eager; so does a plain view input, whose node autograd rebuilds.
+2. ``retain_grad()`` on one output of ``unbind`` whose sibling the function computes
+   from: refused as if the sibling were computed from it (they share one node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS, ViewOf, assert_like_eager
+
+ENTRIES = sorted(COMPILERS)
+
+
+def _input_view(kind: str) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
+    """One input: a view of a clone of a leaf that requires grad."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+        c = leaf.clone()
+        if kind == "unbind":
+            x = c.unbind(0)[0]
+        elif kind == "split":
+            x = c.split(2)[1]
+        elif kind == "chunk":
+            x = c.chunk(3, dim=1)[0]
+        elif kind == "no_grad":
+            with torch.no_grad():
+                x = c[1:]
+        elif kind == "custom":
+            x = ViewOf.apply(c)
+        else:  # a plain view: autograd rebuilds its node after a write
+            x = c[1:]
+        return [x], [leaf]
+
+    return make
+
+
+KINDS = ["unbind", "split", "chunk", "no_grad", "custom", "slice"]
+
+
+def _written_then_used(x):
+    with torch.no_grad():
+        x.mul_(2)
+    return x * 3
+
+
+def _written_through_a_view_then_viewed(x):
+    with torch.no_grad():
+        x[0].add_(1)
+    return x[:1] + 1, x.sum()
+
+
+def _written_then_only_read_without_grad(x):
+    with torch.no_grad():
+        x.mul_(2)
+        y = x * 3
+    return y, x.detach() + 1, x.argmax()
+
+
+def _used_then_written(x):
+    y = x * 3
+    with torch.no_grad():
+        x.mul_(2)
+    return y
+
+
+_PROGRAMS = [
+    _written_then_used,
+    _written_through_a_view_then_viewed,
+    _written_then_only_read_without_grad,
+    _used_then_written,
+]
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("fn", _PROGRAMS, ids=[f.__name__ for f in _PROGRAMS])
+def test_an_input_view_autograd_cannot_rebuild_written_without_grad(
+    fn: Any, kind: str, compiler: str
+) -> None:
+    assert_like_eager(fn, _input_view(kind), COMPILERS[compiler])
+
+
+def _leaf() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    return [x], [x]
+
+
+def _retained_beside_sibling(x):
+    a, b, _ = (x * 2).unbind(0)
+    a.retain_grad()
+    return a, b * 2
+
+
+def _retained_beside_siblings_split(x):
+    a, b = (x * 2).split([1, 2])
+    a.retain_grad()
+    return a, b.sin()
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize("fn", [_retained_beside_sibling, _retained_beside_siblings_split])
+def test_retain_grad_on_one_output_of_a_multi_output_view(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _leaf, COMPILERS[compiler])
