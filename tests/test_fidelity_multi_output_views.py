@@ -9,6 +9,9 @@
    as in eager; so does a plain view input, whose node autograd rebuilds.
 2. ``retain_grad()`` on one output of ``unbind`` whose sibling the function computes
    from: refused as if the sibling were computed from it (they share one node).
+3. An output of ``split`` / ``unbind`` returned beside its base, the base (or a sibling)
+   written after the split: eager's ``._base`` is the returned base and reading its
+   ``grad_fn`` raises; the compiled one was a custom Function's view of a private base.
 """
 
 from __future__ import annotations
@@ -115,3 +118,61 @@ def _retained_beside_siblings_split(x):
 @pytest.mark.parametrize("fn", [_retained_beside_sibling, _retained_beside_siblings_split])
 def test_retain_grad_on_one_output_of_a_multi_output_view(fn: Any, compiler: str) -> None:
     assert_like_eager(fn, _leaf, COMPILERS[compiler])
+
+
+def _base_written_without_grad(x):
+    y = x * 2
+    a, _b, _c = y.split(2)
+    with torch.no_grad():
+        y.add_(1)
+    return y, a
+
+
+def _sibling_written_without_grad(x):
+    y = x * 2
+    a, _b, c = y.split(2)
+    with torch.no_grad():
+        a.mul_(2)
+    return y, a, c
+
+
+def _base_row_written_with_grad(x):
+    y = x * 2
+    a, _b, c = y.unbind(0)
+    y[0].mul_(2)  # a plain view of y, not one of the unbind outputs
+    return y, a, c.sum()
+
+
+def _detached_sibling_written(x):
+    y = x * 2
+    a, b, _c = y.split(2)
+    a.detach().mul_(2)
+    return b, y
+
+
+def _chunk_base_written_under_no_grad_returned_first(x):
+    y = x.t() * 2
+    _a, b = y.chunk(2, dim=1)
+    with torch.no_grad():
+        y.sub_(1)
+    return b, y
+
+
+_WRITTEN_BASES = [
+    _base_written_without_grad,
+    _sibling_written_without_grad,
+    _base_row_written_with_grad,
+    _detached_sibling_written,
+    _chunk_base_written_under_no_grad_returned_first,
+]
+
+
+def _leaf_6x3() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    return [x], [x]
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize("fn", _WRITTEN_BASES, ids=[f.__name__ for f in _WRITTEN_BASES])
+def test_a_stale_multi_output_view_returned_beside_its_base(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _leaf_6x3, COMPILERS[compiler])

@@ -291,17 +291,21 @@ def _view_base_facts(
 
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
+_MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 
 
 def _stale_view_of_output(
     facts: AliasFacts, j: int, o: torch.Tensor, output_index: dict[int, int]
 ) -> None:
-    """Output ``j``, a view made under no_grad (``output_no_grad_view``), a stale one of
-    another output (``stale_view_of_output``)."""
+    """Output ``j``, a view made under no_grad (``output_no_grad_view``) or by an op with
+    several view outputs (``split``), a stale one of another output
+    (``stale_view_of_output``)."""
     base = o._base if o._is_view() else None
-    if base is None or torch._C._autograd._get_creation_meta(o) != _NO_GRAD_MODE:
+    meta = torch._C._autograd._get_creation_meta(o) if base is not None else None
+    if meta not in (_NO_GRAD_MODE, _MULTI_OUTPUT):
         return
-    facts.output_no_grad_view.add(j)
+    if meta == _NO_GRAD_MODE:
+        facts.output_no_grad_view.add(j)
     k = output_index.get(id(base), -1)
     if k >= 0 and k != j and grad_fn_of(o) is STALE_VIEW and not _reinterprets(o, base):
         shown, through = eager_layout(o, base)

@@ -402,6 +402,20 @@ def stale_no_grad_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     return view
 
 
+def stale_multi_output_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    """The view ``spec`` of ``base`` as one output of an op with several view outputs
+    (``split``, ``unbind``) made before ``base``'s last write: its ``._base`` is ``base``,
+    and reading its ``grad_fn`` raises eager's "...is the output of a function that
+    returns multiple views" error; ``base``'s count is unchanged."""
+    now = base._version
+    torch._C._autograd._unsafe_set_version_counter((base,), (max(now - 1, 0),))
+    with torch.enable_grad():
+        view = _view(base, spec)
+    torch._C._autograd._set_creation_meta(view, torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE)
+    torch._C._autograd._unsafe_set_version_counter((base,), (max(now, 1),))
+    return view
+
+
 class _Routed(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, view: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ from ..alias.views import (
     routed_view,
     stale_custom_view,
     stale_custom_view_of,
+    stale_multi_output_view_of,
     stale_no_grad_view_of,
     view_of_detached_leaf,
 )
@@ -223,7 +224,12 @@ class Epilogue:
             stale = early.get(k)
             if stale is None and k in layout.stale_output_views:
                 j, view = layout.stale_output_views[k]
-                stale = stale_no_grad_view_of(outs[j], spec(view))
+                made = (
+                    stale_no_grad_view_of
+                    if k in layout.stale_no_grad
+                    else stale_multi_output_view_of
+                )
+                stale = made(outs[j], spec(view))
             version = layout.output_versions.get(k, 0)
             if stale is None and self._stale_of_output(outs, k, version):
                 stale = stale_custom_view_of(outs[layout.view_bases[k]], version)
