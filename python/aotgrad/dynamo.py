@@ -26,7 +26,7 @@ from .eager_calls import for_inference_mode
 from .eager_replay import EagerReplays, replaying
 from .errors import raised_while_tracing
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
-from .trace.autocast_casts import autocast_casts_in, cached_by_eager
+from .trace.autocast_casts import autocast_casts_in, leaves_as_compiled
 
 
 def aot_module_simplified(
@@ -185,8 +185,7 @@ def _compiled_under_dynamo(
     if autocast_casts_in(lifted.mod):
         # The graph shares one autocast cast per weight where eager caches it: a leaf.
         # Dynamo does not guard whether an input is one (a clone where there was a leaf).
-        cached = cached_by_eager(graph_inputs[n:])
-        checks.append(lambda args: cached_by_eager(args) == cached)
+        checks.append(leaves_as_compiled(graph_inputs[n:]))
     forward = _checked(run, lifted, options, checks)
     forward.artifact = artifact  # type: ignore[attr-defined]
     return forward

@@ -20,7 +20,7 @@ copy, which is no leaf in eager's terms either) runs as a leaf of the trace.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -31,10 +31,10 @@ from .functional import to_functional
 __all__ = [
     "as_cached_leaves",
     "autocast_casts_in",
-    "cached_by_eager",
     "cached_cast_inputs",
     "cast_cache_as",
     "leaf_copies",
+    "leaves_as_compiled",
 ]
 
 
@@ -60,9 +60,17 @@ def _cached_by_eager(t: Any) -> bool:
         return False
 
 
-def cached_by_eager(args: Sequence[Any]) -> tuple[bool, ...]:
-    """Per argument, whether eager's autocast caches its casts."""
-    return tuple(_cached_by_eager(a) for a in args)
+def leaves_as_compiled(inputs: Sequence[Any]) -> Callable[[Sequence[Any]], bool]:
+    """A check that a call's arguments are, where eager's autocast caches casts, what
+    ``inputs`` (the ones compiled for) were: per argument, whether eager caches its
+    casts. Parameters are left out (always leaves: a call need not pay for them)."""
+    slots = [i for i, a in enumerate(inputs) if not isinstance(a, torch.nn.Parameter)]
+    expected = [_cached_by_eager(inputs[i]) for i in slots]
+
+    def same(args: Sequence[Any]) -> bool:
+        return [_cached_by_eager(args[i]) for i in slots] == expected
+
+    return same
 
 
 def autocast_casts_in(gm: Any) -> bool:
