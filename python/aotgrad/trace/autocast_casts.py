@@ -13,8 +13,9 @@ every input in a tensor that is never a leaf, so the cache would not take it any
 The joint trace puts both back for the inputs eager's cache takes: the caller's cache
 setting is restored while the function runs (its own ``autocast`` blocks then set
 theirs as in eager), and each input that is a float32 leaf requiring grad in the
-caller, not a view, and that the function does not write or re-lay (those run on a
-copy, which is no leaf in eager's terms either) runs as a leaf of the trace.
+caller, not a view, runs as a leaf of the trace where an op of the function ran under
+autocast (``cached_cast_inputs``): the input itself, or, where the function writes it
+without grad, the copy it runs on (``leaf_copies``: eager's stale cast after the write).
 """
 
 from __future__ import annotations
