@@ -196,7 +196,12 @@ class Gen:
                     b = f"b{k}"
                 else:
                     b = f"l{k}"  # views of a leaf
-                if vk == "overlap":
+                # multi-output views (split/chunk/unbind) and views made under no_grad
+                # (nodes autograd cannot rebuild once written); own stream, as below
+                multi = random.Random(self.seed * 43 + i).random()
+                if vk in ("disjoint", "cols") and multi < 0.4:
+                    lines += self._multi_output_input_views(x, y, b, vk, multi)
+                elif vk == "overlap":
                     lines.append(f"{x}, {y} = {b}[0:4], {b}[2:6]  # overlapping views")
                 elif vk == "disjoint":
                     lines.append(f"{x}, {y} = {b}[:4], {b}[4:]  # disjoint views")
@@ -229,6 +234,22 @@ class Gen:
         self.first_plain = first_plain and not any(
             ln.startswith("x") and "= x0  #" in ln for ln in lines
         )
+
+    @staticmethod
+    def _multi_output_input_views(x, y, b, vk, r):
+        """Two disjoint input views of ``b`` whose autograd nodes eager cannot rebuild once
+        they are written: outputs of one split/chunk/unbind, or slices made under no_grad."""
+        dim = ", 1" if vk == "cols" else ""
+        if r < 0.1:
+            return [
+                "with torch.no_grad():",
+                f"    {x}, {y} = {b}.chunk(2{dim})  # views made under no_grad",
+            ]
+        if r < 0.2 or vk == "cols":
+            return [f"{x}, {y} = {b}.split(4{dim})  # multi-output views"]
+        if r < 0.3:
+            return [f"{x}, {y} = {b}.chunk(2)  # multi-output views"]
+        return [f"{x}, {y} = {b}.view(2, 4, 4).unbind(0)  # multi-output views"]
 
     def gen_scalars(self):
         rng = self.rng
@@ -313,7 +334,28 @@ class Gen:
             return self.s_unary(depth)
         e = self.rng.choice(MATMUL).format(a=a.name, b=b.name)
         bf = self.in_autocast and not self.in_autocast_off
-        return self.add(e, (4, 4), bf16=bf or (a.bf16 and b.bf16))
+        lines = self.add(e, (4, 4), bf16=bf or (a.bf16 and b.bf16))
+        if self.autocast:
+            lines += self._weight_used_again(b, bf)
+        return lines
+
+    def _weight_used_again(self, w, bf):
+        """Under autocast eager casts a float32 leaf once per region and reuses the cast:
+        a weight used twice shares one cast (and sums its gradients in bfloat16). Drawn
+        from its own stream, so that the programs of earlier seeds keep their statements."""
+        own = random.Random(self.seed * 47 + self.n)
+        if own.random() >= 0.5:
+            return []
+        cands = [u for u in self.pool if u.shape == (4, 4)]
+        inputs = [u for u in cands if u.kind == "input"]
+        if inputs and own.random() < 0.7:
+            w = own.choice(inputs)
+        a = own.choice(cands)
+        e = own.choice(
+            ["{a} @ {w}", "torch.nn.functional.linear({a}, {w})", "torch.mm({w}, {a})", "{w} @ {w}"]
+        )
+        e = e.format(a=a.name, w=w.name)
+        return self.add(f"{e} + {a.name} @ {w.name}  # a weight used twice", (4, 4), bf16=bf)
 
     def s_reduce(self, depth):
         v = self.pick()
