@@ -309,6 +309,12 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Hooks registered on inputs, which the runtime registers on the caller's tensors.
         self.input_hooks = InputHooks()
 
+    #: Leaf inputs' stand-ins whose caller's tensor requires grad through its base
+    #: (``_requires_grad_by_base``), by id.
+    flag_kept_by_base: frozenset[int] = frozenset()
+    #: Of those, the ones ``requires_grad_(False)`` was called on.
+    flag_dropped: set[int]
+
     def _eager_view(self, t: Any) -> bool:
         """Whether eager's tensor for ``t`` is a view: not an input's stand-in, unless the
         caller's input is a view."""
@@ -333,6 +339,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
         calls.shared_leaves = leaves_sharing_storage(pairs)
+        calls.flag_dropped = set()
+        calls.flag_kept_by_base = frozenset(
+            id(a) for a, o in pairs if id(a) in calls.leaves and _requires_grad_by_base(o)
+        )
         calls.gradless = GradlessBases.of_inputs(pairs)
         calls.stale_views = StaleInputViews.of_inputs(pairs)
         calls.restrides = Restrides([a for a, _ in pairs])
@@ -393,7 +403,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 self.counters.sync(before)
         restore(counts)
         if self.stale_views.watched:
-            refusal = self.stale_views.refusal(func, args, kwargs, result)
+            refusal = self.stale_views.refusal(
+                func, args, kwargs, result, records=not in_inference_mode()
+            )
             if refusal is not None:
                 raise refusal
         self.earlier.note(result)
@@ -668,6 +680,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         t = args[0]
         if id(t) in self.leaves:
             flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            if not flag and id(t) in self.flag_kept_by_base:
+                # eager's own flag goes off; its base keeps it requiring grad, without an
+                # accumulator: the runtime turns the caller's flag off before the graph
+                self.flag_dropped.add(id(t))
+                return t
             if not flag and t.requires_grad:
                 self._leaf_written_before(t)
                 self.flag_off.add(id(t))
@@ -711,6 +728,12 @@ def _inherits_requires_grad(t: torch.Tensor) -> bool:
         return t.grad_fn is None
     except RuntimeError:  # a stale one (its base written with grad): eager's call reads none
         return False
+
+
+def _requires_grad_by_base(o: torch.Tensor) -> bool:
+    """A leaf view whose base requires grad (made under ``no_grad``): it requires grad
+    whatever its own flag says, so ``requires_grad_(False)`` changes nothing."""
+    return o._is_view() and o._base is not None and o._base.requires_grad
 
 
 def _restrided_view(t: torch.Tensor) -> torch.Tensor:

@@ -64,6 +64,7 @@ def layout_of_trace(
         requires_grad_changes=metadata.requires_grad_changes,
         left_then_written=metadata.left_then_written,
         requires_grad_flag_off=metadata.requires_grad_flag_off,
+        **_views_read_by_node(metadata),
         detached_outputs=metadata.detached_outputs,
         inner_leaves=metadata.inner_leaves,
         enable_grad=not metadata.grad_mode,
@@ -75,6 +76,15 @@ def layout_of_trace(
         input_hooks=metadata.input_hooks,
         output_hooks=metadata.output_hooks,
     )
+
+
+def _views_read_by_node(metadata: Any) -> dict[str, list[int]]:
+    """Leaf views whose own flag the function turned off, and views of ``split`` /
+    ``unbind`` whose node it never reads: autograd must not read it either."""
+    return {
+        "requires_grad_dropped": metadata.requires_grad_dropped,
+        "node_unread_views": metadata.node_unread_views,
+    }
 
 
 def _metadata_with_grad(

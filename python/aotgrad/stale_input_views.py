@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves
 
+from .alias.views import node_unreadable
 from .errors import EagerRefusal
 
 __all__ = ["StaleInputViews"]
@@ -48,9 +49,11 @@ def _eager_message(o: torch.Tensor) -> str | None:
 
 @dataclass
 class StaleInputViews:
-    #: Per watched stand-in (by id): it, its version count when the function starts,
-    #: and eager's error once it moves.
-    watched: dict[int, tuple[Any, int, str]] = field(default_factory=dict)
+    #: Per watched stand-in (by id): it, its version count when the function starts
+    #: (None: written before the call), and eager's error once it moves.
+    watched: dict[int, tuple[Any, int | None, str]] = field(default_factory=dict)
+    #: The watched stand-ins whose node the function read (by id), stale or not.
+    node_read: set[int] = field(default_factory=set)
 
     @classmethod
     def of_inputs(cls, pairs: Sequence[tuple[Any, Any]]) -> StaleInputViews:
@@ -64,22 +67,40 @@ class StaleInputViews:
                 continue
             message = _eager_message(o)
             if message is not None:
-                watched[id(a)] = (a, a._version, message)
+                # written before the call: any read of its node raises (version None)
+                watched[id(a)] = (a, None if node_unreadable(o) else a._version, message)
         return cls(watched)
 
-    def refusal(self, func: Any, args: Any, kwargs: Any, result: Any) -> EagerRefusal | None:
+    def refusal(
+        self, func: Any, args: Any, kwargs: Any, result: Any, *, records: bool = True
+    ) -> EagerRefusal | None:
         """Eager's error for ``func``, which returned ``result``, if it read the node of a
         watched input written since the function started: it recorded autograd on one
-        (its result requires grad, grad mode on), or read its ``grad_fn`` / ``is_leaf``."""
+        (its result requires grad, grad mode on; ``records``: False where autograd records
+        nothing, a trace for inference mode), or read its ``grad_fn`` / ``is_leaf``."""
         if getattr(func, "__self__", None) not in _NODE_READS:
             outs = result if isinstance(result, (tuple, list)) else (result,)
-            recorded = torch.is_grad_enabled() and any(
-                isinstance(r, torch.Tensor) and r.requires_grad for r in outs
+            recorded = (
+                records
+                and torch.is_grad_enabled()
+                and any(isinstance(r, torch.Tensor) and r.requires_grad for r in outs)
             )
             if not recorded:
                 return None
         for t in tree_leaves((args, kwargs or {})):
             entry = self.watched.get(id(t)) if isinstance(t, torch.Tensor) else None
-            if entry is not None and entry[0]._version != entry[1]:
+            if entry is None:
+                continue
+            self.node_read.add(id(t))
+            if entry[1] is None or entry[0]._version != entry[1]:
                 return EagerRefusal(entry[2])
         return None
+
+    def unread(self, wrapped: Sequence[Any]) -> list[int]:
+        """The watched inputs (by position among ``wrapped``) whose node the function
+        never read: the runtime may pass them to autograd detached (``_readable_inputs``)."""
+        return [
+            i
+            for i, w in enumerate(wrapped)
+            if id(w) in self.watched and id(w) not in self.node_read
+        ]

@@ -163,12 +163,12 @@ def link_siblings(facts: AliasFacts, originals: Sequence[Any]) -> None:
     facts.input_storage = join_siblings(
         facts.input_storage,
         originals,
-        [k for k, f in enumerate(flags) if _written_with_grad(f)],
+        [k for k, f in enumerate(flags) if written_with_grad(f)],
         [k for k, f in enumerate(flags) if f & (IN_MUTATES_DATA | IN_MUTATES_METADATA)],
     )
 
 
-def _written_with_grad(flags: int) -> bool:
+def written_with_grad(flags: int) -> bool:
     """An input written with a value that requires grad (autograd records the write)."""
     return bool(flags & IN_MUTATES_DATA and flags & IN_NEW_VALUE_REQUIRES_GRAD) and not (
         flags & IN_MUTATIONS_HIDDEN

@@ -27,6 +27,30 @@ def _plain(v: Any) -> Any:
     return int(v)
 
 
+def node_unreadable(t: torch.Tensor) -> bool:
+    """``t`` is a view whose autograd node eager cannot rebuild (of ``unbind``/``split``,
+    made under ``no_grad``) and which was written since: reading its ``grad_fn`` or
+    ``is_leaf`` raises. Eager raises only where the function reads its node."""
+    if not t._is_view():
+        return False
+    if getattr(t, "_aotgrad_node_unreadable", False):
+        return True  # the fake of such a tensor (``trace.fakes``), whose own node reads
+    try:
+        t.is_leaf  # noqa: B018 (the read is the question)
+    except RuntimeError:
+        return True
+    return False
+
+
+def leaf_if_readable(t: torch.Tensor) -> bool:
+    """``t.is_leaf``; False where its node cannot be read (``node_unreadable``: a
+    written view of a tensor that requires grad is no leaf), where eager's read raises."""
+    try:
+        return t.is_leaf
+    except RuntimeError:
+        return False
+
+
 @dataclass(frozen=True)
 class ViewSpec:
     size: tuple[Any, ...]
@@ -229,7 +253,9 @@ def detached_alias(
     output that requires grad is itself the leaf; otherwise (kind 2) the detached alias
     is (``t = x.detach().requires_grad_(); t.t()``: a view of a leaf, with a grad_fn)."""
     if kind == 1:
-        out = _view(base, spec).detach()
+        # (of ``base.detach()``: a view of a stale view of a multi-output op would read
+        # its node, which raises)
+        out = _view(base.detach(), spec).detach()
     else:
         detached = base.detach()
         if requires_grad and not leaf:

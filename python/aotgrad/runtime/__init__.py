@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..alias import OutputVerdict
+from ..alias.views import node_unreadable
 from ..errors import UnsupportedError, mark_raised_by_graph
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
@@ -415,6 +416,32 @@ def _marking_failures(fw: BoxedFn) -> BoxedFn:
     return run
 
 
+def _readable_inputs(apply: Callable[..., Any], unread: Sequence[int]) -> Callable[..., Any]:
+    """``apply``, given a detached alias of each input of ``unread`` (views of ``split``
+    / ``unbind`` or made under ``no_grad``, whose node the function never reads) whose
+    autograd node cannot be read (``node_unreadable``: written since it was made):
+    ``autograd.Function.apply`` reads the node of every input that requires grad, which
+    raises; eager reads it only where the function records autograd on it."""
+    if not unread:
+        return apply
+
+    def call(*args: Any) -> Any:
+        swapped = None
+        for i in unread:
+            a = args[i]
+            if (
+                isinstance(a, torch.Tensor)
+                and a.requires_grad
+                and a._is_view()
+                and node_unreadable(a)
+            ):
+                swapped = swapped or list(args)
+                swapped[i] = a.detach()
+        return apply(*args) if swapped is None else apply(*swapped)
+
+    return call
+
+
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
 ) -> Callable[..., tuple[Any, ...]]:
@@ -431,16 +458,17 @@ def make_training_function(
             return plan.backward(ctx, grads)
 
     n_user = layout.num_user_outputs
-    apply = CompiledFunction.apply
+    apply = _readable_inputs(CompiledFunction.apply, layout.node_unread_views)
     if layout.enable_grad:
+        recording = apply
 
         def apply(*args: Any) -> Any:
             if torch.is_inference_mode_enabled():
                 # (compiled by Dynamo, which traces a call under inference mode with
                 # no_grad on: there, autograd records nothing, enable_grad blocks too)
-                return CompiledFunction.apply(*args)
+                return recording(*args)
             with torch.enable_grad():
-                return CompiledFunction.apply(*args)
+                return recording(*args)
 
     given = sum(leaf.member is not None for leaf in layout.inner_leaves)
     watch = plan.note_watched if layout.watched_inputs or layout.watched_bases else None

@@ -18,6 +18,7 @@ from ..alias.views import (
     Evaluator,
     custom_view_of,
     detached_alias,
+    leaf_if_readable,
     no_grad_view_of,
     regenerate,
     replay_metadata,
@@ -105,18 +106,20 @@ class Epilogue:
         had); their version counters."""
         self.early_views(args)
         for i, (_, reached) in self.layout.left_then_written.items():
-            if not reached and args[i].is_leaf and args[i].requires_grad:
+            if not reached and args[i].requires_grad and leaf_if_readable(args[i]):
                 # a leaf nothing was computed from before: out of autograd before the
                 # graph (its gradient node would be reached once the write moved it inside)
                 args[i].requires_grad_(False)
         for i, flag in self.layout.requires_grad_changes.items():
             if flag:  # before the graph runs: autograd then records it, as in eager
-                if args[i].requires_grad and not args[i].is_leaf:
+                if args[i].requires_grad and not leaf_if_readable(args[i]):
                     args[i].detach_()  # ``x.detach_(); x.requires_grad_()``: a new leaf
                 args[i].requires_grad_(True)
             elif i in self.layout.requires_grad_flag_off and not args[i].requires_grad:
                 # on for a while inside the function: on while the graph runs, off after
                 args[i].requires_grad_(True)
+        for i in self.layout.requires_grad_dropped:
+            args[i].requires_grad_(False)
         for i in self.layout.storage_resizes:
             t = args[i]
             if t.untyped_storage().nbytes() == 0 and t.numel():
@@ -181,7 +184,7 @@ class Epilogue:
         laid = {
             i: _alias(args[i])
             for i in layout.metadata_mutations
-            if not (args[i].is_leaf and args[i].requires_grad) and self._keeps_autograd(i)
+            if not (args[i].requires_grad and leaf_if_readable(args[i])) and self._keeps_autograd(i)
         }
         kept = self._write_inputs(args, fwd, spec, before)
         if leaves:
@@ -324,7 +327,7 @@ class Epilogue:
             target = args[i]
             if target is value:
                 continue
-            leaf = target.is_leaf and target.requires_grad
+            leaf = target.requires_grad and leaf_if_readable(target)
             if i in relaid:  # (a leaf that requires grad now: written under no_grad)
                 with torch.no_grad():
                     target = target.as_strided(*relaid[i])

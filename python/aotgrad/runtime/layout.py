@@ -147,6 +147,13 @@ class ForwardLayout:
     #: Of those turned off, the ones by ``requires_grad_(False)`` (the others:
     #: ``detach_()``, a no-op on autograd under inference mode, as in eager).
     requires_grad_flag_off: list[int] = field(default_factory=list)
+    #: Leaf views whose own flag the function turned off (their base keeps them requiring
+    #: grad): turned off before the graph, so autograd gives them no accumulator.
+    requires_grad_dropped: list[int] = field(default_factory=list)
+    #: Inputs that are views of ``split``/``unbind`` (or made under ``no_grad``) whose
+    #: node the function never reads: passed to autograd detached where it cannot be
+    #: read (``runtime._readable_inputs``), as eager never reads it.
+    node_unread_views: list[int] = field(default_factory=list)
     #: User outputs that are results of ``detach()`` (``trace.TraceMetadata``).
     detached_outputs: list[int] = field(default_factory=list)
     #: Leaves the function makes that outputs are computed from (``trace.InnerLeaf``):
@@ -226,6 +233,7 @@ class ForwardLayout:
             any(self.requires_grad_changes.values())
             or self.left_then_written
             or self.requires_grad_flag_off
+            or self.requires_grad_dropped
             or self.storage_resizes
         )
 
@@ -243,6 +251,7 @@ class ForwardLayout:
             or self.merged_outputs
             or self.output_versions
             or self.requires_grad_changes
+            or self.requires_grad_dropped
             or self.storage_resizes
             or self.stale_views
             or self.custom_views

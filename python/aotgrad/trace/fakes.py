@@ -8,6 +8,9 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from ..alias.views import node_unreadable
+from ..errors import UnsupportedError
+
 
 def make_fake_mode(dynamic: bool) -> FakeTensorMode:
     """A fake mode for tracing. It always has a ShapeEnv: without one, torch records the
@@ -26,7 +29,43 @@ def fakify(fake_mode: FakeTensorMode, flat_args: Sequence[Any], *, dynamic: bool
     out: list[Any] = []
     for a in flat_args:
         if isinstance(a, torch.Tensor) and not isinstance(a, torch._subclasses.FakeTensor):
-            out.append(fake_mode.from_tensor(a, static_shapes=not dynamic))
+            out.append(_fake_of(fake_mode, a, dynamic))
         else:
             out.append(a)
     return out
+
+
+def _fake_of(fake_mode: FakeTensorMode, a: torch.Tensor, dynamic: bool) -> Any:
+    if not node_unreadable(a):
+        return fake_mode.from_tensor(a, static_shapes=not dynamic)
+    # ``from_tensor`` reads ``is_leaf``: read it at the version the node was recorded at
+    # (``trace/stale_input_views`` raises eager's error where the function reads the node)
+    version = _recorded_version(a)
+    if version is None:
+        raise UnsupportedError(
+            f"an input of shape {tuple(a.shape)} is a view whose autograd node cannot be "
+            "read (of unbind/split/chunk or made under no_grad, written since): run it "
+            "eagerly, or pass a fresh view"
+        )
+    now = a._version
+    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
+    try:
+        fake = fake_mode.from_tensor(a, static_shapes=not dynamic)
+    finally:
+        torch._C._autograd._unsafe_set_version_counter((a,), (now,))
+    fake._aotgrad_node_unreadable = True  # (``alias.views.node_unreadable``)
+    return fake
+
+
+def _recorded_version(t: torch.Tensor, tries: int = 4096) -> int | None:
+    """The version count at which ``t``'s view node was recorded (its node reads without
+    a rebuild only at that count), found by setting its counter; None past ``tries``."""
+    now = t._version
+    try:
+        for v in range(now - 1, max(-1, now - 1 - tries), -1):
+            torch._C._autograd._unsafe_set_version_counter((t,), (v,))
+            if not node_unreadable(t):
+                return v
+    finally:
+        torch._C._autograd._unsafe_set_version_counter((t,), (now,))
+    return None

@@ -119,6 +119,13 @@ class TraceMetadata:
     #: Inputs whose autocast casts eager caches, where an op ran under autocast: they
     #: run as leaves of the joint trace (``autocast_casts``).
     cached_casts: list[int] = field(default_factory=list)
+    #: Leaf inputs that require grad through their base (views made under ``no_grad``)
+    #: whose own flag ``requires_grad_(False)`` turned off: they still require grad, with
+    #: no accumulator (``EagerCalls.flag_dropped``).
+    requires_grad_dropped: list[int] = field(default_factory=list)
+    #: Inputs that are views autograd cannot rebuild once written whose node the function
+    #: never reads (``StaleInputViews.unread``).
+    node_unread_views: list[int] = field(default_factory=list)
     #: Outputs viewing an input the function made require grad, taken before it did
     #: (``OutputAlias.before_requires_grad``: 1 the view, 2 a view of it).
     views_before_requires_grad: dict[int, int] = field(default_factory=dict)
@@ -128,10 +135,10 @@ class TraceMetadata:
         """An output (or an input's new value) has autograd history: the function needs
         the joint graph even when its inputs do not require grad (an ``enable_grad``
         block under ``no_grad``; a value that requires grad written into an input)."""
-        from ..alias.facts import IN_NEW_VALUE_REQUIRES_GRAD
+        from ..alias.facts import written_with_grad
 
         return any(o.requires_grad and not o.new_leaf for o in self.outputs) or any(
-            f & IN_NEW_VALUE_REQUIRES_GRAD for f in self.plan.facts.input_flags
+            written_with_grad(f) for f in self.plan.facts.input_flags
         )
 
     @property

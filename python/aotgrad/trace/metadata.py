@@ -396,8 +396,11 @@ def _required_grad_for_a_while(
 
 
 def _dirty_by_custom_function(w: Any) -> bool:
-    """Last written by a custom Function (``mark_dirty``) that autograd recorded."""
-    return isinstance(alias.facts.grad_fn_of(w), torch.autograd.function.BackwardCFunction)
+    """Last written by a custom Function (``mark_dirty``) that autograd recorded (``w``:
+    an input's stand-in, or a SymInt)."""
+    return isinstance(w, torch.Tensor) and isinstance(
+        alias.facts.grad_fn_of(w), torch.autograd.function.BackwardCFunction
+    )
 
 
 def _finish_facts(
@@ -647,7 +650,7 @@ def _with_hooks(
 ) -> TraceMetadata:
     """The hooks the runtime registers (``aotgrad.input_hooks``): on the inputs the
     function does not write, and on the outputs it rebuilds as views; and the inputs
-    whose autocast casts eager caches."""
+    whose autocast casts eager caches; the leaf views whose own flag it turned off."""
     plan = metadata.plan
     facts = plan.facts
     hooks, kept = calls.input_hooks.of_inputs(wrapped)
@@ -658,6 +661,10 @@ def _with_hooks(
     ]
     metadata.traced_hook_inputs = sorted(traced)
     metadata.cached_casts = cached_cast_inputs(calls, wrapped)
+    metadata.node_unread_views = calls.stale_views.unread(wrapped)
+    metadata.requires_grad_dropped = [
+        i for i, w in enumerate(wrapped) if id(w) in calls.flag_dropped
+    ]
     rebuilt = [
         k
         for k, v in enumerate(plan.outputs)

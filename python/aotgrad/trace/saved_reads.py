@@ -138,16 +138,12 @@ class SavedReads:
         if i is not None:  # read by eager's backward (a node no output reaches reads none)
             self.eager_reads.add(i)
         now = t._version + self._shared_writes(t)
-        if _detached_since(t, history, self._node()):
-            if not self.stale:
-                self.stale.append(_DETACHED_IN_PLACE)
-            self.stale_nodes.append(self._node())
-            return t
-        if now == version:
+        detached = _detached_since(t, history, self._node())
+        if not detached and now == version:
             self._note_input_read(t, version)
             return t
         if not self.stale:
-            self.stale.append(_stale_message(t, now, version))
+            self.stale.append(_DETACHED_IN_PLACE if detached else _stale_message(t, now, version))
         self.stale_nodes.append(self._node())
         # its metadata may have changed too (x.unsqueeze_(0)): the backward is traced
         # on the layout it saved (it raises before it runs anyway)
