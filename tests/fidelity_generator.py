@@ -566,6 +566,29 @@ class Gen:
         body = self.s_inplace(depth + 1)
         return [f"if {cond}:"] + ["    " + ln for ln in body]
 
+    def autograd_api_step(self):
+        """Sometimes (its own stream: other seeds keep their programs) a last statement of
+        autograd's API: ``retain_grad()``, a gradient hook, ``.data`` read or written, a
+        non-reentrant ``checkpoint``."""
+        own = random.Random(self.seed * 53 + 7)
+        if own.random() >= 0.15 or not self.pool:
+            return []
+        v = own.choice(self.pool)
+        k = own.choice(["retain_grad", "hook", "data_read", "data_write", "checkpoint"])
+        if k == "retain_grad":
+            return [f"{v.name}.retain_grad()"]
+        if k == "hook":
+            return [f"{v.name}.register_hook(lambda g: g * 2)  # a gradient hook"]
+        if k == "data_write":
+            return [f"{v.name}.data.mul_(2)  # a write through .data"]
+        if k == "data_read":
+            return self.add(f"{v.name}.data * 2", v.shape, bf16=v.bf16)
+        return self.add(
+            f"torch.utils.checkpoint.checkpoint(lambda a: a.sin() * a, {v.name}, use_reentrant=False)",
+            v.shape,
+            bf16=v.bf16,
+        )
+
     # ---- outputs -------------------------------------------------------------------------
     def gen_outputs(self):
         rng = self.rng
@@ -636,6 +659,7 @@ def generate(seed: int) -> Program:
     body = []
     for _ in range(g.rng.randint(1, 7)):
         body += g.step()
+    body += g.autograd_api_step()
     ret = g.gen_outputs()
     params = g.args + [s[0] for s in g.scalars]
     fn_src = (

@@ -360,7 +360,7 @@ def _record_grads(obs, pre, watch, outs, cat):
     for n, w in list(watch.items()) + [(f"out{i}", o) for i, o in enumerate(outs)]:
         if (
             not isinstance(w, torch.Tensor)
-            or _safe(lambda w=w: w.is_leaf) is not True
+            or (_safe(lambda w=w: w.is_leaf) is not True and not _retains_grad(w))
             or id(w) in seen
         ):
             continue
@@ -372,6 +372,11 @@ def _record_grads(obs, pre, watch, outs, cat):
             obs.add(f"{pre}.{n}", cat, g)
             continue
         obs.add(f"{pre}.{n}", cat, None if g is None else _val(g))
+
+
+def _retains_grad(t):
+    """``retain_grad()`` was called on ``t`` (its ``.grad`` is filled though no leaf)."""
+    return _safe(lambda: t.retains_grad) is True
 
 
 def _cotangents(outs):

@@ -6,7 +6,8 @@ function computed: with the input itself returned (``x.register_hook(h); return 
 or a view of it, the caller's gradient bypassed the hook and the input's gradient came
 back without it, silently (blind d38, d40, d41, d42). Hooks on inputs are now registered
 on the caller's tensors at each call (``aotgrad.input_hooks``), and a hook on an output
-rebuilt as a view is registered on the rebuilt output too."""
+rebuilt as a view is registered on the rebuilt output too. An input written under
+``no_grad`` keeps its node: its hook is the caller's too (the generator found it traced)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,31 @@ def two_hooks_on_one_input(x, w):
     return x, x * w
 
 
+@program
+def written_under_no_grad_then_hooked(x, w):
+    # (found by the fidelity generator: the hook stayed in the trace, as for a write
+    # autograd records, and the views' gradient bypassed it)
+    with torch.no_grad():
+        x[0].zero_()
+    x.register_hook(_triple)
+    return x.diagonal(), x[1:3]
+
+
+@program
+def hooked_then_written_under_no_grad(x, w):
+    x.register_hook(_triple)
+    with torch.no_grad():
+        x.mul_(2)
+    return x, x * w
+
+
+@program
+def written_with_grad_then_hooked(x, w):
+    x.mul_(w)  # a new node: eager's hook sits on it, before the views' gradient
+    x.register_hook(_triple)
+    return x[1:3], x * 2
+
+
 def _make(kind: str) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
     def make() -> tuple[list[Any], list[torch.Tensor]]:
         leaf = torch.randn(4, 4, dtype=DT, requires_grad=True)
@@ -101,6 +127,16 @@ def _make(kind: str) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
 @pytest.mark.parametrize("kind", ["clone", "leaf", "transposed"])
 @pytest.mark.parametrize("fn", PROGRAMS.values(), ids=PROGRAMS)
 def test_hooks_change_the_gradient_as_in_eager(fn: Callable, kind: str, compiler: str) -> None:
+    if fn is hooked_then_written_under_no_grad and kind == "transposed":
+        pytest.xfail(
+            "eager's hook stays on the view's node, which the write makes autograd rebuild: "
+            "the outputs' gradient skips it (Dynamo's backend='eager' differs too)"
+        )
+    if fn is written_with_grad_then_hooked and compiler.startswith("dynamo") and kind != "leaf":
+        pytest.xfail(
+            "Dynamo registers the hook after the graph, on the node the write gave the "
+            "caller's tensor: the graph's gradient bypasses it (torch's aot_eager too)"
+        )
     assert_like_eager(fn, _make(kind), COMPILERS[compiler], calls=2)
 
 

@@ -94,6 +94,10 @@ VOCABULARY = [
     "# multi-output views",  # inputs: outputs of one split/chunk/unbind
     "# views made under no_grad",
     "# a weight used twice",  # under autocast: one cached cast
+    ".retain_grad()",
+    "# a gradient hook",
+    "# a write through .data",
+    "checkpoint(",
     "empty_strided((4, 4), (1, 4)",  # non-contiguous leaf
     "= b",  # transposed view of a base (x = bK.t())
     "r().requires_grad_",  # 0-dim

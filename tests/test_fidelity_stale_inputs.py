@@ -87,10 +87,22 @@ def _only_the_other(x, y):
     return y.detach() * 2, x.shape[0]
 
 
+def _returned_itself(x, y):
+    return x.to(x.dtype), x.contiguous(), y.to(torch.float64)
+
+
+def _written_with_grad(x, y):
+    x.mul_(2)
+    return x
+
+
 # (not Dynamo: its own fakification reads the node, under backend="eager" too)
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.startswith("aot_function")])
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("fn", [_read_without_grad, _records_on_it, _only_the_other])
+@pytest.mark.parametrize(
+    "fn",
+    [_read_without_grad, _records_on_it, _only_the_other, _returned_itself, _written_with_grad],
+)
 def test_input_written_before_the_call(fn, kind, entry):
     assert_like_eager(fn, _views(kind, True), COMPILERS[entry], calls=2)
 

@@ -6,8 +6,9 @@ caller's tensor and sees every gradient reaching it, also through an output that
 input itself or a view of it (``x.register_hook(h); return x``: eager's gradient went
 through ``h``, the traced one did not). So the trace records them (``InputHooks``) and
 the runtime registers each on the caller's tensor at every call, as eager's call does.
-An input the function writes keeps its hooks in the trace (the write gives the caller's
-tensor another node: eager's hook stays on the one it had), and so does one with a hook
+An input the function writes with a history keeps its hooks in the trace (the write gives
+the caller's tensor another node: eager's hook stays on the one it had; a write autograd
+does not see, under ``no_grad``, leaves the node as it was), and so does one with a hook
 that closes over a tensor or a symbolic number (at runtime it would hold the trace's
 stand-in; traced, the graph computes it from the call's values)."""
 

@@ -47,6 +47,15 @@ def _eager_message(o: torch.Tensor) -> str | None:
     return None
 
 
+def _returned_itself(func: Any, outs: Sequence[Any], args: Any, kwargs: dict) -> bool:
+    """``func`` returned its tensor argument itself without writing it (``x.to(x.dtype)``,
+    ``contiguous()``): autograd recorded nothing. (An in-place op returns it too, written.)"""
+    if len(outs) != 1 or not args or outs[0] is not args[0] or "out" in kwargs:
+        return False
+    name = getattr(func, "__name__", "")
+    return not (name.endswith("_") and not name.endswith("__")) and not name.startswith("__i")
+
+
 @dataclass
 class StaleInputViews:
     #: Per watched stand-in (by id): it, its version count when the function starts
@@ -84,6 +93,7 @@ class StaleInputViews:
                 records
                 and torch.is_grad_enabled()
                 and any(isinstance(r, torch.Tensor) and r.requires_grad for r in outs)
+                and not _returned_itself(func, outs, args, kwargs or {})
             )
             if not recorded:
                 return None

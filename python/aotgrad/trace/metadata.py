@@ -654,7 +654,12 @@ def _with_hooks(
     plan = metadata.plan
     facts = plan.facts
     hooks, kept = calls.input_hooks.of_inputs(wrapped)
-    written = {*plan.mutated_inputs, *facts.input_view}
+    # (a write autograd does not see leaves the input's node as it was: the runtime's hook
+    # on the caller's tensor sees every gradient reaching it, as eager's)
+    recorded = [
+        i for i in plan.mutated_inputs if alias.facts.written_with_grad(facts.input_flags[i])
+    ]
+    written = {*recorded, *facts.input_view}
     traced = {i for i, h in hooks if i in written and not isinstance(h, PostAccumulate)} | kept
     metadata.input_hooks = [
         (i, h) for i, h in hooks if isinstance(h, PostAccumulate) or i not in traced
