@@ -111,6 +111,22 @@ def written_with_grad_then_hooked(x, w):
     return x[1:3], x * 2
 
 
+@program
+def metadata_changed_then_hooked(x, w):
+    # (found by the fidelity generator: the input returned itself got its gradient
+    # through the runtime's replay of t_(), outside the graph where the hook was traced)
+    x.t_()
+    x.register_hook(_triple)
+    return x, x * w
+
+
+@program
+def hooked_then_metadata_changed(x, w):
+    x.register_hook(_triple)
+    x.t_()
+    return x, x * w
+
+
 def _make(kind: str) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
     def make() -> tuple[list[Any], list[torch.Tensor]]:
         leaf = torch.randn(4, 4, dtype=DT, requires_grad=True)
@@ -131,6 +147,11 @@ def test_hooks_change_the_gradient_as_in_eager(fn: Callable, kind: str, compiler
         pytest.xfail(
             "eager's hook stays on the view's node, which the write makes autograd rebuild: "
             "the outputs' gradient skips it (Dynamo's backend='eager' differs too)"
+        )
+    if fn is hooked_then_metadata_changed and compiler.startswith("aot") and kind != "leaf":
+        pytest.xfail(
+            "known open: a hook registered before t_() on an input returned itself; the "
+            "gradient differs from eager's (it did before the hooks of relaid inputs)"
         )
     if fn is written_with_grad_then_hooked and compiler.startswith("dynamo") and kind != "leaf":
         pytest.xfail(

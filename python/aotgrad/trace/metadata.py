@@ -645,6 +645,23 @@ def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any
     return calls, resizes, outs
 
 
+def _hooks_of_relaid_inputs_returned(
+    plan: Any, traced: set[int], hooks: Sequence[tuple[int, Any]]
+) -> list[tuple[int, Any]]:
+    """``(output, hook)`` for an input returned itself whose metadata the function changed
+    (``t_()``) and whose hook stays in the trace: the runtime replays the change on the
+    caller's tensor, a node of its own that the output's gradient reaches outside the
+    graph; eager's hook, registered after the change, sits on it."""
+    relaid = set(plan.facts.input_view) & traced
+    return [
+        (k, h)
+        for k, v in enumerate(plan.outputs)
+        if v is alias.OutputVerdict.IS_INPUT and plan.facts.output_input[k] in relaid
+        for i, h in hooks
+        if i == plan.facts.output_input[k] and not isinstance(h, PostAccumulate)
+    ]
+
+
 def _with_hooks(
     metadata: TraceMetadata, calls: Any, wrapped: Sequence[Any], outs: Any
 ) -> TraceMetadata:
@@ -677,6 +694,7 @@ def _with_hooks(
         and k not in facts.output_custom
     ]
     metadata.output_hooks = hooks_of_outputs(calls.input_hooks.traced_hooks, outs, rebuilt)
+    metadata.output_hooks += _hooks_of_relaid_inputs_returned(plan, traced - set(recorded), hooks)
     metadata.metadata_steps = calls.metadata_steps.mixed()
     metadata.metadata_recorded = calls.metadata_steps.recorded_last()
     return metadata
