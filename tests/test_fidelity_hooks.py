@@ -127,6 +127,14 @@ def hooked_then_metadata_changed(x, w):
     return x, x * w
 
 
+@program
+def hook_on_an_input_nothing_uses(x, w):
+    # (found by the fidelity generator: the compiled Function gives x an edge, and
+    # autograd called the hook with None, where eager never calls it)
+    x.register_hook(lambda g: g * 3)
+    return w * 2
+
+
 def _make(kind: str) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
     def make() -> tuple[list[Any], list[torch.Tensor]]:
         leaf = torch.randn(4, 4, dtype=DT, requires_grad=True)
