@@ -36,10 +36,12 @@ def fakify(fake_mode: FakeTensorMode, flat_args: Sequence[Any], *, dynamic: bool
 
 
 def _fake_of(fake_mode: FakeTensorMode, a: torch.Tensor, dynamic: bool) -> Any:
+    """The fake of ``a``; of a view written since its node was recorded (a ``split``
+    output, say), marked so: reading that node raises in eager."""
     if not node_unreadable(a):
         return fake_mode.from_tensor(a, static_shapes=not dynamic)
     # ``from_tensor`` reads ``is_leaf``: read it at the version the node was recorded at
-    # (``trace/stale_input_views`` raises eager's error where the function reads the node)
+    # (``aotgrad.stale_input_views`` raises eager's error where the function reads the node)
     version = _recorded_version(a)
     if version is None:
         raise UnsupportedError(
