@@ -59,6 +59,12 @@ from .view_metadata_writes import (
     views_left_autograd,
     write_metadata,
 )
+from .view_nodes import (
+    from_base,
+    inherits_requires_grad,
+    requires_grad_by_base,
+    restrided_view,
+)
 
 __all__ = ["EagerCalls", "for_inference_mode", "in_inference_mode"]
 
@@ -129,64 +135,6 @@ _OWN_IDENTITY = frozenset(
         *(getattr(torch.Tensor, name) for name in METADATA_WRITES),
     }
 )
-
-
-#: Autograd nodes of view ops (the name without its trailing number).
-_VIEW_NODES = frozenset(
-    {
-        "AliasBackward",
-        "AsStridedBackward",
-        "DiagonalBackward",
-        "ExpandBackward",
-        "PermuteBackward",
-        "SelectBackward",
-        "SliceBackward",
-        "SplitBackward",
-        "SplitWithSizesBackward",
-        "SqueezeBackward",
-        "TBackward",
-        "TransposeBackward",
-        "UnbindBackward",
-        "UnfoldBackward",
-        "UnsafeViewBackward",
-        "UnsqueezeBackward",
-        "ViewBackward",
-    }
-)
-
-
-def _views_only(t: torch.Tensor) -> bool:
-    """Whether autograd's path from the view ``t`` to its base is view ops only (not a
-    custom Function that returned a view, whose backward eager runs). With grad on,
-    reading ``t.grad_fn`` raises as eager's view of ``t`` would (a view of one of several
-    outputs whose base was written)."""
-    if not (t.requires_grad and torch.is_grad_enabled()):
-        return True  # no autograd history is made
-    if t.grad_fn is None:  # taken before its base required grad: eager's ends at it
-        return False
-    node, stop = t.grad_fn, t._base.grad_fn
-    while node is not None and node is not stop:
-        if type(node).__name__.rstrip("0123456789") not in _VIEW_NODES:
-            return False
-        following = [n for n, _ in node.next_functions if n is not None]
-        if len(following) != 1:
-            return False
-        node = following[0]
-        if stop is None and type(node).__name__ == "AccumulateGrad":
-            return True
-    return True
-
-
-def _from_base(t: Any) -> bool:
-    """Whether ``as_strided`` of the view ``t`` may be taken from ``t._base`` instead
-    (``EagerCalls._as_strided``): requiring grad as its base does or not at all, through
-    view ops only."""
-    return (
-        isinstance(t, torch.Tensor)
-        and t._base is not None
-        and (t.requires_grad == t._base.requires_grad or not t.requires_grad)
-        and _views_only(t)
-    )
 
 
 def _zero_dim_mask(args: Any) -> bool:
@@ -310,7 +258,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.input_hooks = InputHooks()
 
     #: Leaf inputs' stand-ins whose caller's tensor requires grad through its base
-    #: (``_requires_grad_by_base``), by id.
+    #: (``requires_grad_by_base``), by id.
     flag_kept_by_base: frozenset[int] = frozenset()
     #: Of those, the ones ``requires_grad_(False)`` was called on.
     flag_dropped: set[int]
@@ -341,7 +289,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         calls.shared_leaves = leaves_sharing_storage(pairs)
         calls.flag_dropped = set()
         calls.flag_kept_by_base = frozenset(
-            id(a) for a, o in pairs if id(a) in calls.leaves and _requires_grad_by_base(o)
+            id(a) for a, o in pairs if id(a) in calls.leaves and requires_grad_by_base(o)
         )
         calls.gradless = GradlessBases.of_inputs(pairs)
         calls.stale_views = StaleInputViews.of_inputs(pairs)
@@ -591,14 +539,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             # beyond t's elements, eager's gradient drops the others (an as_strided of t),
             # unless unrecorded: t's next node is then an as_strided of its base
             past = not within(t, size, stride, at) and torch.is_grad_enabled()
-            fresh = None if past else _restrided_view
+            fresh = None if past else restrided_view
             view = self._eager_view(t)
             self.earlier.changed(t, not view, restride=True)
             rebase = rebase and fresh is not None
             result = write_metadata(func, (t, size, stride, offset), {}, fresh, view, rebase)
             self.metadata_steps.note(t)
             return result
-        if not agree or not _from_base(t) or not within(t, size, stride, at):
+        if not agree or not from_base(t) or not within(t, size, stride, at):
             view = func(t, size, stride, offset)
         else:
             with torch.set_grad_enabled(torch.is_grad_enabled() and t.requires_grad):
@@ -697,7 +645,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
         if id(t) in self.inputs and flag and not t.requires_grad:
             self.turned_on.add(id(t))
-        if (t.requires_grad and not (flag and _inherits_requires_grad(t))) or id(t) in self.inputs:
+        if (t.requires_grad and not (flag and inherits_requires_grad(t))) or id(t) in self.inputs:
             return func(*args, **kwargs)
         result = func(*args, **kwargs)
         fresh = not any(leaf is result for leaf in self.new_leaves)
@@ -714,32 +662,6 @@ def _as_dims(kwargs: dict) -> dict:
     """``swapaxes_``'s keywords as ``transpose_``'s."""
     names = {"axis0": "dim0", "axis1": "dim1"}
     return {names.get(k, k): v for k, v in kwargs.items()}
-
-
-def _inherits_requires_grad(t: torch.Tensor) -> bool:
-    """A view made under no_grad of a tensor that requires grad: it says it requires grad
-    (its base does) but has no accumulator until ``requires_grad_()`` makes it a leaf
-    of its own."""
-    if not t._is_view():
-        return False
-    if torch._C._autograd._get_creation_meta(t) != torch._C._autograd.CreationMeta.NO_GRAD_MODE:
-        return False
-    try:
-        return t.grad_fn is None
-    except RuntimeError:  # a stale one (its base written with grad): eager's call reads none
-        return False
-
-
-def _requires_grad_by_base(o: torch.Tensor) -> bool:
-    """A leaf view whose base requires grad (made under ``no_grad``): it requires grad
-    whatever its own flag says, so ``requires_grad_(False)`` changes nothing."""
-    return o._is_view() and o._base is not None and o._base.requires_grad
-
-
-def _restrided_view(t: torch.Tensor) -> torch.Tensor:
-    """``t`` after ``as_strided_``, as a view of its base (an ``as_strided`` after a view
-    chain's first step is banned under functionalization)."""
-    return t._base.as_strided(t.size(), t.stride(), t.storage_offset())
 
 
 def _assign_data(target: torch.Tensor, value: torch.Tensor) -> None:

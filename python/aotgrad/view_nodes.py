@@ -1,0 +1,102 @@
+"""What eager's autograd says about a view and its node, for the calls the trace makes
+(``eager_calls``): whether its path to its base is view ops only, whether it requires grad
+through its base (made under ``no_grad``), and a restrided view rebuilt on its base.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = [
+    "VIEW_NODES",
+    "from_base",
+    "inherits_requires_grad",
+    "requires_grad_by_base",
+    "restrided_view",
+    "views_only",
+]
+
+#: Autograd nodes of view ops (the name without its trailing number).
+VIEW_NODES = frozenset(
+    {
+        "AliasBackward",
+        "AsStridedBackward",
+        "DiagonalBackward",
+        "ExpandBackward",
+        "PermuteBackward",
+        "SelectBackward",
+        "SliceBackward",
+        "SplitBackward",
+        "SplitWithSizesBackward",
+        "SqueezeBackward",
+        "TBackward",
+        "TransposeBackward",
+        "UnbindBackward",
+        "UnfoldBackward",
+        "UnsafeViewBackward",
+        "UnsqueezeBackward",
+        "ViewBackward",
+    }
+)
+
+
+def views_only(t: torch.Tensor) -> bool:
+    """Whether autograd's path from the view ``t`` to its base is view ops only (not a
+    custom Function that returned a view, whose backward eager runs). With grad on,
+    reading ``t.grad_fn`` raises as eager's view of ``t`` would (a view of one of several
+    outputs whose base was written)."""
+    if not (t.requires_grad and torch.is_grad_enabled()):
+        return True  # no autograd history is made
+    if t.grad_fn is None:  # taken before its base required grad: eager's ends at it
+        return False
+    node, stop = t.grad_fn, t._base.grad_fn
+    while node is not None and node is not stop:
+        if type(node).__name__.rstrip("0123456789") not in VIEW_NODES:
+            return False
+        following = [n for n, _ in node.next_functions if n is not None]
+        if len(following) != 1:
+            return False
+        node = following[0]
+        if stop is None and type(node).__name__ == "AccumulateGrad":
+            return True
+    return True
+
+
+def from_base(t: Any) -> bool:
+    """Whether ``as_strided`` of the view ``t`` may be taken from ``t._base`` instead
+    (``EagerCalls._as_strided``): requiring grad as its base does or not at all, through
+    view ops only."""
+    return (
+        isinstance(t, torch.Tensor)
+        and t._base is not None
+        and (t.requires_grad == t._base.requires_grad or not t.requires_grad)
+        and views_only(t)
+    )
+
+
+def inherits_requires_grad(t: torch.Tensor) -> bool:
+    """A view made under no_grad of a tensor that requires grad: it says it requires grad
+    (its base does) but has no accumulator until ``requires_grad_()`` makes it a leaf
+    of its own."""
+    if not t._is_view():
+        return False
+    if torch._C._autograd._get_creation_meta(t) != torch._C._autograd.CreationMeta.NO_GRAD_MODE:
+        return False
+    try:
+        return t.grad_fn is None
+    except RuntimeError:  # a stale one (its base written with grad): eager's call reads none
+        return False
+
+
+def requires_grad_by_base(o: torch.Tensor) -> bool:
+    """A leaf view whose base requires grad (made under ``no_grad``): it requires grad
+    whatever its own flag says, so ``requires_grad_(False)`` changes nothing."""
+    return o._is_view() and o._base is not None and o._base.requires_grad
+
+
+def restrided_view(t: torch.Tensor) -> torch.Tensor:
+    """``t`` after ``as_strided_``, as a view of its base (an ``as_strided`` after a view
+    chain's first step is banned under functionalization)."""
+    return t._base.as_strided(t.size(), t.stride(), t.storage_offset())
