@@ -16,7 +16,7 @@ sequence of stages driven:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
@@ -207,20 +207,59 @@ def _views_saved(node: Any, saved: set) -> bool:
     """Whether ``node`` is saved, or a view (of a view...) of a saved value: one version
     counter (a write through ``x.t()`` made ``t(copy)`` the base an output views while
     ``copy`` is what min-cut saves)."""
-    if node in saved:
-        return True
+    for seen in _view_bases(node):
+        if seen is not node and seen.op == "placeholder":
+            return False  # an input's counter is the caller's: not set here
+        if seen in saved:
+            return True
+    return False
+
+
+def _view_bases(node: Any) -> Iterator[Any]:
+    """``node``, then what it is a view of, and so on (at most 64 steps)."""
+    yield node
     for _ in range(64):
         target = getattr(node, "target", None)
         if not (
             getattr(target, "is_view", False) and node.args and isinstance(node.args[0], fx.Node)
         ):
-            return False
+            return
         node = node.args[0]
-        if node.op == "placeholder":  # an input's counter is the caller's: not set here
-            return False
-        if node in saved:
-            return True
-    return False
+        yield node
+
+
+def _saved_new_values(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, int]:
+    """Saved tensors that are (views of) a written input's new value, where eager's
+    backward reads the input itself (``layout.watched_inputs``): per saved tensor, its
+    entry in ``layout.mutated_inputs``. Eager's saved tensor is the input's storage, so a
+    write autograd does not count (``x.data.mul_(2)``, by the caller or by the next call)
+    reaches its backward: the runtime saves these as views of the input
+    (``runtime.saved_tensors.aliases_of_written_inputs``). Inputs the epilogue gives
+    other metadata or storage keep the graph's copy, as do tensors the backward reads
+    through their storage."""
+    outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
+    start = layout.num_user_outputs + layout.num_intermediate_bases
+    relaid = {
+        *layout.metadata_mutations,
+        *layout.relaid_inputs,
+        *layout.storage_sets,
+        *layout.storage_resizes,
+    }
+    entry: dict[Any, int] = {}
+    for m, i in enumerate(layout.mutated_inputs):
+        if i in layout.watched_inputs and i not in relaid:
+            entry.setdefault(outs[start + m], m)
+    if not entry:
+        return {}
+    first = layout.num_fwd_outputs
+    found = {}
+    for j, node in enumerate(outs[first : first + layout.num_saved_tensors]):
+        if j in layout.saved_read_by_storage or not isinstance(node, fx.Node):
+            continue
+        m = next((entry[b] for b in _view_bases(node) if b in entry), None)
+        if m is not None:
+            found[j] = m
+    return found
 
 
 def _merged_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> list[int]:
@@ -363,6 +402,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     if program.training:
         _versions_before_saving(program.forward, layout)
         layout.saved_read_by_storage = _saved_read_by_storage(program.backward, layout)
+        layout.saved_new_values = _saved_new_values(program.forward, layout)
     if not program.training:
         layout.detach_inputs = any(
             n.target is torch.ops.aten.as_strided_scatter.default

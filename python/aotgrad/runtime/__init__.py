@@ -24,6 +24,7 @@ from ..errors import UnsupportedError, mark_raised_by_graph
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
 from .saved_tensors import (
+    aliases_of_written_inputs,
     copies_of_mutated_inputs,
     keep_loose,
     saved_tensors,
@@ -240,6 +241,9 @@ class _TrainingPlan:
             {*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas}
         )
         self.by_storage = layout.saved_read_by_storage
+        self.new_value_saves = layout.saved_new_values
+        self.written = layout.mutated_inputs
+        self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.view_bases = layout.view_bases
         self.nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
         self.bw_written = layout.backward_mutations
@@ -297,6 +301,10 @@ class _TrainingPlan:
         if self.mutated:
             mutated = [args[i] for i in self.mutated]
             tensors = copies_of_mutated_inputs(tensors, mutated, self.by_storage)
+        if self.new_value_saves:
+            written = [args[i] for i in self.written]
+            values = outs[self.values_start : self.values_start + len(self.written)]
+            tensors = aliases_of_written_inputs(tensors, self.new_value_saves, written, values)
         ctx.loose = None
         if self.watched:
             tensors = keep_loose(ctx, tensors, [outs[k] for k in self.watched])

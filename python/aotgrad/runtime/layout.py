@@ -191,6 +191,10 @@ class ForwardLayout:
     #: storage (an input restrided by the function): one that is a mutated input's is
     #: saved as a copy of its whole storage (``program._saved_read_by_storage``).
     saved_read_by_storage: list[int] = field(default_factory=list)
+    #: Saved tensors (by position) that are (views of) a written input's new value where
+    #: eager saves the input itself, and their entry in ``mutated_inputs``: saved as views
+    #: of the caller's tensor (``program._saved_new_values``).
+    saved_new_values: dict[int, int] = field(default_factory=dict)
     #: User outputs eager makes inside a ``torch.inference_mode()`` block: the runtime
     #: returns them as inference tensors (a copy made under inference mode).
     inference_outputs: list[int] = field(default_factory=list)

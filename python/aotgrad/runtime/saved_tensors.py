@@ -7,6 +7,8 @@ and the backward's reads, match eager's:
 - a saved (view of a) mutated input is a copy: the epilogue writes the input after the
   graph (``copies_of_mutated_inputs``; with its whole storage where the backward reads it
   through ``as_strided``);
+- a saved (view of a) written input's new value is that view of the caller's tensor
+  (``aliases_of_written_inputs``): eager saved the input, and sees later writes to it;
 - a saved view of an output whose version count was just set to eager's is a detached
   alias (``views_of_outputs_detached``);
 - a user output eager saves (``layout.watched_outputs``) is kept on ``ctx`` off autograd's
@@ -22,6 +24,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "aliases_of_written_inputs",
     "copies_of_mutated_inputs",
     "keep_loose",
     "saved_tensors",
@@ -45,6 +48,39 @@ def copies_of_mutated_inputs(
         else s
         for j, s in enumerate(saved)
     ]
+
+
+def aliases_of_written_inputs(
+    saved: Sequence[Any],
+    found: dict[int, int],
+    inputs: Sequence[torch.Tensor],
+    new_values: Sequence[Any],
+) -> list[Any]:
+    """Saved tensors that are (views of) a written input's new value (``found``: per
+    saved tensor, the entry of ``inputs`` and ``new_values``), where eager's backward
+    reads the input itself: saved as the same view of the input's storage, which the
+    epilogue writes the new value into right after. So a write autograd does not count
+    (``x.data.mul_(2)``, by the caller or by the next call on ``x``) reaches the backward
+    as it reaches eager's. A ``.data`` alias, with a version counter of its own: the
+    epilogue's write, and the checks eager makes on ``x`` (``layout.watched_inputs``),
+    are not autograd's saved-tensor check. Kept as the graph made it where the new
+    value's layout is not the input's (no view of the input has the saved layout)."""
+    out = list(saved)
+    for j, m in found.items():
+        s, x, value = out[j], inputs[m], new_values[m]
+        if (
+            not isinstance(s, torch.Tensor)
+            or x is value
+            or s.dtype != x.dtype
+            or value.dtype != x.dtype
+            or value.size() != x.size()
+            or value.stride() != x.stride()
+            or s.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()
+        ):
+            continue
+        offset = x.storage_offset() + s.storage_offset() - value.storage_offset()
+        out[j] = x.data.as_strided(s.size(), s.stride(), offset)
+    return out
 
 
 def views_of_outputs_detached(saved: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:
