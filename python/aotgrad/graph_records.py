@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from .vocab import (
     AC_GRAPH_ID_KEY,
@@ -109,7 +110,9 @@ def graph_of(record: GraphRecord) -> fx.GraphModule:
             raise ValueError(f"node {name!r} came back named {node.name!r}")
         node.meta.update(meta)
         env[name] = node
-    return fx.GraphModule(root, graph)
+    # its Python code is generated when first run or read: a warm start that reloads
+    # the compiled code by its recorded key never needs it
+    return _LazyGraphModule(root, graph)
 
 
 def dumps(obj: Any) -> bytes:
