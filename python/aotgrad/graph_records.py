@@ -33,6 +33,7 @@ from .vocab import (
     PARTITIONER_TAG,
     RECOMPUTE_KEY,
     ROLE_KEY,
+    SAVED_AS_INPUT_KEY,
     STATIC_KEY,
     UNREAD_KEY,
 )
@@ -52,6 +53,7 @@ KEPT_META = frozenset(
         "user_visible_output_idxs",
         ROLE_KEY,
         MUTATED_KEY,
+        SAVED_AS_INPUT_KEY,
         STATIC_KEY,
         UNREAD_KEY,
     }

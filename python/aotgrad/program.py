@@ -40,6 +40,7 @@ from .runtime import (
     make_inference_function,
     make_training_function,
 )
+from .vocab import SAVED_AS_INPUT_KEY
 
 
 def default_partition_fn(*args: Any, **kwargs: Any) -> Any:
@@ -229,26 +230,21 @@ def _view_bases(node: Any) -> Iterator[Any]:
 
 
 def _saved_new_values(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, int]:
-    """Saved tensors that are (views of) a written input's new value, where eager's
-    backward reads the input itself (``layout.watched_inputs``): per saved tensor, its
-    entry in ``layout.mutated_inputs``. Eager's saved tensor is the input's storage, so a
-    write autograd does not count (``x.data.mul_(2)``, by the caller or by the next call)
-    reaches its backward: the runtime saves these as views of the input
-    (``runtime.saved_tensors.aliases_of_written_inputs``). Inputs the epilogue gives
-    other metadata or storage keep the graph's copy, as do tensors the backward reads
-    through their storage."""
+    """Saved tensors that are (views of) a written input's new value the trace flagged
+    ``SAVED_AS_INPUT_KEY`` (eager's backward reads the input itself, and the epilogue
+    only copies the value in): per saved tensor, its entry in ``layout.mutated_inputs``.
+    Eager's saved tensor is the input's storage, so a write autograd does not count
+    (``x.data.mul_(2)``, by the caller or by the next call) reaches its backward: the
+    runtime saves these as views of the input (``runtime.saved_tensors.
+    aliases_of_written_inputs``). Not the tensors the backward reads through their
+    storage (``saved_read_by_storage``)."""
     outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
     start = layout.num_user_outputs + layout.num_intermediate_bases
-    relaid = {
-        *layout.metadata_mutations,
-        *layout.relaid_inputs,
-        *layout.storage_sets,
-        *layout.storage_resizes,
-    }
     entry: dict[Any, int] = {}
-    for m, i in enumerate(layout.mutated_inputs):
-        if i in layout.watched_inputs and i not in relaid:
-            entry.setdefault(outs[start + m], m)
+    for m in range(len(layout.mutated_inputs)):
+        node = outs[start + m]
+        if isinstance(node, fx.Node) and node.meta.get(SAVED_AS_INPUT_KEY):
+            entry.setdefault(node, m)
     if not entry:
         return {}
     first = layout.num_fwd_outputs

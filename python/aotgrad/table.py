@@ -40,6 +40,7 @@ from .vocab import (
     PARTITIONER_TAG,
     PLACEHOLDER_OP,
     RECOMPUTE_KEY,
+    SAVED_AS_INPUT_KEY,
     STATIC_KEY,
     TRACED_BY_FORWARD,
     UNREAD_KEY,
@@ -485,8 +486,11 @@ def _call_row(
             break
     else:
         ch = b.const_hash(node, row, op_id, key, types, cache)
-    if "custom" in node.meta:  # stream / memory pool context: part of the value
-        ch = _with_context(ch, node.meta["custom"])
+    meta = node.meta
+    if "custom" in meta:  # stream / memory pool context: part of the value
+        ch = _with_context(ch, meta["custom"])
+    if SAVED_AS_INPUT_KEY in meta:  # saved as a view of the input it is written into
+        bits |= _STATIC_INPUT
     return _CALL, op_id, bits, ch
 
 

@@ -219,6 +219,12 @@ STATIC_KEY = "aotgrad_static_input"
 #: saved, so that a write to it between the call and the backward (an optimizer step, a
 #: ``.data`` write) reaches the gradient only where it reaches eager's.
 UNREAD_KEY = "aotgrad_unread_by_eager"
+#: Set (True) on the new value of an input the function writes, where eager's backward
+#: reads the input itself: the runtime saves it as a view of the caller's tensor
+#: (``runtime.saved_tensors.aliases_of_written_inputs``), so saving it is free, and
+#: min-cut computes what eager's backward computes from the input in the backward, from
+#: it (a later ``.data`` write to the input reaches both).
+SAVED_AS_INPUT_KEY = "aotgrad_saved_as_input"
 #: torch's keys that aotgrad reads: a checkpoint tag (``CheckpointPolicy``), its region
 #: id, and which pass traced the node (``TRACED_BY_FORWARD``: the forward).
 RECOMPUTE_KEY = "recompute"

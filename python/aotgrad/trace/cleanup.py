@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from ..roles import PRIMAL, TANGENT
 from ..roles import ROLE_KEY as ROLE
-from ..vocab import MUTATED_KEY, STATIC_KEY, UNREAD_KEY
+from ..vocab import MUTATED_KEY, SAVED_AS_INPUT_KEY, STATIC_KEY, UNREAD_KEY
 
 
 def mark_roles(
@@ -34,6 +34,20 @@ def mark_roles(
             node.meta[STATIC_KEY] = True
         if i in unread_set:
             node.meta[UNREAD_KEY] = True
+
+
+def mark_saved_as_input(
+    gm: fx.GraphModule, first_value: int, mutated: Sequence[int], inputs: Sequence[int]
+) -> None:
+    """Flag the new values (forward outputs from ``first_value`` on, one per entry of
+    ``mutated``) of the written ``inputs`` that the runtime saves as views of the
+    caller's tensor (``SAVED_AS_INPUT_KEY``): free to save, as a parameter is."""
+    outs = gm.graph.output_node().args[0]
+    wanted = set(inputs)
+    for m, i in enumerate(mutated):
+        node = outs[first_value + m]  # type: ignore[index]
+        if i in wanted and isinstance(node, fx.Node) and node.op == "call_function":
+            node.meta[SAVED_AS_INPUT_KEY] = True
 
 
 def flatten_codegen(gm: fx.GraphModule) -> None:

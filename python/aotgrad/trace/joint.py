@@ -19,7 +19,13 @@ from ..hops import refuse_deferred_autograd_errors
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
 from .autocast_casts import as_cached_leaves, cast_cache_as, leaf_copies
-from .cleanup import clean, flatten_codegen, mark_roles, tensorify_scalars
+from .cleanup import (
+    clean,
+    flatten_codegen,
+    mark_roles,
+    mark_saved_as_input,
+    tensorify_scalars,
+)
 from .custom_function_saves import custom_function_saves
 from .decompositions import with_trace_decompositions
 from .failures import trace_errors
@@ -479,7 +485,10 @@ def trace_joint(
     unread = [i for i in range(len(fake_args)) if i not in state.eager_reads]
     mark_roles(gm, len(fake_args), metadata.mutated_inputs, static_inputs, unread)
     num_user_outputs = len(metadata.outputs)
-    num_fwd = num_user_outputs + metadata.num_intermediate_bases + len(metadata.mutated_inputs)
+    first_value = num_user_outputs + metadata.num_intermediate_bases
+    num_fwd = first_value + len(metadata.mutated_inputs)
+    saved_as_input = [i for i in state.watched_inputs if i not in _relaid_inputs(metadata)]
+    mark_saved_as_input(gm, first_value, metadata.mutated_inputs, saved_as_input)
     return JointGraph(
         gm=gm,
         metadata=metadata,
@@ -504,6 +513,19 @@ def trace_joint(
             if ts and _read_by_backward(gm, num_user_outputs + s)
         },
     )
+
+
+def _relaid_inputs(metadata: TraceMetadata) -> set[int]:
+    """The inputs whose metadata or storage the function changes: the epilogue does more
+    than copy their new value into the caller's tensor."""
+    plan = metadata.plan
+    facts = plan.facts
+    return {
+        *(i for i, v in enumerate(plan.inputs) if v in alias.METADATA_WRITE),
+        *metadata.relaid_inputs,
+        *facts.input_storage_set,
+        *facts.input_storage_resize,
+    }
 
 
 def _read_by_backward(gm: fx.GraphModule, k: int) -> bool:

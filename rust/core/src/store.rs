@@ -41,8 +41,9 @@ pub mod flags {
         /// save it, or a write after the call would reach the gradient where eager's
         /// does not see it, so min-cut avoids saving it.
         MUTATED_INPUT = 1 << 11;
-        /// A primal that lives for the whole training step anyway (a parameter or
-        /// buffer; meaningful on `PRIMAL` rows only): saving it costs no memory.
+        /// Saving it costs no memory: a primal that lives for the whole training step
+        /// anyway (a parameter or buffer), or a call whose value the runtime saves as a
+        /// view of an input it writes that value into.
         STATIC_INPUT = 1 << 12;
         /// A node the backward traced: after the joint's last node traced by the
         /// forward (torch's `partitioner_tag`). The default partition computes such

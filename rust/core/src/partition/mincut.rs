@@ -23,7 +23,9 @@
 //! The cost of saving `i`: 1 for a `SymInt`; infinite for a non-tensor or a
 //! tuple (its `getitem`s are saved instead); 0 for a primal flagged
 //! `STATIC_INPUT` (a parameter: torch's `treat_parameters_as_free_to_save`, so
-//! a weight's transpose is recomputed in the backward, not saved); otherwise `nbytes` scaled by
+//! a weight's transpose is recomputed in the backward, not saved), and 0 for a
+//! call flagged so (a written input's new value the runtime saves as a view of
+//! the input, where eager's backward reads the input); otherwise `nbytes` scaled by
 //! `1.1^clamp(dist_from_bw, 1, 100)` (prefer saving values close to the
 //! backward), doubled when every reader could fuse it (prefer saving values
 //! that are materialized anyway). A primal flagged `MUTATED_INPUT` costs
@@ -169,8 +171,10 @@ fn save_cost(store: &GraphStore, rules: &OpRules, v: NodeId, dist: u32, scale: &
     if store.has_flag(v, flags::SYMINT) {
         return 1.0;
     }
-    if store.kind[v.index()] == NodeKind::Primal && store.has_flag(v, flags::STATIC_INPUT) {
-        return 0.0; // a parameter is alive all step: saving it is free (torch does the same)
+    if store.has_flag(v, flags::STATIC_INPUT) {
+        // a parameter is alive all step: saving it is free (torch does the same); so is a
+        // written input's new value that the runtime saves as a view of the input
+        return 0.0;
     }
     let bytes = (store.nbytes[v.index()] as f64 * scale[dist.clamp(1, 100) as usize]).floor();
     let materialized = store.kind[v.index()] == NodeKind::Primal

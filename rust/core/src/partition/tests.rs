@@ -89,6 +89,34 @@ fn mutated_primals_are_saved_only_without_an_alternative() {
 }
 
 #[test]
+fn a_call_flagged_free_to_save_is_saved_over_what_reads_it() {
+    // x -> a = mul(x) (a written input's new value, saved as the input: free)
+    //   -> s = sin(a); the backward reads cos(a). Unflagged, min-cut saves cos(a)
+    // (closest to the backward); flagged, it saves a and computes cos in the backward.
+    let build = |flags_a: u32| {
+        let mut c = Columns::new();
+        let (mul, sin, cos) = (
+            c.intern("aten.mul.Tensor"),
+            c.intern("aten.sin.default"),
+            c.intern("aten.cos.default"),
+        );
+        let x = c.push(PRIMAL, 0, &[], 1000, flags::MUTATED_INPUT);
+        let t = c.push(TANGENT, 0, &[], 1000, 0);
+        let a = c.push(CALL, mul, &[x], 1000, flags_a);
+        let s = c.push(CALL, sin, &[a], 1000, 0);
+        let k = c.push(CALL, cos, &[a], 1000, 0);
+        let dx = c.push(CALL, mul, &[t, k], 1000, 0);
+        c.outputs = vec![s as i32, a as i32, dx as i32];
+        c.num_fwd_outputs = 2;
+        GraphStore::from_table(&c.view()).unwrap()
+    };
+    let (_, m) = both(&build(0));
+    assert_eq!(ids(&m.saved), [4]);
+    let (_, m) = both(&build(flags::STATIC_INPUT));
+    assert_eq!(ids(&m.saved), [2]);
+}
+
+#[test]
 fn tags_and_random_ops() {
     let (_, m) = both(&sin_cos(flags::MUST_SAVE));
     assert_eq!(
