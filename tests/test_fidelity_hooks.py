@@ -6,8 +6,9 @@ function computed: with the input itself returned (``x.register_hook(h); return 
 or a view of it, the caller's gradient bypassed the hook and the input's gradient came
 back without it, silently (blind d38, d40, d41, d42). Hooks on inputs are now registered
 on the caller's tensors at each call (``aotgrad.input_hooks``), and a hook on an output
-rebuilt as a view is registered on the rebuilt output too. An input written under
-``no_grad`` keeps its node: its hook is the caller's too (the generator found it traced)."""
+rebuilt as a view is registered on the rebuilt output too (once: an output returned
+twice is one object, soak 114393). An input written under ``no_grad`` keeps its node:
+its hook is the caller's too (the generator found it traced)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,21 @@ def view_of_input_returned(x, w):
     v = x.view(-1)
     v.register_hook(_triple)
     return v
+
+
+@program
+def hooked_view_returned_twice(x, w):
+    # one object to the caller: its hook runs once on the summed gradient (it ran twice)
+    v = x[1:]
+    v.register_hook(_triple)
+    return v, v, w * 2
+
+
+@program
+def view_of_a_hooked_view_returned(x, w):
+    v = x.view(-1)
+    v.register_hook(_triple)
+    return v, v.view(4, 4)
 
 
 @program
@@ -160,6 +176,11 @@ def test_hooks_change_the_gradient_as_in_eager(fn: Callable, kind: str, compiler
         pytest.xfail(
             "known open: a hook registered before t_() on an input returned itself; the "
             "gradient differs from eager's (it did before the hooks of relaid inputs)"
+        )
+    if fn is view_of_a_hooked_view_returned:
+        pytest.xfail(
+            "known open: the runtime rebuilds v.view(4, 4) as a view of the input, not of "
+            "v, so its gradient skips v's hook (eager's ViewBackward leads through v)"
         )
     if fn is written_with_grad_then_hooked and compiler.startswith("dynamo") and kind != "leaf":
         pytest.xfail(

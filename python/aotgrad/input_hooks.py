@@ -93,12 +93,15 @@ def hooks_of_outputs(
 ) -> list[tuple[int, Callable]]:
     """``(output, hook)`` of each hook still registered on a ``rebuilt`` output (a view
     the runtime makes of the real input or base): the caller's gradient reaches it
-    there, not through the compiled backward where the traced hook runs."""
+    there, not through the compiled backward where the traced hook runs. One output per
+    hook: an output returned twice (``return t, t``) is one object to the caller too."""
     found = []
     for t, hook, handle in traced:
         if handle.id not in (t._backward_hooks or {}):
             continue  # removed inside the function
-        found += [(k, hook) for k in rebuilt if outs[k] is t]
+        k = next((k for k in rebuilt if outs[k] is t), None)
+        if k is not None:
+            found.append((k, hook))
     return found
 
 

@@ -236,8 +236,7 @@ def _saved_new_values(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, in
     Eager's saved tensor is the input's storage, so a write autograd does not count
     (``x.data.mul_(2)``, by the caller or by the next call) reaches its backward: the
     runtime saves these as views of the input (``runtime.saved_tensors.
-    aliases_of_written_inputs``). Not the tensors the backward reads through their
-    storage (``saved_read_by_storage``)."""
+    aliases_of_written_inputs``)."""
     outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
     start = layout.num_user_outputs + layout.num_intermediate_bases
     entry: dict[Any, int] = {}
@@ -250,7 +249,7 @@ def _saved_new_values(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, in
     first = layout.num_fwd_outputs
     found = {}
     for j, node in enumerate(outs[first : first + layout.num_saved_tensors]):
-        if j in layout.saved_read_by_storage or not isinstance(node, fx.Node):
+        if not isinstance(node, fx.Node):
             continue
         m = next((entry[b] for b in _view_bases(node) if b in entry), None)
         if m is not None:

@@ -304,7 +304,9 @@ class _TrainingPlan:
         if self.new_value_saves:
             written = [args[i] for i in self.written]
             values = outs[self.values_start : self.values_start + len(self.written)]
-            tensors = aliases_of_written_inputs(tensors, self.new_value_saves, written, values)
+            tensors = aliases_of_written_inputs(
+                tensors, self.new_value_saves, written, values, self.by_storage
+            )
         ctx.loose = None
         if self.watched:
             tensors = keep_loose(ctx, tensors, [outs[k] for k in self.watched])

@@ -55,6 +55,7 @@ def aliases_of_written_inputs(
     found: dict[int, int],
     inputs: Sequence[torch.Tensor],
     new_values: Sequence[Any],
+    by_storage: Sequence[int] = (),
 ) -> list[Any]:
     """Saved tensors that are (views of) a written input's new value (``found``: per
     saved tensor, the entry of ``inputs`` and ``new_values``), where eager's backward
@@ -64,7 +65,9 @@ def aliases_of_written_inputs(
     as it reaches eager's. A ``.data`` alias, with a version counter of its own: the
     epilogue's write, and the checks eager makes on ``x`` (``layout.watched_inputs``),
     are not autograd's saved-tensor check. Kept as the graph made it where the new
-    value's layout is not the input's (no view of the input has the saved layout)."""
+    value's layout is not the input's (no view of the input has the saved layout), and
+    where the backward reads it through ``as_strided`` on its storage (``by_storage``)
+    at another storage offset than the input's."""
     out = list(saved)
     for j, m in found.items():
         s, x, value = out[j], inputs[m], new_values[m]
@@ -76,6 +79,7 @@ def aliases_of_written_inputs(
             or value.size() != x.size()
             or value.stride() != x.stride()
             or s.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()
+            or (j in by_storage and x.storage_offset() != value.storage_offset())
         ):
             continue
         offset = x.storage_offset() + s.storage_offset() - value.storage_offset()
