@@ -165,3 +165,27 @@ def test_recomputed_from_an_input_written_after_the_call(f):
     eager = _observe(f, (True,), 1, True, transposed=False)
     compiled = _observe(COMPILERS["aot_function-min_cut"](f), (True,), 1, True, transposed=False)
     _assert_same(eager, compiled)
+
+
+def _addmm_then_write_overlapping(x0, x1):
+    t = torch.addmm(x0, x0, x0)
+    x1.data.mul_(2)
+    return t
+
+
+@pytest.mark.parametrize("entry", sorted(COMPILERS))
+def test_overlapping_views_written_through_data_by_the_next_call(entry):
+    """Two overlapping views of one base, one written through ``.data``: the graph
+    reads the saved base through ``as_strided`` on its storage (soak 115936)."""
+
+    def run(f):
+        l0 = torch.randn(8, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        l0.requires_grad_()
+        x0, x1 = l0[0:4], l0[2:6]
+        out = f(x0, x1) + f(x0, x1)
+        out.sum().backward()
+        return [out.detach(), l0.detach().clone(), l0.grad]
+
+    _assert_same(
+        run(_addmm_then_write_overlapping), run(COMPILERS[entry](_addmm_then_write_overlapping))
+    )
