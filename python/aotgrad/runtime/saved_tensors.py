@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 __all__ = [
     "aliases_of_written_inputs",
@@ -73,6 +74,7 @@ def aliases_of_written_inputs(
         s, x, value = out[j], inputs[m], new_values[m]
         if (
             not isinstance(s, torch.Tensor)
+            or is_traceable_wrapper_subclass(x)  # (a DTensor's as_strided is not a view)
             or x is value
             or s.dtype != x.dtype
             or value.dtype != x.dtype
