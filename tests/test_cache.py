@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 import torch
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from aotgrad import cache, observe
 
@@ -382,6 +383,9 @@ def test_graph_records_bring_graphs_back_exactly():
     x, w = torch.randn(3, 4), torch.randn(4, 4, requires_grad=True)
     for gm in _captured_program(fn, x, w):
         back = graph_records.loads(graph_records.dumps({"g": gm}))["g"]
+        # its code is generated when first read or run (a warm start reloads the compiled
+        # code by key and never needs it)
+        assert isinstance(back, _LazyGraphModule) and back._needs_recompile()
         assert back.code == gm.code
         assert [n.name for n in back.graph.nodes] == [n.name for n in gm.graph.nodes]
         for a, b in zip(gm.graph.nodes, back.graph.nodes):
