@@ -104,3 +104,72 @@ def test_an_input_overlapping_itself_written_in_place_is_refused_by_name() -> No
     base = torch.zeros(4, 8)
     compiled(base[:, :4])  # gaps between rows, no overlap: compiled as before
     assert base[:, :4].eq(1).all() and base[:, 4:].eq(0).all()
+
+
+# In-place ops that would write a complex result into a real tensor (blind suite
+# "tensor kinds", real_mul_1j_error): eager raises "result type ComplexFloat can't be
+# cast to the desired output type Float"; functionalization made them an op then a cast
+# back that dropped the imaginary part, and the compiled function returned it silently.
+
+
+def _mul_by_1j(x):
+    return (x * 1).mul_(1j)
+
+
+def _add_a_complex_tensor(x):
+    return x.clone().add_(torch.ones(4, 4, dtype=torch.complex64))
+
+
+def _operator_times_complex(x):
+    y = x * 2
+    y *= torch.tensor(1j)
+    return y
+
+
+def _input_without_grad_times_1j(x, y):
+    y.sub_(1j)
+    return x * 2
+
+
+def _real_part_of_complex_written(x, z):
+    z.real.mul_(2)  # a real view written with a real factor: allowed
+    return x * z.imag
+
+
+def _copy_of_complex_into_real(x):
+    return (x * 1).copy_(torch.ones(4, 4, dtype=torch.complex64))  # allowed (eager warns)
+
+
+def _complex_args() -> tuple[list, list]:
+    x = torch.randn(4, 4, requires_grad=True)
+    return [x, torch.randn(4, 4)], [x]
+
+
+def _complex_input() -> tuple[list, list]:
+    x = torch.randn(4, 4, requires_grad=True)
+    return [x, torch.randn(4, 4, dtype=torch.complex64)], [x]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    ("fn", "make"),
+    [
+        (_mul_by_1j, _complex_args),
+        (_add_a_complex_tensor, _complex_args),
+        (_operator_times_complex, _complex_args),
+        (_input_without_grad_times_1j, _complex_args),
+        (_real_part_of_complex_written, _complex_input),
+        (_copy_of_complex_into_real, _complex_args),
+    ],
+    ids=["mul_1j", "add_complex", "imul_operator", "input_sub_1j", "real_view", "copy_"],
+)
+def test_complex_result_written_into_a_real_tensor_as_eager(fn, make, compiler: str) -> None:
+    import inspect
+
+    n = len(inspect.signature(fn).parameters)
+
+    def make_args():
+        args, leaves = make()
+        return args[:n], leaves
+
+    assert_like_eager(fn, make_args, COMPILERS[compiler], calls=2)
