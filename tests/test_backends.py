@@ -174,6 +174,30 @@ def test_python_float_arguments_that_change_compile_and_train(backend, partition
 
 
 @pytest.mark.parametrize("backend", ["aotgrad_eager", "aotgrad"])
+def test_a_float_the_trace_specialises_makes_dynamo_specialise_it(backend):
+    """Batch norm's ``momentum``, changed by the caller between steps: Dynamo passes the
+    float as a symbol from its second value on, and the decomposition, whose schema takes
+    a ``float``, specialises it while tracing. The graph kept that value for every later
+    one (running statistics wrong from the third step, blind suite "module state");
+    torch's pass that makes Dynamo start again with the float specialised now runs."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(3).double()
+    ref = torch.nn.BatchNorm1d(3).double()
+    ref.load_state_dict(bn.state_dict())
+    compiled = torch.compile(bn, backend=backend)
+    g = torch.Generator().manual_seed(1)
+    for momentum in (0.1, 0.5, 1.0, 0.25):
+        bn.momentum = ref.momentum = momentum
+        x = torch.randn(4, 3, dtype=torch.float64, generator=g)
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
+        torch.testing.assert_close(bn.running_mean, ref.running_mean)
+        torch.testing.assert_close(bn.running_var, ref.running_var)
+        torch.testing.assert_close(bn.weight.grad, ref.weight.grad)
+
+
+@pytest.mark.parametrize("backend", ["aotgrad_eager", "aotgrad"])
 def test_data_dependent_sizes_trace_and_train(backend):
     """nonzero and item() make unbacked sizes: traced once (strict: no eager fallback),
     the backward scatters into them, and every count of nonzeros runs the same graphs."""

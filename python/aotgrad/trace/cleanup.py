@@ -76,6 +76,18 @@ def clean(gm: fx.GraphModule) -> None:
     gm.recompile()
 
 
+def _float_symbols(shape_env: Any) -> bool:
+    """Whether Dynamo passed a Python float as a symbol: the trace may have specialised
+    it already (an op whose schema takes a ``float``, as batch norm's ``momentum``,
+    guards it to its value), which the pass below finds in the shape environment and
+    answers by making Dynamo start again with the float specialised. Without it the
+    graph kept the first value it was traced with, for every later value (blind suite
+    "module state": a momentum the caller changed between steps)."""
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    return any(symbol_is_type(k, SymT.FLOAT) for k in shape_env.backed_var_to_val)
+
+
 def tensorify_scalars(gm: fx.GraphModule, fake_mode: Any) -> None:
     """Arithmetic on a Python float that Dynamo passes as a 0-dim tensor (read back with
     ``item()``, a SymFloat) done on the tensor instead, as torch's AOT Autograd does
@@ -85,8 +97,9 @@ def tensorify_scalars(gm: fx.GraphModule, fake_mode: Any) -> None:
     from torch.fx.passes._tensorify_python_scalars import tensorify_python_scalars
 
     shape_env = getattr(fake_mode, "shape_env", None)
-    if shape_env is None or not any(
-        isinstance(n.meta.get("val"), torch.SymFloat) for n in gm.graph.nodes
+    if shape_env is None or not (
+        any(isinstance(n.meta.get("val"), torch.SymFloat) for n in gm.graph.nodes)
+        or _float_symbols(shape_env)
     ):
         return
     tensorify_python_scalars(gm, shape_env, fake_mode)
