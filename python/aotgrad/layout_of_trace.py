@@ -162,6 +162,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             with_grad=not metadata.grad_mode and k in facts.output_has_grad_fn,
             of_leaf_view=_of_leaf_view(k, v, out, metadata, fake_args),
             before_requires_grad=metadata.views_before_requires_grad.get(k, 0),
+            dtype_view=facts.output_dtype_view.get(k),
             grad_through_base=(
                 v == alias.OutputVerdict.ALIAS_OF_INPUT
                 and metadata.grad_mode

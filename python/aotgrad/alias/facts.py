@@ -58,6 +58,11 @@ class AliasFacts:
     output_base_output: list[int] = field(default_factory=list)
     #: Per aliasing output, its view of the input or intermediate it aliases.
     output_view: dict[int, ViewSpec] = field(default_factory=dict)
+    #: Per output that views an input's bytes with another dtype and no grad
+    #: (``torch.view_as_real(x)``, ``x.view(torch.int32)``): its dtype, and whether eager
+    #: makes it a view (``._base``: ``view_as_real`` / ``view_as_complex`` do, ``view(dtype)``
+    #: does not). Its ``output_view`` counts the offset in its own elements.
+    output_dtype_view: dict[int, tuple[Any, bool]] = field(default_factory=dict)
     #: Per aliasing output made by a multi-output view op (``unbind``) or under
     #: ``no_grad``: autograd's creation meta, which decides whether eager lets it be
     #: written in place; the rebuilt view gets the same.
@@ -249,6 +254,7 @@ def collect(
         flags, inp, base, base_out = _output_row(
             o, input_index, input_of_storage, originals, output_index, base_groups, dirty, roots
         )
+        flags = _note_dtype_view(facts, j, o, flags, inp, originals, wrapped)
         facts.output_flags.append(flags)
         facts.output_input.append(inp)
         facts.output_base.append(base)
@@ -257,7 +263,8 @@ def collect(
             _routed_output_facts(
                 facts, j, o, input_of_storage, input_index, originals, dirty, roots
             )
-        if flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT:
+        viewed = flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT
+        if viewed and j not in facts.output_dtype_view:  # (a dtype view's: _note_dtype_view)
             base = originals[inp]
             shown, through = eager_layout(o, base)
             facts.output_view[j] = ViewSpec.of(shown, base, check_base=False, through=through)
@@ -435,6 +442,41 @@ def _output_object_facts(
             facts.output_creation_meta[j] = meta
             if grad_fn_of(o) is not None:
                 facts.output_tracked_view.add(j)
+
+
+def _dtype_view_of_input(o: Any, base: Any, now: Any) -> bool:
+    """``o`` views the input ``base`` with another dtype only (no conj/neg bit), without
+    grad, at static sizes, and the function left the input's layout as it was: the
+    runtime makes it of the caller's tensor (``alias.views.dtype_view``), as eager's
+    shares the input's bytes."""
+    return (
+        o.dtype != base.dtype
+        and o.is_conj() == base.is_conj()
+        and o.is_neg() == base.is_neg()
+        and not o.requires_grad
+        and all(isinstance(v, int) for v in (*o.shape, *o.stride(), o.storage_offset()))
+        and all(isinstance(v, int) for v in (*base.shape, *base.stride(), base.storage_offset()))
+        and isinstance(now, torch.Tensor)
+        and (now.shape, now.stride(), now.storage_offset())
+        == (base.shape, base.stride(), base.storage_offset())
+    )
+
+
+def _note_dtype_view(
+    facts: AliasFacts, j: int, o: Any, flags: int, inp: int, originals: Any, wrapped: Any
+) -> int:
+    """Output ``j``'s flags, less ``OUT_REINTERPRETED`` where it is a dtype view of an
+    input the runtime makes of the caller's tensor (``output_dtype_view``; its view's
+    offset counted in its own elements from the input's start)."""
+    if not (flags & OUT_REINTERPRETED and flags & OUT_ALIASES_INPUT):
+        return flags
+    base = originals[inp]
+    if not _dtype_view_of_input(o, base, wrapped[inp]):
+        return flags
+    facts.output_dtype_view[j] = (o.dtype, o._is_view())
+    start = base.storage_offset() * base.element_size() // o.element_size()
+    facts.output_view[j] = ViewSpec(tuple(o.shape), tuple(o.stride()), o.storage_offset() - start)
+    return flags & ~OUT_REINTERPRETED
 
 
 def _reinterprets(view: Any, base: Any) -> bool:

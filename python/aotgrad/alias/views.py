@@ -245,6 +245,28 @@ def regenerate(
     return out
 
 
+def dtype_view(base: torch.Tensor, spec: ViewSpec, dtype: Any, is_view: bool) -> torch.Tensor:
+    """``base``'s bytes seen as ``dtype`` at ``spec`` (its offset in ``dtype``'s elements
+    from ``base``'s start), as eager's: ``view_as_real`` / ``view_as_complex`` (a view of
+    ``base``) where eager's is a view, else ``view(dtype)`` (a tensor of its own)."""
+    if is_view and base.is_complex() and not dtype.is_complex:
+        seen = torch.view_as_real(base)
+    elif is_view and dtype.is_complex and not base.is_complex():
+        seen = torch.view_as_complex(base)
+    else:
+        seen = base.view(dtype)
+    if seen.dtype != dtype:  # (view_as_real of complex128 is float64: another pair)
+        seen = base.view(dtype)
+    offset = seen.storage_offset() + spec.offset
+    if (tuple(seen.shape), tuple(seen.stride()), seen.storage_offset()) == (
+        spec.size,
+        spec.stride,
+        offset,
+    ):
+        return seen
+    return seen.as_strided(spec.size, spec.stride, offset)
+
+
 def detached_alias(
     base: torch.Tensor, spec: ViewSpec, kind: int, requires_grad: bool, leaf: bool = True
 ) -> torch.Tensor:

@@ -18,6 +18,7 @@ from ..alias.views import (
     Evaluator,
     custom_view_of,
     detached_alias,
+    dtype_view,
     leaf_if_readable,
     no_grad_view_of,
     regenerate,
@@ -598,6 +599,9 @@ class Epilogue:
     ) -> Any:
         if a.verdict == OutputVerdict.IS_INPUT:
             return args[a.source]
+        if a.dtype_view is not None:
+            assert a.view is not None
+            return dtype_view(args[a.source], spec(a.view), *a.dtype_view)
         if a.verdict == OutputVerdict.ALIAS_OF_INPUT:
             base = args[a.source]
         elif a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
