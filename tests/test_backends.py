@@ -335,3 +335,15 @@ def test_fallback_warns_once_and_strict_raises(monkeypatch):
         torch.compile(f, backend="aotgrad_eager", options={"strict": True})(x)
     chain = [info.value, info.value.__cause__, info.value.__context__]
     assert any(isinstance(e, AotgradError) for e in chain)
+
+
+def test_a_call_time_compile_that_would_specialise_a_float_runs_eagerly():
+    """A graph compiled at call time (a first call under inference mode of a graph that
+    records autograd itself), after Dynamo's compile, where torch's pass asks Dynamo to
+    start again with a float specialised: Dynamo cannot, so that call runs the graph
+    eagerly (the restart reached the caller: Dynamo soak seeds 71064, 71779)."""
+    from fidelity_programs import check
+
+    for seed in (71064, 71779):
+        result = check(seed, "dynamo_aotgrad_eager")
+        assert result.status in ("ok", "eager_raises_ok", "ran_eagerly"), (seed, result.status)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from ..errors import mark_raised_while_tracing
 from ..roles import PRIMAL, TANGENT
 from ..roles import ROLE_KEY as ROLE
 from ..vocab import MUTATED_KEY, SAVED_AS_INPUT_KEY, STATIC_KEY, UNREAD_KEY
@@ -93,7 +94,12 @@ def tensorify_scalars(gm: fx.GraphModule, fake_mode: Any) -> None:
     ``item()``, a SymFloat) done on the tensor instead, as torch's AOT Autograd does
     (``tensorify_python_scalars``): no backend compiles an ``item()`` of a graph input
     whose value it cannot know, and the float stays an input, not a constant. A float
-    it cannot handle so makes Dynamo start again with the float specialised."""
+    it cannot handle so makes Dynamo start again with the float specialised; in a graph
+    compiled at call time, after Dynamo's compile (a first call under inference mode),
+    Dynamo cannot start again: the error is the trace's, so that call runs the graph
+    eagerly (a graph specialised there would keep that float for later values)."""
+    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+    from torch._guards import CompileContext
     from torch.fx.passes._tensorify_python_scalars import tensorify_python_scalars
 
     shape_env = getattr(fake_mode, "shape_env", None)
@@ -102,5 +108,10 @@ def tensorify_scalars(gm: fx.GraphModule, fake_mode: Any) -> None:
         or _float_symbols(shape_env)
     ):
         return
-    tensorify_python_scalars(gm, shape_env, fake_mode)
+    try:
+        tensorify_python_scalars(gm, shape_env, fake_mode)
+    except TensorifyScalarRestartAnalysis as e:
+        if CompileContext.try_get() is None:  # not inside Dynamo's compile
+            mark_raised_while_tracing(e)
+        raise
     gm.recompile()
