@@ -29,6 +29,7 @@ __all__ = [
     "holds_traced_values",
     "hooks_of_outputs",
     "register_hooks",
+    "retain_grads",
 ]
 
 _REGISTER_HOOK = torch.Tensor.register_hook
@@ -158,3 +159,14 @@ def _defined_only(hook: Callable, grad: Any) -> Any:
     requires grad an edge, and autograd calls a hook on one the function never used with
     None, where eager has no edge and never calls it."""
     return None if grad is None else hook(grad)
+
+
+def retain_grads(
+    outs: Sequence[Any], args: Sequence[Any], retained: tuple[list[int], list[int]]
+) -> None:
+    """``retain_grad()`` the function called on outputs and inputs, on the caller's
+    tensors (where they still require grad: a call under ``no_grad`` leaves the
+    outputs without)."""
+    for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
+        if t.requires_grad:
+            t.retain_grad()

@@ -31,7 +31,7 @@ from ..alias.views import (
     stale_no_grad_view_of,
     view_of_detached_leaf,
 )
-from ..input_hooks import register_hooks
+from ..input_hooks import register_hooks, retain_grads
 from .layout import ForwardLayout, OutputAlias
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
@@ -209,7 +209,7 @@ class Epilogue:
         # alias of its own, ``t.detach()`` returned twice beside ``t``)
         for k, first in layout.same_as.items():
             outs[k] = outs[first]
-        _retain_grads(outs, args, layout.retained_grads)
+        retain_grads(outs, args, layout.retained_grads)
         register_hooks(args, layout.input_hooks)
         register_hooks(outs, layout.output_hooks)
         return tuple(outs)
@@ -643,17 +643,6 @@ class Epilogue:
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)
         return out
-
-
-def _retain_grads(
-    outs: Sequence[Any], args: Sequence[Any], retained: tuple[list[int], list[int]]
-) -> None:
-    """``retain_grad()`` the function called on outputs and inputs, on the caller's
-    tensors (where they still require grad: a call under ``no_grad`` leaves the
-    outputs without)."""
-    for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
-        if t.requires_grad:
-            t.retain_grad()
 
 
 def _requiring_grad(t: Any) -> Any:
