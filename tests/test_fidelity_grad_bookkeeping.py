@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import aotgrad
-from aotgrad.errors import UnsupportedError
+from aotgrad.errors import EagerReplayWarning, UnsupportedError
 from eager_oracle import COMPILERS, DirtyMul, Half, ViewOf, assert_like_eager, leaf_clone
 
 
@@ -107,10 +107,41 @@ def test_retain_grad_inside_fills_the_callers_grad(fn: Any, make: Any, compiler:
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
 
 
-def test_retain_grad_on_an_output_used_again_is_refused_by_name() -> None:
-    x = _r(4, 4).requires_grad_(True)
-    with pytest.raises(UnsupportedError, match="retain_grad"):
-        aotgrad.aot_function(_retained_output_used_again, aotgrad.nop)(x.clone())
+def _retained_input_returned_and_used(x):
+    x.retain_grad()
+    return (x, x.cumsum(-1), x.sin()[::2])
+
+
+def _retained_input_returned_beside_others(x, w):
+    t = torch.mm(w, x)
+    x.retain_grad()
+    return (t.sigmoid(), x, t[:, 1])
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("make", [_leaf_4x4, leaf_clone(4, 4)])
+def test_retain_grad_on_an_input_returned_and_used_again(make: Any, compiler: str) -> None:
+    """The output is the caller's input itself: its ``.grad`` takes in the caller's part
+    and the function's (through the compiled backward), eager's sum (soak 110045, 113399,
+    114627: refused before)."""
+    assert_like_eager(_retained_input_returned_and_used, make, COMPILERS[compiler], calls=2)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_retain_grad_on_an_input_returned_beside_outputs_of_it(compiler: str) -> None:
+    def make():
+        w = _r(4, 4).requires_grad_(True)
+        x = _r(4, 4).requires_grad_(True)
+        return [x.clone(), w], [x, w]
+
+    assert_like_eager(_retained_input_returned_beside_others, make, COMPILERS[compiler], calls=2)
+
+
+def test_retain_grad_on_an_output_used_again_runs_eagerly() -> None:
+    """An intermediate output's ``.grad`` in eager has the function's part too, which the
+    output aotgrad returns does not get: the call runs eagerly, with a warning."""
+    with pytest.warns(EagerReplayWarning, match="retain_grad"):
+        assert_like_eager(_retained_output_used_again, _leaf_4x4, COMPILERS["aot_function-min_cut"])
     # through Dynamo, which handles retain_grad itself, it runs as eager's
     assert_like_eager(_retained_output_used_again, _leaf_4x4, COMPILERS["dynamo-aotgrad_eager"])
 

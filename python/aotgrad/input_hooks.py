@@ -23,6 +23,10 @@ import torch
 from torch.utils._pytree import tree_flatten
 from torch.utils.hooks import RemovableHandle
 
+from .alias import facts
+from .autograd_walks import reaches_output
+from .errors import EagerRefusal
+
 __all__ = [
     "InputHooks",
     "PostAccumulate",
@@ -30,6 +34,7 @@ __all__ = [
     "hooks_of_outputs",
     "register_hooks",
     "retain_grads",
+    "retained_grads",
 ]
 
 _REGISTER_HOOK = torch.Tensor.register_hook
@@ -170,3 +175,33 @@ def retain_grads(
     for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
         if t.requires_grad:
             t.retain_grad()
+
+
+def retained_grads(
+    retained: Sequence[Any], outs: Sequence[Any], wrapped: Sequence[Any], written: list[int]
+) -> tuple[list[int], list[int]]:
+    """The outputs, then the inputs, among the tensors ``retain_grad()`` was called on.
+    The runtime retains the gradient of the output it returns, the caller's part: the
+    call runs eagerly where the function computes more from it (eager's ``.grad`` has
+    that part too), unless it is an input (whose gradient takes in the function's too)."""
+    ids = {id(t) for t in retained}
+    kept = [k for k, o in enumerate(outs) if id(o) in ids]
+    for k in kept:
+        if any(outs[k] is w for w in wrapped):
+            continue
+        node = facts.grad_fn_of(outs[k])
+        users = [o for o in outs if isinstance(o, torch.Tensor) and o is not outs[k]]
+        users = [o for o in users if o._base is not outs[k]]  # views: made of the returned one
+        users += [wrapped[i] for i in written]
+        nr = outs[k].output_nr
+        if node is not None and any(
+            (g := facts.grad_fn_of(o)) not in (None, facts.STALE_VIEW, node)
+            and reaches_output(g, node, nr)
+            for o in users
+        ):
+            raise EagerRefusal(
+                f"retain_grad() on output {k}, from which the function computes other "
+                "outputs: the output aotgrad returns would get the caller's part of the "
+                "gradient only"
+            )
+    return kept, [i for i, w in enumerate(wrapped) if id(w) in ids]

@@ -13,10 +13,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import alias
-from ..autograd_walks import reaches, reaches_node, reaches_output
+from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import EagerRefusal, UnsupportedError
-from ..input_hooks import PostAccumulate, hooks_of_outputs
+from ..input_hooks import PostAccumulate, hooks_of_outputs, retained_grads
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
 from .functional import (
@@ -499,34 +499,6 @@ def _nothing() -> Any:
     return contextlib.nullcontext()
 
 
-def _retained(
-    retained: Sequence[Any], outs: Sequence[Any], wrapped: Sequence[Any], written: list[int]
-) -> tuple[list[int], list[int]]:
-    """The outputs, then the inputs, among the tensors ``retain_grad()`` was called on.
-    The runtime retains the gradient of the output it returns, which has only the
-    caller's part: refused where the function computes more from it (eager's ``.grad``
-    has that part too)."""
-    ids = {id(t) for t in retained}
-    kept = [k for k, o in enumerate(outs) if id(o) in ids]
-    for k in kept:
-        node = alias.facts.grad_fn_of(outs[k])
-        users = [o for o in outs if isinstance(o, torch.Tensor) and o is not outs[k]]
-        users = [o for o in users if o._base is not outs[k]]  # views: made of the returned one
-        users += [wrapped[i] for i in written]
-        nr = outs[k].output_nr
-        if node is not None and any(
-            (g := alias.facts.grad_fn_of(o)) not in (None, alias.facts.STALE_VIEW, node)
-            and reaches_output(g, node, nr)
-            for o in users
-        ):
-            raise UnsupportedError(
-                f"retain_grad() on output {k}, from which the function computes other "
-                "outputs: not supported (the output aotgrad returns gets the caller's part "
-                "of the gradient only); torch.compile handles it"
-            )
-    return kept, [i for i, w in enumerate(wrapped) if id(w) in ids]
-
-
 def _refuse_custom_records_in_inference_mode(
     outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any]
 ) -> None:
@@ -583,6 +555,7 @@ def collect_metadata(
         inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
+        retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs)
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
@@ -602,7 +575,7 @@ def collect_metadata(
             inner,
             leaves,
             left,
-            _retained(calls.retained, outs, wrapped, plan.mutated_inputs),
+            retained,
             views_before_requires_grad=cut,
         ),
         calls,
