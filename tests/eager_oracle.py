@@ -42,6 +42,7 @@ def _tensor_facts(t: torch.Tensor, args: list[Any]) -> dict[str, Any]:
         "shape": tuple(t.shape),
         "stride": tuple(t.stride()),
         "requires_grad": t.requires_grad,
+        "retains_grad": _attempt(lambda: t.retains_grad),
         "is_leaf": _attempt(lambda: t.is_leaf),
         "is_view": t._is_view(),
         "has_grad_fn": _attempt(lambda: t.grad_fn is not None),

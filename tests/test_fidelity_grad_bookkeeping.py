@@ -137,6 +137,29 @@ def test_retain_grad_on_an_input_returned_beside_outputs_of_it(compiler: str) ->
     assert_like_eager(_retained_input_returned_beside_others, make, COMPILERS[compiler], calls=2)
 
 
+def _retained_written_overlapping_member(x1, x2):
+    x1.t().addcmul_(x2.clone(), x2.clone())
+    x1.retain_grad()
+    return (x2 * 1,)
+
+
+def _overlapping_rows() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = _r(8, 4).requires_grad_(True)
+    base = leaf.clone()
+    return [base[0:4], base[2:6]], [leaf]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("ctx", [contextlib.nullcontext, torch.no_grad, torch.inference_mode])
+def test_retain_grad_on_a_written_overlapping_input(ctx: Any, compiler: str) -> None:
+    """A member of a synthetic base the function writes and retains: the trace only
+    records ``retain_grad()``, so a later trace (inference mode traces again) saw no
+    member that retains grad and the caller's tensor kept none (soak 117764)."""
+    assert_like_eager(
+        _retained_written_overlapping_member, _overlapping_rows, COMPILERS[compiler], ctx=ctx
+    )
+
+
 def test_retain_grad_on_an_output_used_again_runs_eagerly() -> None:
     """An intermediate output's ``.grad`` in eager has the function's part too, which the
     output aotgrad returns does not get: the call runs eagerly, with a warning."""

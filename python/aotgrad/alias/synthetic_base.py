@@ -353,7 +353,9 @@ class SyntheticBase:
             with _MetadataWrites(members, changed_with_grad, unrecorded):
                 out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
             _refuse_histories_of_aliases(groups, built)
-            retained.update(i for i, t in built.items() if t.retains_grad)
+            # (a trace's ``retain_grad()`` is only recorded: ``EagerCalls.retained``)
+            asked = {id(t) for t in calls.retained} if calls is not None else set()
+            retained.update(i for i, t in built.items() if t.retains_grad or id(t) in asked)
             member_of = {id(t): i for i, t in built.items()}
             for j, o in enumerate(out):
                 if id(o) in member_of:
