@@ -444,7 +444,9 @@ def _observe(prog: Program, entry: str, eager: bool) -> Obs:
                 )
             _observe_call(obs, prog, runner, ns, ci, call)
     obs.info["warnings"] = [
-        str(w.message).split("\n")[0][:120] for w in caught if "aotgrad" in str(w.message).lower()
+        str(w.message).split("\n")[0][: int(os.environ.get("FIDELITY_WARNING_CHARS", "120"))]
+        for w in caught
+        if "aotgrad" in str(w.message).lower()
     ]
     return obs
 

@@ -9,6 +9,7 @@ backward, not at the call).
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any
 
 import pytest
@@ -160,13 +161,102 @@ def test_retain_grad_on_a_written_overlapping_input(ctx: Any, compiler: str) -> 
     )
 
 
-def test_retain_grad_on_an_output_used_again_runs_eagerly() -> None:
-    """An intermediate output's ``.grad`` in eager has the function's part too, which the
-    output aotgrad returns does not get: the call runs eagerly, with a warning."""
-    with pytest.warns(EagerReplayWarning, match="retain_grad"):
-        assert_like_eager(_retained_output_used_again, _leaf_4x4, COMPILERS["aot_function-min_cut"])
-    # through Dynamo, which handles retain_grad itself, it runs as eager's
-    assert_like_eager(_retained_output_used_again, _leaf_4x4, COMPILERS["dynamo-aotgrad_eager"])
+def _retained_output_used_twice(x, w):
+    y = x * 2
+    y.retain_grad()
+    return (y.sin(), y, y @ w)
+
+
+def _retained_output_written_into_input(x, w):
+    y = w * 3
+    y.retain_grad()
+    x.add_(y)
+    return (y, x.cos())
+
+
+def _retained_two_outputs_chained(x):
+    y = x * 2
+    y.retain_grad()
+    z = y.exp()
+    z.retain_grad()
+    return (z * y, y, z)
+
+
+def _x_and_w() -> tuple[list[Any], list[torch.Tensor]]:
+    x, w = _r(4, 4).requires_grad_(True), _r(4, 4).requires_grad_(True)
+    return [x.clone(), w], [x, w]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    ("fn", "make"),
+    [
+        (_retained_output_used_again, _leaf_4x4),
+        (_retained_output_used_twice, _x_and_w),
+        (_retained_output_written_into_input, _x_and_w),
+        (_retained_two_outputs_chained, _leaf_4x4),
+    ],
+)
+def test_retain_grad_on_an_output_the_function_computes_from(
+    fn: Any, make: Any, compiler: str
+) -> None:
+    """Eager's ``.grad`` of an intermediate output takes in the function's own uses too:
+    the compiled backward computes that whole gradient (soak 112320: refused, then run
+    eagerly)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerReplayWarning)  # compiled, not run eagerly
+        assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
+
+
+def _aot_inductor(fn: Any) -> Any:
+    from aotgrad import inductor
+
+    return aotgrad.aot_function(
+        fn,
+        inductor.inductor_forward,
+        inductor.inductor_backward,
+        partition_fn=inductor.inductor_partition(
+            aotgrad.partition.min_cut_rematerialization_partition
+        ),
+        decompositions=inductor.inductor_decompositions(),
+    )
+
+
+@pytest.mark.parametrize("compile", ["nop", "inductor"])
+@pytest.mark.parametrize("use", [(0, 1), (0,), (1,), (2,)])
+def test_retained_output_grad_follows_what_the_caller_reaches(use: Any, compile: str) -> None:
+    """Only the outputs the caller's loss uses send gradient: ``.grad`` of the retained
+    output is eager's (None where no used output reaches it), and accumulates over a
+    second backward."""
+
+    def f(x, w):
+        y = x * 2
+        y.retain_grad()
+        return (y, (y @ w).sin(), w.cos())
+
+    def run(g: Any) -> list[Any]:
+        x, w = _r(4, 4).requires_grad_(True), _r(4, 4).requires_grad_(True)
+        outs = g(x.clone(), w)
+        loss = sum((outs[i] * (i + 1)).sum() for i in use)
+        loss.backward(retain_graph=True)
+        first = outs[0].grad
+        first = None if first is None else first.clone()
+        loss.backward()
+        return [outs[0].retains_grad, first, outs[0].grad, x.grad, w.grad]
+
+    torch.manual_seed(0)
+    eager = run(f)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerReplayWarning)  # compiled, not run eagerly
+        compiled = run(
+            aotgrad.aot_function(f, aotgrad.nop) if compile == "nop" else _aot_inductor(f)
+        )
+    assert eager[0] is compiled[0] is True
+    for a, b in zip(eager[1:], compiled[1:]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
 
 
 # ------------------- a custom Function's backward that autograd's engine refuses

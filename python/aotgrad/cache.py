@@ -48,8 +48,9 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 
 #: 2: graphs stored node by node (graph_records), no longer re-traced;
 #: 3: each node's fake value described (``describe_values``), rebuilt without running ops;
-#: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs.
-FORMAT = 5
+#: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs;
+#: 6: and the outputs retained and computed from, whose whole gradient the backward returns.
+FORMAT = 6
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 

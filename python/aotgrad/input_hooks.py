@@ -15,6 +15,7 @@ stand-in; traced, the graph computes it from the call's values)."""
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from .errors import EagerRefusal
 __all__ = [
     "InputHooks",
     "PostAccumulate",
+    "RetainedThrough",
     "holds_traced_values",
     "hooks_of_outputs",
     "register_hooks",
@@ -166,26 +168,71 @@ def _defined_only(hook: Callable, grad: Any) -> Any:
     return None if grad is None else hook(grad)
 
 
-def retain_grads(
-    outs: Sequence[Any], args: Sequence[Any], retained: tuple[list[int], list[int]]
-) -> None:
+def retain_grads(outs: Sequence[Any], args: Sequence[Any], retained: tuple[list[int], ...]) -> None:
     """``retain_grad()`` the function called on outputs and inputs, on the caller's
     tensors (where they still require grad: a call under ``no_grad`` leaves the
-    outputs without)."""
+    outputs without); an output the function computes more from also gets the
+    gradient of that part (``RetainedThrough``), filled by the compiled backward."""
+    through = retained[2] if len(retained) > 2 else {}
+    for k, tangents in through.items():
+        t = outs[k]
+        slots = getattr(t.grad_fn, "retained_through", None)
+        if t.requires_grad and slots is not None:
+            slots[list(through).index(k)] = RetainedThrough(t, tangents)
     for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
         if t.requires_grad:
             t.retain_grad()
 
 
+_UNSET = object()
+
+
+class RetainedThrough:
+    """An output the function called ``retain_grad()`` on and computed other outputs
+    from: eager's ``.grad`` takes in every gradient that reaches it, the caller's and
+    the function's own uses. The compiled backward computes that sum (the joint trace
+    differentiates with respect to the output too, ``JointGraph.retained_totals``);
+    ``fill`` sets it, as eager's retain hook would have: added to the ``.grad`` from
+    before this backward. Autograd's own retain hook (``retain_grad()``, for
+    ``retains_grad`` and the caller's part) runs first, after every tensor hook: the
+    one registered here notes the ``.grad`` it will add to."""
+
+    def __init__(self, t: torch.Tensor, tangents: Sequence[int]) -> None:
+        self.ref = weakref.ref(t)
+        self.tangents = frozenset(tangents)
+        self.before: Any = _UNSET
+        t.register_hook(self._note)
+
+    def _note(self, grad: Any) -> None:
+        t = self.ref()
+        self.before = None if t is None else t.grad
+
+    def fill(self, total: Any, missing: Sequence[int]) -> None:
+        """Set ``.grad`` to what eager's is after this backward (nothing where none of
+        the tangents that reach the output was reached: eager's hook never ran)."""
+        t, before, self.before = self.ref(), self.before, _UNSET
+        if t is None or total is None or self.tangents.issubset(missing):
+            return
+        if before is _UNSET:
+            before = t.grad
+        t.grad = total if before is None else before + total
+
+
 def retained_grads(
-    retained: Sequence[Any], outs: Sequence[Any], wrapped: Sequence[Any], written: list[int]
-) -> tuple[list[int], list[int]]:
-    """The outputs, then the inputs, among the tensors ``retain_grad()`` was called on.
-    The runtime retains the gradient of the output it returns, the caller's part: the
-    call runs eagerly where the function computes more from it (eager's ``.grad`` has
-    that part too), unless it is an input (whose gradient takes in the function's too)."""
+    retained: Sequence[Any],
+    outs: Sequence[Any],
+    wrapped: Sequence[Any],
+    written: list[int],
+    fresh: Sequence[bool],
+) -> tuple[list[int], list[int], dict[int, tuple[int, ...]]]:
+    """The outputs, then the inputs, among the tensors ``retain_grad()`` was called on,
+    then the outputs the function computes more from (``RetainedThrough``; the tangents
+    that reach them are set by the joint trace). Output ``k`` must be ``fresh[k]`` (no
+    alias: the compiled Function's own output) for that, otherwise the call runs
+    eagerly. An input needs nothing more: its gradient takes in the function's part."""
     ids = {id(t) for t in retained}
     kept = [k for k, o in enumerate(outs) if id(o) in ids]
+    through: dict[int, tuple[int, ...]] = {}
     for k in kept:
         if any(outs[k] is w for w in wrapped):
             continue
@@ -194,14 +241,17 @@ def retained_grads(
         users = [o for o in users if o._base is not outs[k]]  # views: made of the returned one
         users += [wrapped[i] for i in written]
         nr = outs[k].output_nr
-        if node is not None and any(
+        if node is None or not any(
             (g := facts.grad_fn_of(o)) not in (None, facts.STALE_VIEW, node)
             and reaches_output(g, node, nr)
             for o in users
         ):
+            continue
+        if not fresh[k] or sum(o is outs[k] for o in outs) > 1:
             raise EagerRefusal(
-                f"retain_grad() on output {k}, from which the function computes other "
-                "outputs: the output aotgrad returns would get the caller's part of the "
-                "gradient only"
+                f"retain_grad() on output {k}, an alias from which the function computes "
+                "other outputs: the output aotgrad returns would get the caller's part of "
+                "the gradient only"
             )
-    return kept, [i for i, w in enumerate(wrapped) if id(w) in ids]
+        through[k] = ()
+    return kept, [i for i, w in enumerate(wrapped) if id(w) in ids], through

@@ -138,6 +138,19 @@ class CompiledArtifact:
     ensure_values: Callable[[], None] = field(default=lambda: None)
 
 
+def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
+    """What the joint trace learned of the backward, for the runtime: inputs it writes,
+    eager's error and which tangents lead to it, saved inputs and bases eager checks, and
+    the retained outputs whose whole gradient it returns."""
+    layout.backward_mutations = joint.backward_mutations
+    if joint.retained_tangents:
+        layout.retained_grads = (*layout.retained_grads[:2], dict(joint.retained_tangents))
+    layout.backward_error = joint.backward_error
+    layout.backward_error_tangents = joint.backward_error_tangents
+    layout.watched_inputs = joint.watched_inputs
+    layout.watched_bases = {layout.num_user_outputs + s: ts for s, ts in joint.saved_bases.items()}
+
+
 def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
     """(saved tensors, saved SymInts) from the forward graph's outputs."""
     outs = fw.graph.output_node().args[0]
@@ -355,11 +368,7 @@ def build_program(
     layout = layout_of_trace(
         metadata, fake_args, metadata.tangent_outputs, n_tensors, n_sym, joint.num_tokens
     )
-    layout.backward_mutations = joint.backward_mutations
-    layout.backward_error = joint.backward_error
-    layout.backward_error_tangents = joint.backward_error_tangents
-    layout.watched_inputs = joint.watched_inputs
-    layout.watched_bases = {layout.num_user_outputs + s: ts for s, ts in joint.saved_bases.items()}
+    _backward_facts(layout, joint)
     rebuilt = {a.index for a in layout.output_aliases}
     layout.watched_outputs = {
         k: ts

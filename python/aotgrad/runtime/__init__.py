@@ -247,6 +247,8 @@ class _TrainingPlan:
         self.view_bases = layout.view_bases
         self.nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
         self.bw_written = layout.backward_mutations
+        # outputs whose whole gradient the backward returns, after the written values
+        self.retained_through = dict(layout.retained_grads[2:3] and layout.retained_grads[2])
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
         self.stale = layout.backward_error
@@ -279,6 +281,8 @@ class _TrainingPlan:
         self.watched_bases = {k: set(ts) for k, ts in layout.watched_bases.items()}
         watches = [*self.watched_inputs.values(), *self.watched_bases.values()]
         if any(ts != every for ts in [*watches, *self.watched_tangents]):
+            self.track_unreached = True
+        if any(set(ts) != every for ts in self.retained_through.values()):
             self.track_unreached = True
 
     def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -317,6 +321,8 @@ class _TrainingPlan:
             ctx.zeros = [_zeros_like(outs[i]) for i in self.tangent_outputs]
         if self.bw_written:
             ctx.bw_written = [args[i] for i in self.bw_written]
+        # filled by the epilogue (``input_hooks.retain_grads``): the caller's outputs
+        ctx.retained_through = [None] * len(self.retained_through)
         ctx.watched_inputs = ctx.watched_bases = ()  # set when the call is over (``note_watched``)
         ctx.symints = tuple(saved[self.n_tensors :])
 
@@ -392,6 +398,12 @@ class _TrainingPlan:
             written = outs[n : n + len(self.bw_written)]
             _write_back(ctx.bw_written, written, self.bw_written.values())
             del ctx.bw_written
+        if self.retained_through:
+            start = n + len(self.bw_written)
+            totals = outs[start : start + len(self.retained_through)]
+            for slot, total in zip(ctx.retained_through, totals):
+                if slot is not None:
+                    slot.fill(total, missing)
         if missing:
             return _unreached_to_none(outs[:n], self.grad_tangents, set(missing))
         return outs[:n]

@@ -213,8 +213,9 @@ class ForwardLayout:
     #: is given (``trace.TraceMetadata.relaid_inputs``).
     relaid_inputs: list[int] = field(default_factory=list)
     #: Outputs, then inputs, the function called ``retain_grad()`` on: the runtime calls
-    #: it on the caller's tensors (``trace.TraceMetadata.retained_grads``).
-    retained_grads: tuple[list[int], list[int]] = ([], [])
+    #: it on the caller's tensors; then the outputs whose whole gradient the backward
+    #: computes, after the inputs' written values (``trace.TraceMetadata.retained_grads``).
+    retained_grads: tuple[list[int], list[int], dict[int, tuple[int, ...]]] = ([], [], {})
     #: Hooks the function registered on inputs, ``(input, hook)``: registered on the
     #: caller's tensors at each call (``aotgrad.input_hooks``). A layout with hooks is not
     #: written to the disk cache (they are the traced call's objects).

@@ -101,8 +101,11 @@ class TraceMetadata:
     #: not computed from: before the graph runs).
     left_then_written: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     #: Outputs, then inputs, the function called ``retain_grad()`` on: the runtime calls
-    #: it on the caller's tensors (their ``.grad`` is filled as eager's).
-    retained_grads: tuple[list[int], list[int]] = ([], [])
+    #: it on the caller's tensors (their ``.grad`` is filled as eager's); then the outputs
+    #: among them the function computes other outputs from, and the tangents that reach
+    #: each (set by the joint trace): the compiled backward computes their whole gradient
+    #: (``input_hooks.RetainedThrough``).
+    retained_grads: tuple[list[int], list[int], dict[int, tuple[int, ...]]] = ([], [], {})
     #: Hooks the function registered on inputs it does not write, ``(input, hook)``: the
     #: runtime registers them on the caller's tensors (``aotgrad.input_hooks``).
     input_hooks: list[tuple[int, Any]] = field(default_factory=list)
@@ -191,7 +194,8 @@ class JointGraph:
     (``metadata.mutated_inputs``), then effect tokens —
     together the ``num_fwd_outputs`` forward outputs — then one gradient per primal
     (``None`` where the primal needs no gradient), then the new values of inputs the
-    backward writes (``backward_mutations``), then the backward's effect token if it has
+    backward writes (``backward_mutations``), then the whole gradient of each output in
+    ``retained_tangents``, then the backward's effect token if it has
     effectful ops.
     """
 
@@ -207,6 +211,9 @@ class JointGraph:
     #: Inputs the backward writes, and how many in-place ops it runs on each: their new
     #: values are backward outputs after the gradients (before the effect token).
     backward_mutations: dict[int, int] = field(default_factory=dict)
+    #: Outputs the function ``retain_grad()``s and computes more from, and the tangents
+    #: that reach each: their whole gradients are backward outputs after those values.
+    retained_tangents: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.
     backward_error: str | None = None

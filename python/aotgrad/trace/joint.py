@@ -127,6 +127,10 @@ class _JointTrace(SavedReads):
     cast_cache: bool = True
     #: Inputs written without grad that run on a leaf copy (``autocast_casts.leaf_copies``).
     leaf_copies: dict[int, Any] = {}
+    #: Outputs retained and computed from (``input_hooks.RetainedThrough``): their whole
+    #: gradients (backward outputs), and the tangents that reach each.
+    retained_totals: list[Any] = []
+    retained_tangents: dict[int, tuple[int, ...]] = {}
 
     def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
         self.fn = fn
@@ -245,6 +249,7 @@ class _JointTrace(SavedReads):
         # Inputs the backward writes (a custom Function's backward updating a saved input):
         # their new values follow the gradients; the runtime copies them in.
         bwd += [from_functional(call[i]) for i in self.written_in_backward]
+        bwd += [from_functional(g) for g in self.retained_totals]
         return fwd + fwd_tokens, bwd + chain.finish()
 
     def _seen_as_views(self) -> list[int]:
@@ -392,8 +397,10 @@ class _JointTrace(SavedReads):
         earlier = [(i, e) for i, edges in self.edges_off.items() for e in edges]
         needs += [e for _, e in earlier]
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
-        # last, their gradients dropped: eager's backward runs the nodes to them too
+        # then, their gradients dropped: eager's backward runs the nodes to them too
         needs += self.edges_dropped
+        retained = self._retained_through(fwd_values, diff_outs)
+        needs += retained
         refuse_deferred_autograd_errors(diff_outs)
         versions = alias.facts.versions(call)
         grads: Sequence[Any] = ()
@@ -416,6 +423,10 @@ class _JointTrace(SavedReads):
             if a != b:
                 self.written_in_backward.append(i)
                 self.backward_version_deltas.append(b - a)
+        if retained:
+            self.retained_totals = list(
+                grads[len(needs) - len(retained) :] or [None] * len(retained)
+            )
         it = iter(grads)
         per_primal = [
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
@@ -428,6 +439,17 @@ class _JointTrace(SavedReads):
         for i, _ in earlier:
             per_primal[i] = _summed(per_primal[i], next(it, None))
         return per_primal + per_leaf
+
+    def _retained_through(self, fwd_values: list[Any], diff_outs: list[Any]) -> list[Any]:
+        """The outputs the function ``retain_grad()``s and computes more from: the
+        backward also differentiates with respect to each (the caller's part and the
+        function's: eager's ``.grad``), last; the tangents that reach each."""
+        through = [fwd_values[k] for k in self.metadata.retained_grads[2]]
+        self.retained_tangents = {
+            k: reaching(diff_outs, [o.grad_fn])
+            for k, o in zip(self.metadata.retained_grads[2], through)
+        }
+        return through
 
     def _metadata_first(self) -> list[int]:
         """Inputs the function made require grad after changing their metadata (see
@@ -499,6 +521,7 @@ def trace_joint(
         num_fwd_outputs=num_fwd + state.num_tokens,
         num_tokens=state.num_tokens,
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
+        retained_tangents=state.retained_tangents,
         backward_error=state.stale[0] if state.stale else None,
         backward_error_tangents=state.stale_tangents,
         watched_inputs=state.watched_inputs,

@@ -555,7 +555,8 @@ def collect_metadata(
         inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
-        retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs)
+        fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
+        retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs, fresh)
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
