@@ -211,7 +211,7 @@ class RetainedThrough:
         """Set ``.grad`` to what eager's is after this backward (nothing where none of
         the tangents that reach the output was reached: eager's hook never ran)."""
         t, before, self.before = self.ref(), self.before, _UNSET
-        if t is None or total is None or self.tangents.issubset(missing):
+        if t is None or total is None or self.tangents.issubset(missing) or t.grad_fn is not node:
             return
         if before is _UNSET:
             before = t.grad
