@@ -182,6 +182,8 @@ def _compiled_under_dynamo(
         # guarded call.
         shared = _storage_sharing(graph_inputs[n:])
         checks.append(lambda args: _storage_sharing(args) == shared)
+        written = {*layout.mutated_inputs, *layout.metadata_mutations}
+        checks.append(_written_leaves_as_compiled(graph_inputs[n:], [i - n for i in written]))
     if autocast_casts_in(lifted.mod):
         # The graph shares one autocast cast per weight where eager caches it: a leaf.
         # Dynamo does not guard whether an input is one (a clone where there was a leaf).
@@ -246,6 +248,32 @@ def _inference_mode_apart(
         return made[0](*args)
 
     return call
+
+
+def _leaf_kind(t: Any) -> tuple[Any, bool] | None:
+    """What eager's in-place checks ask of a tensor that requires grad: whether it is a
+    leaf (``"stale"``: its node cannot be rebuilt), and whether it is a view of one."""
+    if not (isinstance(t, torch.Tensor) and t.requires_grad):
+        return None
+    base = t._base
+    return guards._is_leaf(t), base is not None and base.requires_grad and base.is_leaf
+
+
+def _written_leaves_as_compiled(
+    inputs: Sequence[Any], written: Sequence[int]
+) -> Callable[[Sequence[Any]], bool]:
+    """A check that the inputs the graph writes are leaves (or views of leaves) where
+    those compiled for were. Dynamo guards ``requires_grad``, not leaf-ness: a graph
+    traced for a non-leaf (a tensor an earlier call wrote with grad) was run for a leaf
+    the caller made afresh, whose write eager refuses ("a leaf Variable that requires
+    grad is being used in an in-place operation.", or "a view of a leaf Variable ...")."""
+    slots = sorted(i for i in written if i >= 0)
+    expected = [_leaf_kind(inputs[i]) for i in slots]
+
+    def same(args: Sequence[Any]) -> bool:
+        return [_leaf_kind(args[i]) for i in slots] == expected
+
+    return same
 
 
 def _storage_sharing(args: Sequence[Any]) -> tuple[int, ...]:

@@ -31,6 +31,11 @@ _CM = torch._C._autograd.CreationMeta
 _NOT_REBUILT = (_CM.MULTI_OUTPUT_NODE, _CM.NO_GRAD_MODE, _CM.IN_CUSTOM_FUNCTION)
 #: ``t.grad_fn`` / ``t.is_leaf``, as a function mode sees them (their getters).
 _NODE_READS = (torch._C.TensorBase.__dict__["grad_fn"], torch._C.TensorBase.__dict__["is_leaf"])
+#: Calls that read the tensor's ``grad_fn`` inside, unseen by a function mode
+#: (``register_hook``: "Accessing grad_fn refreshes a stale view"). A hook on an input
+#: whose metadata the function changed (``t_()``, ``as_strided_``) stays in the trace
+#: (``trace.metadata._with_hooks``), on the stand-in, whose node reads without error.
+_NODE_READING_CALLS = (torch.Tensor.register_hook,)
 
 
 def _eager_message(o: torch.Tensor) -> str | None:
@@ -87,7 +92,7 @@ class StaleInputViews:
         watched input written since the function started: it recorded autograd on one
         (its result requires grad, grad mode on; ``records``: False where autograd records
         nothing, a trace for inference mode), or read its ``grad_fn`` / ``is_leaf``."""
-        if getattr(func, "__self__", None) not in _NODE_READS:
+        if getattr(func, "__self__", None) not in _NODE_READS and func not in _NODE_READING_CALLS:
             outs = result if isinstance(result, (tuple, list)) else (result,)
             recorded = (
                 records

@@ -53,6 +53,25 @@ def _stale_record(t: Any, eager_view: bool) -> bool:
     )
 
 
+def _alias_before(t: Any) -> Any:
+    """An autograd view of ``t`` as it is, taken before the metadata change. A view that
+    requires grad through its base is replayed from the base (``_view_func``): not as
+    ``t.view_as(t)``, which reads ``t``'s node and so rebuilds it. Eager's node of a view
+    whose gradless base was given a history through another view (``b[0].add_(w)``
+    beside ``v = b[1:]``) stays unset until read, and the in-place call on it then raises
+    "a leaf Variable that requires grad is being used in an in-place operation." (the
+    call below raises it, as eager's does, where nothing read the node since)."""
+    if (
+        torch.is_grad_enabled()
+        and t._is_view()
+        and t._base is not None
+        and t._base.requires_grad
+        and torch._C._autograd._get_creation_meta(t) == _DEFAULT
+    ):
+        return t._view_func(t._base)
+    return t.view_as(t)
+
+
 def write_metadata(
     func: Any,
     args: Any,
@@ -73,7 +92,7 @@ def write_metadata(
     if not (rebase or _stale_record(t, eager_view)):
         return func(*args, **kwargs)
     with torch.inference_mode(False), torch.enable_grad():
-        alias = t.view_as(t) if fresh_from is None else None
+        alias = _alias_before(t) if fresh_from is None else None
     result = func(*args, **kwargs)
     if result is not t:
         return result
