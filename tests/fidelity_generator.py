@@ -9,7 +9,9 @@ grad-mode and autocast blocks, multi-output views, Python branches) and two call
 values, other ``requires_grad`` flags, a call mode: grad, ``no_grad``,
 ``inference_mode``, ``autocast``; some calls run the function twice on the same inputs
 before one backward through both results; some write an input between the call and the
-backward). ``print(program.source)`` is the reproducer.
+backward). ``tests/fidelity_vocabulary_extra.py`` adds, each from its own stream,
+complex tensors, a momentum float, a running buffer and the caller's ``.data`` writes.
+``print(program.source)`` is the reproducer.
 ``tests/fidelity_programs.py`` runs and compares them.
 """
 
