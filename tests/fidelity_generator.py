@@ -9,16 +9,17 @@ grad-mode and autocast blocks, multi-output views, Python branches) and two call
 values, other ``requires_grad`` flags, a call mode: grad, ``no_grad``,
 ``inference_mode``, ``autocast``; some calls run the function twice on the same inputs
 before one backward through both results; some write an input between the call and the
-backward). ``print(program.source)`` is the reproducer.
+backward). ``tests/fidelity_vocabulary_extra.py`` adds, each from its own stream,
+complex tensors, a momentum float, a running buffer and the caller's ``.data`` writes.
+``print(program.source)`` is the reproducer.
 ``tests/fidelity_programs.py`` runs and compares them.
 """
 
 from __future__ import annotations
 
-import linecache
 import random
-from dataclasses import dataclass, field
 
+from fidelity_program_types import Call, Program
 from fidelity_vocabulary import (
     BINARY,
     INPLACE_BINARY,
@@ -31,51 +32,7 @@ from fidelity_vocabulary import (
     suffixes_for,
     views_for,
 )
-
-
-@dataclass
-class Call:
-    seed: int
-    rg: tuple
-    mode: str
-    scalars: tuple
-    post_mutate: int | None = None  # outs[i].mul_(2) after the call (a tensor output)
-    # called twice on the same inputs, then one backward through both calls' outputs
-    # (gradient accumulation, D(real) + D(fake)); drawn from its own stream so that the
-    # programs of earlier seeds are unchanged
-    twice: bool = False
-    # the caller writes input x<i> (under no_grad) between the call and the backward:
-    # what the backward reads of it is stale, as eager's saved-tensor check says
-    write_input: int | None = None
-
-
-@dataclass
-class Program:
-    seed: int
-    dtype: str
-    n_args: int
-    scalar_names: list
-    first_arg_plain: bool  # x0 is a plain root (a parameter/buffer in aot_module)
-    inputs_src: str
-    fn_src: str
-    calls: list
-    uses_autocast: bool
-    source: str = ""
-    _code: object = field(default=None, repr=False)
-
-    def namespace(self):
-        """A fresh namespace with ``make_inputs``, ``f`` and the prelude's Functions."""
-        if self._code is None:
-            fname = f"<fidelity program {self.seed}>"
-            linecache.cache[fname] = (len(self.source), None, self.source.splitlines(True), fname)
-            self._code = compile(self.source, fname, "exec")
-        ns = {"__name__": f"fidelity_program_{self.seed}"}
-        exec(self._code, ns)
-        return ns
-
-    @property
-    def tol(self):
-        return (5e-2, 5e-2) if self.uses_autocast else (1e-6, 1e-6)
+from fidelity_vocabulary_extra import Extra, caller_write
 
 
 class Gen:
@@ -88,6 +45,7 @@ class Gen:
         self.n = 0
         self.in_autocast = False
         self.in_autocast_off = False
+        self.extra = Extra(self)  # vocabulary drawn from its own streams
 
     def fresh(self, p="t"):
         self.n += 1
@@ -215,6 +173,7 @@ class Gen:
                     lines.append(f"{y}.requires_grad_()  # a view made to require grad")
                 v = add_arg(x)
                 add_arg(y, group=v.group)
+        self.extra.inputs(lines, args, watch, rg1, rg2)
         self.args = args
         for v in arg_vals:
             self.pool.append(v)
@@ -648,19 +607,22 @@ class Gen:
             twice = mode != "inference_mode" and random.Random(seed * 31 + 5).random() < 0.2
             own = random.Random(seed * 37 + 11)
             wi = own.randrange(len(self.args)) if own.random() < 0.15 else None
-            calls.append(Call(seed, rg, mode, scal, pm, twice, wi))
+            cw = caller_write(seed, len(self.args))
+            calls.append(Call(seed, rg, mode, scal, pm, twice, wi, cw))
         return calls
 
 
 def generate(seed: int) -> Program:
     g = Gen(seed)
     g.gen_inputs()
+    g.extra.after_inputs()
     g.gen_scalars()
     body = []
-    for _ in range(g.rng.randint(1, 7)):
-        body += g.step()
+    g.extra.plan(n_steps := g.rng.randint(1, 7))
+    for k in range(n_steps):
+        body += g.step() + g.extra.after_step(k)
     body += g.autograd_api_step()
-    ret = g.gen_outputs()
+    ret = g.extra.finish(g.gen_outputs())
     params = g.args + [s[0] for s in g.scalars]
     fn_src = (
         f"def f({', '.join(params)}):\n"
@@ -678,6 +640,7 @@ def generate(seed: int) -> Program:
     for c in calls:
         twice = ", twice=True" if c.twice else ""
         twice += f", write_input={c.write_input}" if c.write_input is not None else ""
+        twice += f", caller_write={c.caller_write!r}" if c.caller_write else ""
         calls_src += f"    dict(seed={c.seed}, rg={c.rg}, mode={c.mode!r}, scalars={c.scalars}, post_mutate={c.post_mutate}{twice}),\n"
     calls_src += "]\n"
     source = PRELUDE + "\n" + head + g.inputs_src + "\n\n" + fn_src + "\n\n" + calls_src

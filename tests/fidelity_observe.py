@@ -145,7 +145,8 @@ class T:
 def _val(t):
     try:
         with torch.inference_mode(False), torch.no_grad():
-            return T(t.detach().to("cpu", torch.float64).clone())
+            dt = torch.complex128 if t.is_complex() else torch.float64
+            return T(t.detach().to("cpu", dt).clone())
     except Exception as e:
         return ("raises", type(e).__name__)
 
@@ -393,14 +394,15 @@ def _cotangents(outs):
                 lambda o=o: (
                     o.requires_grad
                     and (o.grad_fn is not None or (o.is_leaf and not o._is_view()))
-                    and o.is_floating_point()
+                    and (o.is_floating_point() or o.is_complex())
                 )
             )
             is True
         ):
             gen = torch.Generator().manual_seed(7 + i)
             diff.append(o)
-            cots.append(torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype))
+            dt = torch.complex128 if o.is_complex() else torch.float64
+            cots.append(torch.randn(o.shape, generator=gen, dtype=dt).to(o.dtype))
     return diff, cots
 
 
@@ -441,6 +443,7 @@ def _observe(prog: Program, entry: str, eager: bool) -> Obs:
                     call.post_mutate,
                     call.twice,
                     call.write_input,
+                    call.caller_write,
                 )
             _observe_call(obs, prog, runner, ns, ci, call)
     obs.info["warnings"] = [
@@ -474,6 +477,30 @@ def _write_input(obs, pre, watch, i) -> bool:
     return True
 
 
+def _caller_write(obs, pre, watch, outs, cw) -> bool:
+    """The caller writes an input or an output past autograd (``.data``, ``detach()``)
+    after the call, as ``Call.caller_write`` says; False: it raised."""
+    where, i, how = cw
+    t = watch.get(f"x{i}") if where == "x" else outs[i % len(outs)]
+    if not isinstance(t, torch.Tensor):
+        return True
+    try:
+        if how == "data.mul_":
+            t.data.mul_(2)
+        elif how == "data.copy_":
+            t.data.copy_(torch.full_like(t.data, 0.5))
+        elif how == "data=":
+            gen = torch.Generator().manual_seed(11)
+            t.data = torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype)
+        else:
+            t.detach().add_(1)
+    except Exception as e:
+        obs.add(f"{pre}.caller_write.raise", "raise", _exc(e))
+        return False
+    obs.add(f"{pre}.caller_write.raise", "raise", None)
+    return True
+
+
 def _observe_call(obs, prog, runner, ns, ci, call):
     pre = f"c{ci}"
     args, watch = ns["make_inputs"](call.seed, call.rg)
@@ -504,6 +531,8 @@ def _observe_call(obs, prog, runner, ns, ci, call):
                 return
             _record_inputs(obs, f"{pre}.post", watch, before_dp, cat="post_mutate")
     if call.write_input is not None and not _write_input(obs, pre, watch, call.write_input):
+        return
+    if call.caller_write and not _caller_write(obs, pre, watch, outs, call.caller_write):
         return
     diff, cots = _cotangents(earlier + outs)
     if not diff:

@@ -132,6 +132,15 @@ VOCABULARY = [
     "mode='inference_mode'",
     "mode='autocast'",
     "post_mutate=0",
+    # tests/fidelity_vocabulary_extra.py (each from its own stream)
+    "# a complex input",
+    "torch.view_as_complex(",
+    "view(torch.complex128)",
+    "torch.view_as_real(",
+    "# a write through .imag",
+    "m0 > 0.5",  # a branch on a float that changes between the calls
+    "# a running buffer updated in place",
+    "caller_write=",
 ]
 
 
