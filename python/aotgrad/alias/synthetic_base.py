@@ -195,7 +195,8 @@ def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) 
         if not leaf or not torch.is_grad_enabled() or built[i].grad_fn is None:
             continue
         grad_fns = [o.grad_fn for o in outs if isinstance(o, torch.Tensor)]
-        node = accumulator_of(grad_fns, built[i])
+        held = calls.leaf_nodes.get(id(built[i])) if calls is not None else None
+        node = accumulator_of(grad_fns, built[i], held)
         if node is not None and calls is not None:
             calls.interior_nodes.append(node)
 

@@ -27,6 +27,7 @@ from .functional import (
     tracing_modes,
 )
 from .graphs import InnerLeaf, OutputInfo, TraceMetadata
+from .inner_leaves import inner_leaves
 
 
 def _empty_storage(a: Any) -> bool:
@@ -144,39 +145,6 @@ def _check_new_leaf_inputs(
                 )
                 + ": not supported (its gradients would not reach the caller's tensors)"
             )
-
-
-def _inner_leaves(
-    outs: Sequence[Any], new_leaves: Sequence[Any], written: Sequence[Any] = ()
-) -> list[int]:
-    """Of the leaves the function makes (``t = x.detach().requires_grad_()``, a factory
-    called with ``requires_grad=True``), in order, the positions of those an output, or
-    the new value of a ``written`` input, is computed from (``t.cumsum(-1)``; not a view
-    of ``t``, rebuilt at runtime as a view of the leaf itself). Eager's output requires grad and its backward fills ``t.grad``: the
-    runtime passes a leaf of its own per such tensor into the compiled Function, which
-    the backward's gradient for it reaches (``InnerLeaf``)."""
-    found: list[int] = []
-    for j, leaf in enumerate(new_leaves):
-        for o in [*outs, *written]:
-            if not isinstance(o, torch.Tensor):
-                continue
-            if o._is_view() and o._base is leaf and not alias.facts.made_by_custom_function(o):
-                continue
-            # read as eager would not: a view whose grad_fn eager refuses to read (a no_grad
-            # view written with grad on) is not computed from anything here
-            grad_fn = alias.facts.grad_fn_of(o)
-            if grad_fn is None or grad_fn is alias.facts.STALE_VIEW:
-                continue
-            if reaches(grad_fn, {id(leaf)}):
-                if not all(isinstance(n, int) for n in leaf.shape):
-                    raise UnsupportedError(
-                        "an output is computed from a tensor the function made a leaf that "
-                        "requires grad, with symbolic sizes: not supported; make the leaf "
-                        "outside the compiled function and pass it in"
-                    )
-                found.append(j)
-                break
-    return found
 
 
 def _input_view(
@@ -580,7 +548,7 @@ def collect_metadata(
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls, wrapped)
         cut = _views_before_requires_grad(plan, outs, wrapped, fake_args, rg_changes, grad_mode)
-        inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
+        inner = inner_leaves(outs, calls, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
         # in the caller's layout (see layout_anchors): the input's own fake has it
