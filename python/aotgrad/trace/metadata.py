@@ -15,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import alias
 from ..autograd_walks import reaches, reaches_node, reaches_output
 from ..eager_calls import EagerCalls, in_inference_mode
-from ..errors import EagerRefusal, UnsupportedError
+from ..errors import UnsupportedError
 from ..input_hooks import PostAccumulate, hooks_of_outputs
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
@@ -27,6 +27,7 @@ from .functional import (
     tracing_modes,
 )
 from .graphs import InnerLeaf, OutputInfo, TraceMetadata
+from .inference_records import normal_storages, refuse_custom_records_in_inference_mode
 from .inner_leaves import inner_leaves
 
 
@@ -274,7 +275,7 @@ def _outputs_info(
 ) -> list[OutputInfo]:
     input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
     made = {id(t) for t in new_leaves}
-    normal = _normal_storages(wrapped, fake_args)
+    normal = normal_storages(wrapped, fake_args)
     return [
         _input_output_info(o)
         if id(o) in input_index
@@ -283,16 +284,6 @@ def _outputs_info(
         else _output_info(o, input_index, id(o) in made)
         for o in outs
     ]
-
-
-def _normal_storages(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> set[Any]:
-    """The storages of inputs that are no inference tensors (one the caller made under
-    inference mode is): their views and aliases are normal tensors in eager."""
-    return {
-        StorageWeakRef(w.untyped_storage())
-        for k, w in enumerate(wrapped)
-        if isinstance(w, torch.Tensor) and not (k < len(fake_args) and fake_args[k].is_inference())
-    }
 
 
 def _inference_view(o: Any, normal: set[Any]) -> bool:
@@ -495,30 +486,6 @@ def _retained(
     return kept, [i for i, w in enumerate(wrapped) if id(w) in ids]
 
 
-def _refuse_custom_records_in_inference_mode(
-    outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any]
-) -> None:
-    """Under inference mode autograd records nothing, except a custom Function applied
-    in an ``enable_grad`` block to a tensor that requires grad, whose output is a normal
-    tensor (the input itself, a view of it; one it computed is an inference tensor, on
-    which nothing records): eager's has its backward, which the inference graph has not.
-    The call runs eagerly (``EagerRefusal``: ``eager_replay``)."""
-    if not in_inference_mode():
-        return
-    normal = _normal_storages(wrapped, fake_args)
-    for o in outs:
-        if not isinstance(o, torch.Tensor) or StorageWeakRef(o.untyped_storage()) not in normal:
-            continue
-        for t in (o, o._base):
-            node = None if t is None else alias.facts.grad_fn_of(t)
-            if isinstance(node, torch.autograd.function.BackwardCFunction):
-                raise EagerRefusal(
-                    "a custom autograd Function applied with grad enabled under inference "
-                    "mode records its backward, which a graph traced for inference mode "
-                    "does not have"
-                )
-
-
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -538,7 +505,7 @@ def collect_metadata(
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
         calls, resizes, outs = _run(fn, wrapped, fake_args)
-        _refuse_custom_records_in_inference_mode(outs, wrapped, fake_args)
+        refuse_custom_records_in_inference_mode(outs, wrapped, fake_args)
         outputs = _outputs_info(outs, wrapped, fake_args, calls.new_leaves)
         before = calls.counters.own(before, wrapped)  # (each input's own version delta)
         rg_changes, for_a_while = _requires_grad_changes(wrapped, fake_args, outs, calls, grad_mode)
