@@ -10,6 +10,7 @@ __all__ = [
     "accumulator_of",
     "dead_ends",
     "reaches",
+    "reaches_leaf",
     "reaches_node",
     "reaches_output",
     "walk_finds",
@@ -48,13 +49,14 @@ def reaches(grad_fn: Any, leaves: set[int]) -> bool:
     return walk_finds(grad_fn, accumulates)
 
 
-def accumulator_of(grad_fns: Any, leaf: Any) -> Any:
+def accumulator_of(grad_fns: Any, leaf: Any, held: Any = None) -> Any:
     """The ``AccumulateGrad`` node filling ``leaf`` that the graphs from ``grad_fns``
-    reach (a leaf since moved into the graph's interior keeps it there), or None."""
+    reach (a leaf since moved into the graph's interior keeps it there), or None.
+    ``held``: ``leaf``'s node, known where its variable may have been reset."""
     found: list[Any] = []
 
     def fills(node: Any) -> bool:
-        if accumulated_variable(node) is leaf:
+        if accumulated_variable(node) is leaf or (held is not None and node is held):
             found.append(node)
         return bool(found)
 
@@ -62,6 +64,15 @@ def accumulator_of(grad_fns: Any, leaf: Any) -> Any:
         if walk_finds(grad_fn, fills):
             return found[0]
     return None
+
+
+def reaches_leaf(grad_fn: Any, leaf: Any, held: Any = None) -> bool:
+    """``reaches(grad_fn, {id(leaf)})``, or ``held``, ``leaf``'s ``AccumulateGrad`` node
+    (``EagerCalls.leaf_nodes``), once its variable was reset (a leaf view moved into the
+    graph's interior, then written in place: the node no longer names it)."""
+    if held is not None and accumulated_variable(held) is None:
+        return reaches_node(grad_fn, held)
+    return reaches(grad_fn, {id(leaf)})
 
 
 def reaches_node(grad_fn: Any, target: Any) -> bool:

@@ -219,9 +219,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: reaches the caller's leaf, which eager's AccumulateGrad fills if the leaf
         #: requires grad again by the backward.
         self.edges_off: dict[int, list[Any]] = {}
-        #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
-        #: a factory called with ``requires_grad=True``), in the order it made them.
-        self.new_leaves: list[torch.Tensor] = []
+        self.new_leaves, self.leaf_nodes = [], {}  # (see below)
         self.synthetic = SyntheticMembers()  # (``alias.synthetic_base``)
         self.generators = GeneratorsSeen()  # passed to random ops (``rng_setters``)
         #: Tensors ``retain_grad()`` was called on: the runtime calls it on the outputs and
@@ -257,6 +255,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         #: Hooks registered on inputs, which the runtime registers on the caller's tensors.
         self.input_hooks = InputHooks()
 
+    #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
+    #: a factory called with ``requires_grad=True``), in the order it made them.
+    new_leaves: list[torch.Tensor]
+    #: Of those that are views, their AccumulateGrad nodes (by the leaf's id), held: a
+    #: write to the base moves such a leaf into the graph's interior, and an in-place op
+    #: on it after (a custom Function's ``mark_dirty``) resets the node's variable, which
+    #: then no longer tells whose gradient the node takes.
+    leaf_nodes: dict[int, Any]
     #: Leaf inputs' stand-ins whose caller's tensor requires grad through its base
     #: (``requires_grad_by_base``), by id.
     flag_kept_by_base: frozenset[int] = frozenset()
@@ -651,6 +657,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         fresh = not any(leaf is result for leaf in self.new_leaves)
         if result.requires_grad and result.grad_fn is None and fresh:
             self.new_leaves.append(result)
+            if result._is_view():  # (``leaf_nodes``)
+                self.leaf_nodes[id(result)] = torch.autograd.graph.get_gradient_edge(result).node
         return result
 
 

@@ -109,9 +109,20 @@ def _custom_and_stale_views(metadata: trace.TraceMetadata) -> dict[str, Any]:
     ``with no_grad: v = t[:2]``; ``t.mul_(2)``; ``return v, t``)."""
     facts = metadata.plan.facts
     stale = [k for k, out in enumerate(metadata.outputs) if out.stale_custom_view]
+    # a stale view whose ``._base`` is another output, not the input itself (a detached
+    # alias of it: ``t = x.detach().requires_grad_(); v = t.t(); t.add_(1)`` under
+    # no_grad): made of that output (``stale_output_views``), not early of the input
+    of_output = {
+        k
+        for k, (j, _) in facts.stale_view_of_output.items()
+        if metadata.plan.outputs[j] != alias.OutputVerdict.IS_INPUT
+    }
     return {
-        "stale_views": {k: facts.custom_view_of_input.get(k) for k in stale},
+        "stale_views": {
+            k: None if k in of_output else facts.custom_view_of_input.get(k) for k in stale
+        },
         "stale_no_grad": frozenset(k for k in stale if k in facts.output_no_grad_view),
+        "stale_of_detached": frozenset(k for k in stale if k in facts.stale_view_of_detached),
         "stale_output_views": {
             k: src for k, src in facts.stale_view_of_output.items() if k in stale
         },

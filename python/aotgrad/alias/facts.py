@@ -101,6 +101,10 @@ class AliasFacts:
     #: Of those views of one (2), the ones whose ``._base`` is another output, a written
     #: detached alias (1): ``t = x.detach(); t.add_(w); return t[:, 1], t``.
     written_detached_base: dict[int, int] = field(default_factory=dict)
+    #: Stale views (``custom_view_of_input``) whose ``._base`` is a detached alias of the
+    #: input, neither the input nor an output (``t = x.detach().requires_grad_()``,
+    #: ``v = t.t()`` under no_grad, ``x.unsqueeze_(0)``): made of such an alias.
+    stale_view_of_detached: set[int] = field(default_factory=set)
     #: Per output that is a view: the output its ``._base`` is, or -1 (an intermediate,
     #: an input): ``t1.detach(), Half.apply(t1)``, the second's base is no output.
     output_view_base: dict[int, int] = field(default_factory=dict)
@@ -279,6 +283,7 @@ def collect(
         if isinstance(o, torch.Tensor):
             _output_object_facts(facts, j, o, flags, inp, wrapped, output_index, aliases)
             _stale_view_of_output(facts, j, o, output_index)
+            _stale_view_of_detached(facts, j, o, roots, output_index)
     _view_base_facts(facts, outputs, output_index)
     return facts
 
@@ -320,6 +325,19 @@ def _stale_view_of_output(
             k,
             ViewSpec.of(shown, base, check_base=True, through=through),
         )
+
+
+def _stale_view_of_detached(
+    facts: AliasFacts, j: int, o: torch.Tensor, roots: set[int], output_index: dict[int, int]
+) -> None:
+    """Output ``j``, a stale view of an input's bytes (``custom_view_of_input``) whose
+    ``._base`` is neither an input (nor its base: ``roots``) nor an output: a detached
+    alias of the input (``stale_view_of_detached``)."""
+    if j not in facts.custom_view_of_input or grad_fn_of(o) is not STALE_VIEW:
+        return
+    base = o._base if o._is_view() else None
+    if base is not None and id(base) not in roots and id(base) not in output_index:
+        facts.stale_view_of_detached.add(j)
 
 
 def _note_leaf_base(facts: AliasFacts, j: int, grad_fn: Any, output_index: dict[int, int]) -> None:

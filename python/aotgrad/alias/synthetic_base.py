@@ -29,7 +29,7 @@ from ..eager_calls import EagerCalls
 from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..view_metadata_writes import METADATA_WRITES
 from .storage import overlap_groups
-from .views import set_metadata
+from .views import eager_layout, set_metadata
 
 #: (size, stride, absolute storage offset) of a member.
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
@@ -195,15 +195,40 @@ def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) 
         if not leaf or not torch.is_grad_enabled() or built[i].grad_fn is None:
             continue
         grad_fns = [o.grad_fn for o in outs if isinstance(o, torch.Tensor)]
-        node = accumulator_of(grad_fns, built[i])
+        held = calls.leaf_nodes.get(id(built[i])) if calls is not None else None
+        node = accumulator_of(grad_fns, built[i], held)
         if node is not None and calls is not None:
             calls.interior_nodes.append(node)
+
+
+def _views_of_detached(
+    groups: Sequence[_Group], built: dict[int, Any], outs: Sequence[Any]
+) -> dict[int, tuple[int, Layout]]:
+    """Outputs that are views of a detached member (``SyntheticBase.member_views``),
+    requiring no grad, at static layouts (as eager lays them out: ``eager_layout``)."""
+    detached = {id(built[i]): i for g in groups for i, d in zip(g.members, g.detached or ()) if d}
+    found = {}
+    for j, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor) or o.requires_grad or not o._is_view():
+            continue
+        i = detached.get(id(o._base))
+        if i is None:
+            continue
+        shown, through = eager_layout(o, built[i])
+        layout = _layout(shown)
+        if not through and all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])):
+            found[j] = (i, layout)
+    return found
 
 
 @dataclass(frozen=True)
 class SyntheticBase:
     groups: tuple[_Group, ...]
     num_inputs: int
+    #: Outputs that view a detached member (``_Group.detached``) and require no grad
+    #: (``return x0[0]``): output index → (member position, its layout). Traced as views of
+    #: the member's detached stand-in; the caller's are views of the member itself.
+    member_views: dict[int, tuple[int, Layout]] = field(default_factory=dict, compare=False)
     #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
     #: layout: recorded while tracing, replayed on the real ones.
     new_views: dict[int, Layout] = field(default_factory=dict, compare=False)
@@ -300,11 +325,14 @@ class SyntheticBase:
                 tensors[i].requires_grad_(flag)
         for i in self.retained:  # (after the writes that gave it a history, as in eager)
             tensors[i].retain_grad()
-        if not self.member_outputs:
+        if not self.member_outputs and not self.member_views:
             return outs
         outs = list(outs)
         for j, i in self.member_outputs.items():
             outs[j] = tensors[i]
+        for j, (i, view) in self.member_views.items():
+            if not tensors[i].requires_grad and not outs[j].requires_grad:
+                outs[j] = tensors[i].as_strided(*view)  # eager's ``._base``: the caller's
         return outs
 
     def prepare(self, tensors: Sequence[Any], layout: Any = None) -> list[Any]:
@@ -327,6 +355,7 @@ class SyntheticBase:
         """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
+        member_views = self.member_views
         requires_grad_changes = self.requires_grad_changes
         changed_with_grad, retained = self.changed_with_grad, self.retained
         unrecorded = self.unrecorded_layout
@@ -360,6 +389,7 @@ class SyntheticBase:
             for j, o in enumerate(out):
                 if id(o) in member_of:
                     member_outputs[j] = member_of[id(o)]
+            member_views.update(_views_of_detached(groups, built, out))
             for g in groups:  # (the members' new values too: written, they are outputs)
                 _interior_leaves(g, built, [*out, *built.values()])
             for i, t in built.items():

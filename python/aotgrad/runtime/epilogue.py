@@ -172,7 +172,7 @@ class Epilogue:
         late = {k for k, src in layout.stale_views.items() if src and self._stale_late(args, k)}
         early = {
             k: (no_grad_view_of if k in layout.stale_no_grad else custom_view_of)(
-                _requiring_grad(args[src[0]]), spec(src[1])
+                _requiring_grad(args[src[0]], k in layout.stale_of_detached), spec(src[1])
             )
             for k, src in layout.stale_views.items()
             if src is not None and k not in late
@@ -645,11 +645,12 @@ class Epilogue:
         return out
 
 
-def _requiring_grad(t: Any) -> Any:
-    """``t``, or where it does not require grad an alias of its bytes (its version
-    counter too) that does: the base of a stale view eager returns, which requires grad
-    (a view of ``t.detach().requires_grad_()`` made inside the function)."""
-    return t if t.requires_grad else t.detach().requires_grad_(True)
+def _requiring_grad(t: Any, detached: bool = False) -> Any:
+    """``t``, or where it does not require grad (or eager's view is of such an alias:
+    ``detached``) an alias of its bytes (its version counter too) that does: the base of
+    a stale view eager returns, which requires grad (a view of
+    ``t.detach().requires_grad_()`` made inside the function)."""
+    return t if t.requires_grad and not detached else t.detach().requires_grad_(True)
 
 
 _made_early = threading.local()

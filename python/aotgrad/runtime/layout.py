@@ -115,6 +115,9 @@ class ForwardLayout:
     #: Of those, the ones eager made under no_grad (stale views of their own kind, not
     #: custom-Function views).
     stale_no_grad: frozenset[int] = frozenset()
+    #: Of those, the ones whose ``._base`` is a detached alias of their input, not the
+    #: input (``alias.facts.AliasFacts.stale_view_of_detached``).
+    stale_of_detached: frozenset[int] = frozenset()
     #: Stale views (made under no_grad) of another user output, written after: per
     #: output, that output and the view.
     stale_output_views: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)

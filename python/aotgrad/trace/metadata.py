@@ -15,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import alias
 from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
-from ..errors import EagerRefusal, UnsupportedError
+from ..errors import UnsupportedError
 from ..input_hooks import PostAccumulate, hooks_of_outputs, retained_grads
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
@@ -27,6 +27,8 @@ from .functional import (
     tracing_modes,
 )
 from .graphs import InnerLeaf, OutputInfo, TraceMetadata
+from .inference_records import normal_storages, refuse_custom_records_in_inference_mode
+from .inner_leaves import inner_leaves
 
 
 def _empty_storage(a: Any) -> bool:
@@ -144,39 +146,6 @@ def _check_new_leaf_inputs(
                 )
                 + ": not supported (its gradients would not reach the caller's tensors)"
             )
-
-
-def _inner_leaves(
-    outs: Sequence[Any], new_leaves: Sequence[Any], written: Sequence[Any] = ()
-) -> list[int]:
-    """Of the leaves the function makes (``t = x.detach().requires_grad_()``, a factory
-    called with ``requires_grad=True``), in order, the positions of those an output, or
-    the new value of a ``written`` input, is computed from (``t.cumsum(-1)``; not a view
-    of ``t``, rebuilt at runtime as a view of the leaf itself). Eager's output requires grad and its backward fills ``t.grad``: the
-    runtime passes a leaf of its own per such tensor into the compiled Function, which
-    the backward's gradient for it reaches (``InnerLeaf``)."""
-    found: list[int] = []
-    for j, leaf in enumerate(new_leaves):
-        for o in [*outs, *written]:
-            if not isinstance(o, torch.Tensor):
-                continue
-            if o._is_view() and o._base is leaf and not alias.facts.made_by_custom_function(o):
-                continue
-            # read as eager would not: a view whose grad_fn eager refuses to read (a no_grad
-            # view written with grad on) is not computed from anything here
-            grad_fn = alias.facts.grad_fn_of(o)
-            if grad_fn is None or grad_fn is alias.facts.STALE_VIEW:
-                continue
-            if reaches(grad_fn, {id(leaf)}):
-                if not all(isinstance(n, int) for n in leaf.shape):
-                    raise UnsupportedError(
-                        "an output is computed from a tensor the function made a leaf that "
-                        "requires grad, with symbolic sizes: not supported; make the leaf "
-                        "outside the compiled function and pass it in"
-                    )
-                found.append(j)
-                break
-    return found
 
 
 def _input_view(
@@ -306,7 +275,7 @@ def _outputs_info(
 ) -> list[OutputInfo]:
     input_index = {id(w) for w in wrapped if isinstance(w, torch.Tensor)}
     made = {id(t) for t in new_leaves}
-    normal = _normal_storages(wrapped, fake_args)
+    normal = normal_storages(wrapped, fake_args)
     return [
         _input_output_info(o)
         if id(o) in input_index
@@ -315,16 +284,6 @@ def _outputs_info(
         else _output_info(o, input_index, id(o) in made)
         for o in outs
     ]
-
-
-def _normal_storages(wrapped: Sequence[Any], fake_args: Sequence[Any]) -> set[Any]:
-    """The storages of inputs that are no inference tensors (one the caller made under
-    inference mode is): their views and aliases are normal tensors in eager."""
-    return {
-        StorageWeakRef(w.untyped_storage())
-        for k, w in enumerate(wrapped)
-        if isinstance(w, torch.Tensor) and not (k < len(fake_args) and fake_args[k].is_inference())
-    }
 
 
 def _inference_view(o: Any, normal: set[Any]) -> bool:
@@ -499,30 +458,6 @@ def _nothing() -> Any:
     return contextlib.nullcontext()
 
 
-def _refuse_custom_records_in_inference_mode(
-    outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any]
-) -> None:
-    """Under inference mode autograd records nothing, except a custom Function applied
-    in an ``enable_grad`` block to a tensor that requires grad, whose output is a normal
-    tensor (the input itself, a view of it; one it computed is an inference tensor, on
-    which nothing records): eager's has its backward, which the inference graph has not.
-    The call runs eagerly (``EagerRefusal``: ``eager_replay``)."""
-    if not in_inference_mode():
-        return
-    normal = _normal_storages(wrapped, fake_args)
-    for o in outs:
-        if not isinstance(o, torch.Tensor) or StorageWeakRef(o.untyped_storage()) not in normal:
-            continue
-        for t in (o, o._base):
-            node = None if t is None else alias.facts.grad_fn_of(t)
-            if isinstance(node, torch.autograd.function.BackwardCFunction):
-                raise EagerRefusal(
-                    "a custom autograd Function applied with grad enabled under inference "
-                    "mode records its backward, which a graph traced for inference mode "
-                    "does not have"
-                )
-
-
 def collect_metadata(
     fn: Callable[..., Any],
     fake_args: Sequence[Any],
@@ -542,7 +477,7 @@ def collect_metadata(
         wrapped = [to_functional_detached(a, d) for a, d in zip(fake_args, detached)]
         before = alias.facts.snapshot(wrapped)
         calls, resizes, outs = _run(fn, wrapped, fake_args)
-        _refuse_custom_records_in_inference_mode(outs, wrapped, fake_args)
+        refuse_custom_records_in_inference_mode(outs, wrapped, fake_args)
         outputs = _outputs_info(outs, wrapped, fake_args, calls.new_leaves)
         before = calls.counters.own(before, wrapped)  # (each input's own version delta)
         rg_changes, for_a_while = _requires_grad_changes(wrapped, fake_args, outs, calls, grad_mode)
@@ -552,7 +487,7 @@ def collect_metadata(
         left = _left_then_written(wrapped, fake_args, outs, calls, facts)
         plan = _classify(facts, fake_args, resizes.last, calls, wrapped)
         cut = _views_before_requires_grad(plan, outs, wrapped, fake_args, rg_changes, grad_mode)
-        inner = _inner_leaves(outs, calls.new_leaves, [wrapped[i] for i in plan.mutated_inputs])
+        inner = inner_leaves(outs, calls, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
         fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
