@@ -211,7 +211,7 @@ def test_retain_grad_on_an_output_the_function_computes_from(
 def _retained_output_first(x, w):
     y = x * 2
     y.retain_grad()
-    return (y, y.sin(), y @ w)
+    return (y, y + w, y * 3)  # (nothing saves y: a write to it leaves the backward be)
 
 
 @pytest.mark.parametrize("compiler", list(COMPILERS))

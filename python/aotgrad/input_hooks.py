@@ -207,11 +207,15 @@ class RetainedThrough:
         t = self.ref()
         self.before = None if t is None else t.grad
 
-    def fill(self, total: Any, missing: Sequence[int]) -> None:
+    def fill(self, total: Any, missing: Sequence[int], node: Any) -> None:
         """Set ``.grad`` to what eager's is after this backward (nothing where none of
-        the tangents that reach the output was reached: eager's hook never ran)."""
+        the tangents that reach the output was reached: eager's hook never ran; nor
+        where the caller wrote the output in place: autograd moved its retain hook to
+        the new node, whose gradient it gets, as eager's)."""
         t, before, self.before = self.ref(), self.before, _UNSET
-        if t is None or total is None or self.tangents.issubset(missing) or t.grad_fn is not node:
+        if t is None or total is None or self.tangents.issubset(missing):
+            return
+        if t.grad_fn is not node:
             return
         if before is _UNSET:
             before = t.grad
