@@ -347,3 +347,46 @@ def test_a_call_time_compile_that_would_specialise_a_float_runs_eagerly():
     for seed in (71064, 71779):
         result = check(seed, "dynamo_aotgrad_eager")
         assert result.status in ("ok", "eager_raises_ok", "ran_eagerly"), (seed, result.status)
+
+
+def _add_with_alpha_beside_an_overlapping_write(x0, x1, x2, m0):
+    with torch.no_grad():
+        x1[:, 1:3].zero_()
+    x0.add_(x2.sigmoid(), alpha=m0)
+    return (x2 * 1,)
+
+
+def test_a_call_time_compile_that_guards_a_float_runs_eagerly():
+    """Overlapping inputs compile at call time, outside Dynamo's compile; once Dynamo
+    passes the float as a tensor (its second value), ``add_``'s derivative asks
+    ``alpha == 1`` of the unbacked float read back from it. That call runs eagerly,
+    with eager's values and gradients, instead of raising a TraceError (soak 200251)."""
+    import warnings
+
+    import aotgrad
+
+    def inputs(rg: bool):
+        torch.manual_seed(0)
+        base = torch.randn(8, 4, dtype=torch.float64, requires_grad=rg).clone()
+        x2 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        return [base[0:4], base[2:6], x2]
+
+    torch._dynamo.reset()
+    g = torch.compile(_add_with_alpha_beside_an_overlapping_write, backend="aotgrad_eager")
+    first = inputs(True)
+    with torch.inference_mode():
+        g(*first, 0.9)
+    caught = []
+    for m in (0.7, 0.5):
+        expected_args, args = inputs(False), inputs(False)
+        expected = _add_with_alpha_beside_an_overlapping_write(*expected_args, m)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = g(*args, m)
+        caught += seen  # (once per compiled function)
+        torch.testing.assert_close(out[0], expected[0])
+        torch.testing.assert_close(args[0], expected_args[0])
+        (out[0].sum() + args[0].sum()).backward()
+        (expected[0].sum() + expected_args[0].sum()).backward()
+        torch.testing.assert_close(args[2].grad, expected_args[2].grad)
+    assert any(issubclass(w.category, aotgrad.errors.EagerReplayWarning) for w in caught)

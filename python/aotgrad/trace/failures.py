@@ -84,6 +84,21 @@ def _eagers_error(e: AssertionError) -> Exception | None:
     return None
 
 
+def _on_dynamos_float(e: Any) -> bool:
+    """A guard on a Python float Dynamo passed as a 0-dim tensor, read back with
+    ``item()`` (an unbacked float: ``alpha=m`` of ``add_``, whose derivative asks
+    ``alpha == 1``), met by a graph compiled at call time, outside Dynamo's compile
+    (which would restart with the float specialised): the call runs eagerly
+    (``eager_replay``), as eager runs it."""
+    from torch._guards import CompileContext
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    symbols = getattr(getattr(e, "cond", None), "free_symbols", ())
+    return CompileContext.try_get() is None and any(
+        symbol_is_type(s, SymT.UNBACKED_FLOAT) for s in symbols
+    )
+
+
 @contextlib.contextmanager
 def trace_errors(fn: Callable[..., Any]):
     """Turn torch's tracing failures into a ``TraceError`` naming the op and the user's line;
@@ -123,10 +138,13 @@ def _translated(fn: Callable[..., Any]):
             f"called at {_user_frame(e.__traceback__)}"
         ) from e
     except GuardOnDataDependentSymNode as e:
-        raise TraceError(
+        error = TraceError(
             f"cannot trace {name}: data-dependent control flow (a Python branch or "
             f"conversion on a tensor's value) at {_user_frame(e.__traceback__)}"
-        ) from e
+        )
+        if _on_dynamos_float(e):
+            mark_raised_while_tracing(error)
+        raise error from e
     except RuntimeError as e:
         worded = _runtime_error(name, e)
         if worded is None:
