@@ -27,6 +27,7 @@ from .saved_tensors import (
     aliases_of_written_inputs,
     copies_of_mutated_inputs,
     keep_loose,
+    save,
     saved_tensors,
     views_of_outputs_detached,
 )
@@ -310,7 +311,7 @@ class _TrainingPlan:
         ctx.loose = None
         if self.watched:
             tensors = keep_loose(ctx, tensors, [outs[k] for k in self.watched])
-        ctx.save_for_backward(*tensors)
+        save(ctx, tensors)
         ctx.num_inputs = len(args)
         if self.track_unreached:
             ctx.set_materialize_grads(False)

@@ -1,0 +1,53 @@
+"""Backwards that raise under aotgrad where eager's do not (the soak's
+``spurious_raise:bw1``), one test per cause, each compared with eager
+(``eager_oracle.assert_like_eager``); seeds replay with
+``tests/fidelity_programs.py SEED ENTRY``.
+
+- a second backward through a call whose backward reads no saved tensor: eager's nodes
+  that save nothing run again once the graph is freed (soak 116510);
+- a saved value that shares storage with an output eager does not save, written by the
+  caller after the call: eager's backward never reads it (soak 111536).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS, assert_like_eager
+
+
+class _Chained:
+    """Arguments for two calls: the first a fresh leaf, the second the first call's
+    output (kept by ``after``), so the second backward runs the first call's backward
+    again after the first backward freed it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.kept: list[Any] = []
+
+    def make(self) -> tuple[list[Any], list[torch.Tensor]]:
+        self.calls += 1
+        if self.calls % 2 == 1:
+            self.leaf = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+            self.kept = []
+            return [self.leaf], [self.leaf]
+        return [self.kept[0]], [self.leaf]
+
+    def after(self, outs: list[Any]) -> None:
+        self.kept = list(outs)
+
+
+def _saves_nothing(x):
+    y = x.clone().add_(x, alpha=2)
+    return y.lerp_(x.clone(), 0.5)  # a scalar weight: nothing saved
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_second_backward_through_a_call_that_saves_nothing(compiler: str) -> None:
+    chained = _Chained()
+    assert_like_eager(
+        _saves_nothing, chained.make, COMPILERS[compiler], after=chained.after, calls=2
+    )
