@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, assert_like_eager
+from eager_oracle import COMPILERS, assert_like_eager, leaves
 
 
 class _Chained:
@@ -51,3 +51,24 @@ def test_second_backward_through_a_call_that_saves_nothing(compiler: str) -> Non
     assert_like_eager(
         _saves_nothing, chained.make, COMPILERS[compiler], after=chained.after, calls=2
     )
+
+
+def _output_and_tanh_of_it(x):
+    t1 = x.matmul(x)
+    return t1.tanh(), t1  # tanh saves its result: eager saves nothing of t1
+
+
+def _view_of_a_base_beside_tanh(x):  # soak 111536
+    t1 = x.matmul(x)
+    t2 = t1.expand(2, 4, 4)
+    return t2.tanh()[0], t2.as_strided((2, 2), (1, 2))
+
+
+def _write_second_output(outs: list[Any]) -> None:
+    outs[1].mul_(2)
+
+
+@pytest.mark.parametrize("fn", [_output_and_tanh_of_it, _view_of_a_base_beside_tanh])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_output_written_after_the_call_that_eager_does_not_save(fn, compiler: str) -> None:
+    assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], after=_write_second_output)
