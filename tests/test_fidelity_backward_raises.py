@@ -6,7 +6,15 @@
 - a second backward through a call whose backward reads no saved tensor: eager's nodes
   that save nothing run again once the graph is freed (soak 116510);
 - a saved value that shares storage with an output eager does not save, written by the
-  caller after the call: eager's backward never reads it (soak 111536).
+  caller after the call: eager's backward never reads it (soak 111536);
+- a custom Function's view of an input made under no_grad, the input then restrided
+  (``as_strided_``): eager's Function records no node, and so holds no gradient
+  accumulator of the input at its old shape to refuse a backward through the input
+  (soak 112105);
+- an input that requires grad that no output's history reaches (``t1 * t3`` left
+  unused, as in the graph after a Dynamo graph break): the compiled node had an edge to
+  its history, so the caller's backward ran the nodes behind it, whose saved tensors
+  were written since; eager's never reaches them (soak 71115, 71161).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, assert_like_eager, leaves
+from eager_oracle import COMPILERS, ViewOf, assert_like_eager, leaves
 
 
 class _Chained:
@@ -72,3 +80,70 @@ def _write_second_output(outs: list[Any]) -> None:
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 def test_output_written_after_the_call_that_eager_does_not_save(fn, compiler: str) -> None:
     assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], after=_write_second_output)
+
+
+def _custom_view_then_restrided(x):  # soak 112105
+    t = ViewOf.apply(x)
+    x.as_strided_((2, 2), (4, 1))
+    return x, t
+
+
+class _KeepOut:
+    """``after``: keeps output 1 alive but out of the backward (eager's reading its
+    ``grad_fn`` raises), so that the backward runs through the input alone."""
+
+    def __call__(self, outs: list[Any]) -> None:
+        self.kept = outs[1]
+        outs[1] = None
+
+
+# Dynamo itself refuses these calls (torch.compile(backend="eager") raises "A view was
+# created in no_grad mode..." too): aot_function only
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+def test_custom_view_of_an_input_restrided_under_no_grad(compiler: str) -> None:
+    assert_like_eager(
+        _custom_view_then_restrided,
+        leaves(((4, 4), True)),
+        COMPILERS[compiler],
+        ctx=torch.no_grad,
+        after=_KeepOut(),
+    )
+
+
+def _unused_product(x0, t1):
+    t3 = x0 * 2
+    t4 = t1 * t3  # noqa: F841  (unused: no output's history reaches t1)
+    return t3
+
+
+def _input_behind_a_written_save() -> tuple[list[Any], list[torch.Tensor]]:
+    x0 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    l1 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    x1 = l1.clone()
+    t1 = x1.norm()  # saves x1
+    x1.mul_(2)  # its backward would raise
+    return [x0, t1], [x0, l1]
+
+
+def _graph_break_before_unused_product(x0, x1):
+    t1 = x1.norm()
+    torch._dynamo.graph_break()
+    x1.mul_(2)
+    t3 = x0 * 2
+    t4 = t1 * t3  # noqa: F841
+    return t3
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_input_no_output_reaches_behind_a_written_save(compiler: str) -> None:
+    assert_like_eager(_unused_product, _input_behind_a_written_save, COMPILERS[compiler])
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_graph_break_before_an_unused_product(compiler: str) -> None:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x0 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        l1 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        return [x0, l1.clone()], [x0, l1]
+
+    assert_like_eager(_graph_break_before_unused_product, make, COMPILERS[compiler])
