@@ -29,6 +29,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from .vocab import (
     AC_GRAPH_ID_KEY,
+    EAGER_SAVE_KEY,
     MUTATED_KEY,
     PARTITIONER_TAG,
     RECOMPUTE_KEY,
@@ -56,6 +57,7 @@ KEPT_META = frozenset(
         SAVED_AS_INPUT_KEY,
         STATIC_KEY,
         UNREAD_KEY,
+        EAGER_SAVE_KEY,
     }
 )
 

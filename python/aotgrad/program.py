@@ -379,10 +379,20 @@ def build_program(
         and k not in layout.custom_views
         and k not in layout.new_leaves
     }
-    layout.grad_tangents = _grad_tangents(bw_gm, len(fake_args) + len(layout.inner_leaves))
+    _note_gradients(bw_gm, layout, len(fake_args))
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)
     return program
+
+
+def _note_gradients(bw: fx.GraphModule, layout: ForwardLayout, num_inputs: int) -> None:
+    """Per input gradient, the tangents it comes from (``layout.grad_tangents``), and the
+    inputs the function does not write whose gradient the backward graph never computes
+    (``layout.gradless_inputs``)."""
+    layout.grad_tangents = _grad_tangents(bw, num_inputs + len(layout.inner_leaves))
+    outs = list(bw.graph.output_node().args[0])[:num_inputs]  # type: ignore[arg-type]
+    written = {*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas}
+    layout.gradless_inputs = [i for i, o in enumerate(outs) if o is None and i not in written]
 
 
 @with_frame_room

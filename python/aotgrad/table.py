@@ -34,6 +34,7 @@ from .errors import UnsupportedError, table_error
 from .roles import PRIMAL, ROLE_KEY, TANGENT
 from .vocab import (
     AC_GRAPH_ID_KEY,
+    EAGER_SAVE_KEY,
     FORMAT_VERSION,
     GET_ATTR_OP,
     MUTATED_KEY,
@@ -321,6 +322,7 @@ _NON_TENSOR = int(Flag.NON_TENSOR)
 _MULTI_OUTPUT = int(Flag.MULTI_OUTPUT)
 _MUTATED_INPUT = int(Flag.MUTATED_INPUT)
 _STATIC_INPUT = int(Flag.STATIC_INPUT)
+_MUST_SAVE = int(Flag.MUST_SAVE)
 _BACKWARD_REGION = int(Flag.BACKWARD_REGION)
 #: ``meta`` key and value torch's joint tracer (and aotgrad's) set on the nodes the
 #: forward traced; the nodes after the last of them were traced by the backward.
@@ -545,6 +547,8 @@ class _Rows:
         policy = meta.get(RECOMPUTE_KEY)
         if policy is not None:
             bits |= _CHECKPOINT_FLAGS.get(policy, 0)
+        if meta.get(EAGER_SAVE_KEY):  # eager's save beside an output (``output_saves``)
+            bits |= _MUST_SAVE
         if meta.get(PARTITIONER_TAG) == TRACED_BY_FORWARD:
             self.last_forward = row
         self.nodes.append(node)

@@ -225,6 +225,10 @@ UNREAD_KEY = "aotgrad_unread_by_eager"
 #: min-cut computes what eager's backward computes from the input in the backward, from
 #: it (a later ``.data`` write to the input reaches both).
 SAVED_AS_INPUT_KEY = "aotgrad_saved_as_input"
+#: Set (True) on forward values eager's backward reads that are computed from an
+#: output's storage eager saves nothing of (``trace.output_saves``): the partitioner
+#: saves them (``MUST_SAVE``), so that the backward needs nothing the caller can write.
+EAGER_SAVE_KEY = "aotgrad_eager_save"
 #: torch's keys that aotgrad reads: a checkpoint tag (``CheckpointPolicy``), its region
 #: id, and which pass traced the node (``TRACED_BY_FORWARD``: the forward).
 RECOMPUTE_KEY = "recompute"

@@ -428,9 +428,12 @@ def stale_custom_view_of(
 
 def custom_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     """The view ``spec`` of ``base`` as a custom Function returns it (its input as-is):
-    writes to ``base`` after it make reading its ``grad_fn`` raise, as in eager."""
-    with torch.enable_grad():
-        return _AsIs.apply(_view(base, spec))
+    writes to ``base`` after it make reading its ``grad_fn`` raise, as in eager. Made in
+    the call's grad mode, as eager's Function: under no_grad it records no node, and
+    holds no gradient accumulator of ``base`` (one made at ``base``'s shape before the
+    function changed it, ``as_strided_``, kept alive by the view, would refuse the
+    caller's backward through ``base`` its gradient of the new shape)."""
+    return _AsIs.apply(_view(base, spec))
 
 
 def no_grad_view_of(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:

@@ -27,6 +27,7 @@ from .saved_tensors import (
     aliases_of_written_inputs,
     copies_of_mutated_inputs,
     keep_loose,
+    save,
     saved_tensors,
     views_of_outputs_detached,
 )
@@ -314,7 +315,7 @@ class _TrainingPlan:
         ctx.loose = None
         if self.watched:
             tensors = keep_loose(ctx, tensors, [outs[k] for k in self.watched])
-        ctx.save_for_backward(*tensors)
+        save(ctx, tensors)
         ctx.num_inputs = len(args)
         if self.track_unreached:
             ctx.set_materialize_grads(False)
@@ -464,6 +465,34 @@ def _readable_inputs(apply: Callable[..., Any], unread: Sequence[int]) -> Callab
     return call
 
 
+def _edgeless_inputs(apply: Callable[..., Any], gradless: Sequence[int]) -> Callable[..., Any]:
+    """``apply``, given a detached alias of each input of ``gradless`` that requires
+    grad (``layout.gradless_inputs``: no output's history reaches it), where another
+    input still requires grad: the compiled node then has no edge to its history, which
+    eager's backward from these outputs never runs (``t1 * t3`` left unused in a graph
+    after a graph break: eager's backward from ``t3`` does not reach ``t1``'s node, whose
+    saved tensors may have been written since)."""
+    if not gradless:
+        return apply
+    cut = set(gradless)
+
+    def call(*args: Any) -> Any:
+        off = [i for i in gradless if isinstance(args[i], torch.Tensor) and args[i].requires_grad]
+        kept = any(
+            isinstance(a, torch.Tensor) and a.requires_grad
+            for i, a in enumerate(args)
+            if i not in cut
+        )
+        if not off or not kept:
+            return apply(*args)
+        swapped = list(args)
+        for i in off:
+            swapped[i] = args[i].detach()
+        return apply(*swapped)
+
+    return call
+
+
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
 ) -> Callable[..., tuple[Any, ...]]:
@@ -481,6 +510,7 @@ def make_training_function(
 
     n_user = layout.num_user_outputs
     apply = _readable_inputs(CompiledFunction.apply, layout.node_unread_views)
+    apply = _edgeless_inputs(apply, layout.gradless_inputs)
     if layout.enable_grad:
         recording = apply
 

@@ -28,6 +28,7 @@ __all__ = [
     "aliases_of_written_inputs",
     "copies_of_mutated_inputs",
     "keep_loose",
+    "save",
     "saved_tensors",
     "views_of_outputs_detached",
 ]
@@ -117,16 +118,40 @@ def keep_loose(ctx: Any, tensors: Sequence[Any], watched: Sequence[Any]) -> Sequ
     return [t for j, t in enumerate(tensors) if j not in loose]
 
 
+def save(ctx: Any, tensors: Sequence[Any]) -> None:
+    """``ctx.save_for_backward(*tensors)``, where there are any. A backward that reads no
+    saved tensor runs again after the graph was freed, as eager's nodes that save nothing
+    do (``x.lerp_(y, 0.5)``, ``y.clone()``): reading ``ctx.saved_tensors`` once autograd
+    freed them raises "backward through the graph a second time" even where none were
+    saved."""
+    ctx.saves = bool(tensors)
+    if tensors:
+        ctx.save_for_backward(*tensors)
+
+
 def saved_tensors(ctx: Any) -> list[Any]:
     """The saved tensors in the backward graph's order (``keep_loose``'s put back); the
-    loose ones are dropped unless the graph is retained, as autograd frees the others."""
-    saved = list(ctx.saved_tensors)
+    loose ones are dropped unless the graph is retained, as autograd frees the others
+    (a later backward then raises autograd's error, as reading freed ones does)."""
+    saved = list(ctx.saved_tensors) if ctx.saves else []
+    if ctx.loose is _FREED:
+        raise RuntimeError(_BACKWARD_TWICE)
     if ctx.loose is not None:
         for j in sorted(ctx.loose):
             saved.insert(j, ctx.loose[j])
         if not torch._C._autograd._get_current_graph_task_keep_graph():
-            ctx.loose = None
+            ctx.loose = _FREED
     return saved
+
+
+_FREED: dict[int, Any] = {}
+_BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
 
 
 def _with_storage_copied(t: torch.Tensor) -> torch.Tensor:

@@ -41,6 +41,7 @@ from .functional import (
     tracing_modes,
 )
 from .graphs import JointGraph, TraceMetadata
+from .output_saves import mark_saves_beside_outputs
 from .saved_reads import SavedReads, reaching, version_sharing
 
 
@@ -511,6 +512,7 @@ def trace_joint(
     num_fwd = first_value + len(metadata.mutated_inputs)
     saved_as_input = [i for i in state.watched_inputs if i not in _relaid_inputs(metadata)]
     mark_saved_as_input(gm, first_value, metadata.mutated_inputs, saved_as_input)
+    mark_saves_beside_outputs(gm, first_value)
     return JointGraph(
         gm=gm,
         metadata=metadata,
