@@ -13,12 +13,12 @@ from typing import Any
 import torch
 
 from ..alias import OutputVerdict, ViewSpec
+from ..alias.reinterpret import reinterpreted_view
 from ..alias.storage import byte_range
 from ..alias.views import (
     Evaluator,
     custom_view_of,
     detached_alias,
-    dtype_view,
     leaf_if_readable,
     no_grad_view_of,
     regenerate,
@@ -599,9 +599,6 @@ class Epilogue:
     ) -> Any:
         if a.verdict == OutputVerdict.IS_INPUT:
             return args[a.source]
-        if a.dtype_view is not None:
-            assert a.view is not None
-            return dtype_view(args[a.source], spec(a.view), *a.dtype_view)
         if a.verdict == OutputVerdict.ALIAS_OF_INPUT:
             base = args[a.source]
         elif a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
@@ -671,6 +668,8 @@ def _view_of(t: Any, view: Any) -> Any:
     """A view of ``t``: at ``view`` (a static ``ViewSpec``), or the whole of it."""
     if view is None:
         return t.view_as(t)
+    if view.reinterpret is not None:  # (another dtype, a conj bit: alias.reinterpret)
+        return reinterpreted_view(t, view)
     return t.as_strided(view.size, view.stride, t.storage_offset() + view.offset)
 
 

@@ -1,0 +1,109 @@
+"""Views that read their base's bytes otherwise than the base does: another dtype
+(``torch.view_as_real``, ``view_as_complex``, ``.real`` / ``.imag``, ``view(dtype)``) or
+another conj or neg bit (``t.conj()``, ``t.conj().imag``).
+
+No ``as_strided`` of the base makes one, so a ``ViewSpec`` of one carries a
+``Reinterpret``: the view is rebuilt as the base with its bits taken off, its bytes seen
+as the view's dtype, the view's bits put on, then strided as the view. Each step is a view
+op autograd differentiates (``ConjBackward``, ``ViewAsRealBackward``...), so the rebuilt
+view has eager's ``._base``, storage, version counter and gradient path. As
+``torch._functorch``'s ``gen_alias_from_base`` rebuilds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from .views import ViewSpec
+
+
+@dataclass(frozen=True)
+class Reinterpret:
+    """The dtype and conj/neg bits a view reads its base's bytes with."""
+
+    dtype: Any
+    conj: bool = False
+    neg: bool = False
+
+    @classmethod
+    def of(cls, view: torch.Tensor) -> Reinterpret:
+        return cls(view.dtype, view.is_conj(), view.is_neg())
+
+    def apply(self, base: torch.Tensor) -> torch.Tensor:
+        """``base``'s bytes, all of them, as this reads them: a view of ``base``."""
+        t = base
+        if t.is_conj() and (not self.conj or t.dtype != self.dtype):
+            t = t.conj()  # (a view with the bit off)
+        if t.is_neg() and (not self.neg or t.dtype != self.dtype):
+            t = torch._neg_view(t)
+        if t.dtype != self.dtype:
+            if t.is_complex() and not self.dtype.is_complex:
+                t = torch.view_as_real(t)
+            elif self.dtype.is_complex and not t.is_complex():
+                t = torch.view_as_complex(t)
+            if t.dtype != self.dtype:  # (view_as_real of complex128 is float64)
+                t = t.view(self.dtype)
+        if self.conj and not t.is_conj():
+            t = t.conj()
+        if self.neg and not t.is_neg():
+            t = torch._neg_view(t)
+        return t
+
+
+def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    """The view ``spec`` (with a ``reinterpret``) of ``base``."""
+    assert spec.reinterpret is not None
+    seen = spec.reinterpret.apply(base)
+    at = seen.storage_offset() + spec.offset
+    if not spec.through and (tuple(seen.shape), tuple(seen.stride()), seen.storage_offset()) == (
+        spec.size,
+        spec.stride,
+        at,
+    ):
+        return seen
+    return seen.as_strided(spec.size, spec.stride, at)
+
+
+def reinterpreted_spec(view: Any, base: Any, *, check_base: bool) -> ViewSpec | None:
+    """The ``ViewSpec`` (with a ``Reinterpret``) of ``view``, which reinterprets ``base``'s
+    bytes; None where it is not rebuilt so: symbolic sizes, or a layout the steps of
+    ``Reinterpret.apply`` cannot take on ``base`` (``view_as_complex`` of a base whose
+    last dim is not a pair), tried on a meta tensor laid out as ``base``."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from .views import ViewSpec
+
+    layouts = (*view.shape, *view.stride(), view.storage_offset())
+    layouts += (*base.shape, *base.stride(), base.storage_offset())
+    if not all(isinstance(v, int) for v in layouts):
+        return None
+    start, rest = divmod(base.storage_offset() * base.element_size(), view.element_size())
+    if rest:
+        return None
+    spec = ViewSpec(
+        tuple(view.shape),
+        tuple(view.stride()),
+        view.storage_offset() - start,
+        tuple(base.stride()) if check_base else None,
+        reinterpret=Reinterpret.of(view),
+    )
+    try:
+        with _disable_current_modes(), torch._C._DisablePythonDispatcher():
+            meta = torch.empty(0, dtype=base.dtype, device="meta")
+            meta = meta.as_strided(base.shape, base.stride(), base.storage_offset())
+            if base.is_conj():
+                meta = meta.conj()
+            if base.is_neg():
+                meta = torch._neg_view(meta)
+            out = reinterpreted_view(meta, spec)
+    except Exception:  # a step refuses this layout: not rebuilt
+        return None
+    got = (out.dtype, out.is_conj(), out.is_neg(), tuple(out.shape), tuple(out.stride()))
+    want = (view.dtype, view.is_conj(), view.is_neg(), tuple(view.shape), tuple(view.stride()))
+    if got != want or out.storage_offset() != view.storage_offset():
+        return None
+    return spec
