@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 
+import aotgrad
 from eager_oracle import COMPILERS, assert_like_eager
 
 C = torch.complex128
@@ -204,3 +205,25 @@ def test_a_later_write_through_the_view_reaches_its_base(compiler: str) -> None:
         return t, torch.view_as_real(t)
 
     assert_like_eager(fn, _complex_pair((False, False)), COMPILERS[compiler], after=_later_write)
+
+
+def _dynamic(fn: Callable) -> Callable:
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="aotgrad_eager", dynamic=True)
+
+
+DYNAMIC = {
+    "aot_function": lambda fn: aotgrad.aot_function(fn, aotgrad.nop, dynamic=True),
+    "dynamo": _dynamic,
+}
+
+
+@pytest.mark.parametrize("compiler", sorted(DYNAMIC))
+@pytest.mark.parametrize(
+    "name", ["view_as_real", "conj", "row_of_view_as_real", "view_as_real_of_written_dtype_view"]
+)
+def test_with_symbolic_sizes(name: str, compiler: str) -> None:
+    """Sizes traced as symbols: the view's layout is evaluated per call."""
+    assert_like_eager(OF_INTERMEDIATES[name], REAL_KINDS["second"], DYNAMIC[compiler], calls=2)
+    make = _complex_pair((False, True))
+    assert_like_eager(_conj_imag_of_input, make, DYNAMIC[compiler], calls=2)

@@ -40,7 +40,7 @@ from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.voca
 )
 from .reinterpret import reinterpreted_spec
 from .storage import byte_range, join_siblings, overlap_groups
-from .views import ViewSpec, eager_layout
+from .views import ViewSpec, _plain, eager_layout
 
 
 @dataclass
@@ -462,16 +462,7 @@ def _note_reinterpreted(
         return flags
     if flags & OUT_ALIASES_INPUT:
         base, now = originals[inp], wrapped[inp]
-        layout = (base.shape, base.stride(), base.storage_offset())
-        if (
-            not isinstance(now, torch.Tensor)
-            or (
-                now.shape,
-                now.stride(),
-                now.storage_offset(),
-            )
-            != layout
-        ):
+        if not isinstance(now, torch.Tensor) or _layout(now) != _layout(base):
             return flags
     elif flags & OUT_VIEW_OF_INTERMEDIATE:
         base = o._base
@@ -482,6 +473,12 @@ def _note_reinterpreted(
         return flags
     facts.output_view[j] = spec
     return flags & ~OUT_REINTERPRETED
+
+
+def _layout(t: Any) -> tuple[Any, ...]:
+    """``t``'s sizes, strides and offset, symbolic ones as expressions (compared without
+    guarding)."""
+    return tuple(_plain(v) for v in (*t.shape, *t.stride(), t.storage_offset()))
 
 
 def _reinterprets(view: Any, base: Any) -> bool:

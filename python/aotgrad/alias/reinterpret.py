@@ -12,7 +12,7 @@ view has eager's ``._base``, storage, version counter and gradient path. As
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -70,40 +70,56 @@ def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
 
 def reinterpreted_spec(view: Any, base: Any, *, check_base: bool) -> ViewSpec | None:
     """The ``ViewSpec`` (with a ``Reinterpret``) of ``view``, which reinterprets ``base``'s
-    bytes; None where it is not rebuilt so: symbolic sizes, or a layout the steps of
-    ``Reinterpret.apply`` cannot take on ``base`` (``view_as_complex`` of a base whose
-    last dim is not a pair), tried on a meta tensor laid out as ``base``."""
+    bytes (its entries sympy expressions where sizes are symbolic); None where it is not
+    rebuilt so: data-dependent sizes, or a layout the steps of ``Reinterpret.apply``
+    cannot take on ``base`` (``view_as_complex`` of a base whose last dim is not a pair),
+    tried on a meta tensor laid out as ``base`` (at the sizes traced)."""
+    from .views import ViewSpec, _plain
+
+    start = base.storage_offset() * base.element_size() // view.element_size()
+    spec = ViewSpec(
+        tuple(_plain(s) for s in view.shape),
+        tuple(_plain(s) for s in view.stride()),
+        _plain(view.storage_offset() - start),
+        tuple(_plain(s) for s in base.stride()) if check_base else None,
+        reinterpret=Reinterpret.of(view),
+    )
+    hinted = _hints(view), _hints(base)
+    if None in (*hinted[0], *hinted[1]):
+        return None  # (unbacked: data-dependent)
+    return spec if _rebuilds(spec.reinterpret, base, *hinted) else None
+
+
+def _hints(t: Any) -> tuple[Any, ...]:
+    """``t``'s sizes, strides and offset at the values traced (None: no hint)."""
+    return tuple(
+        v.node.hint if isinstance(v, torch.SymInt) else int(v)
+        for v in (*t.shape, *t.stride(), t.storage_offset())
+    )
+
+
+def _rebuilds(how: Any, base: Any, view: tuple[int, ...], at: tuple[int, ...]) -> bool:
+    """Whether ``how`` rebuilds the view laid out as ``view`` (sizes, strides, offset) of
+    a meta tensor laid out as ``at``, with ``base``'s dtype and bits."""
     from torch.utils._python_dispatch import _disable_current_modes
 
     from .views import ViewSpec
 
-    layouts = (*view.shape, *view.stride(), view.storage_offset())
-    layouts += (*base.shape, *base.stride(), base.storage_offset())
-    if not all(isinstance(v, int) for v in layouts):
-        return None
-    start, rest = divmod(base.storage_offset() * base.element_size(), view.element_size())
+    n, m = (len(view) - 1) // 2, (len(at) - 1) // 2
+    start, rest = divmod(at[-1] * base.element_size(), how.dtype.itemsize)
     if rest:
-        return None
-    spec = ViewSpec(
-        tuple(view.shape),
-        tuple(view.stride()),
-        view.storage_offset() - start,
-        tuple(base.stride()) if check_base else None,
-        reinterpret=Reinterpret.of(view),
-    )
+        return False
+    spec = ViewSpec(view[:n], view[n:-1], view[-1] - start, reinterpret=how)
     try:
         with _disable_current_modes(), torch._C._DisablePythonDispatcher():
             meta = torch.empty(0, dtype=base.dtype, device="meta")
-            meta = meta.as_strided(base.shape, base.stride(), base.storage_offset())
+            meta = meta.as_strided(at[:m], at[m:-1], at[-1])
             if base.is_conj():
                 meta = meta.conj()
             if base.is_neg():
                 meta = torch._neg_view(meta)
             out = reinterpreted_view(meta, spec)
     except Exception:  # a step refuses this layout: not rebuilt
-        return None
+        return False
     got = (out.dtype, out.is_conj(), out.is_neg(), tuple(out.shape), tuple(out.stride()))
-    want = (view.dtype, view.is_conj(), view.is_neg(), tuple(view.shape), tuple(view.stride()))
-    if got != want or out.storage_offset() != view.storage_offset():
-        return None
-    return spec
+    return (*got, out.storage_offset()) == (*astuple(how), view[:n], view[n:-1], view[-1])
