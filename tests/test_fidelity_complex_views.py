@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import aotgrad
-from eager_oracle import COMPILERS, assert_like_eager
+from eager_oracle import COMPILERS, ViewOf, assert_like_eager
 
 C = torch.complex128
 
@@ -227,3 +227,56 @@ def test_with_symbolic_sizes(name: str, compiler: str) -> None:
     assert_like_eager(OF_INTERMEDIATES[name], REAL_KINDS["second"], DYNAMIC[compiler], calls=2)
     make = _complex_pair((False, True))
     assert_like_eager(_conj_imag_of_input, make, DYNAMIC[compiler], calls=2)
+
+
+# made of another output, of a leaf made inside, by a custom Function: each path that
+# made the view with an as_strided of another tensor over the input's bytes
+
+
+def _imag_of_detached_output(x, y):
+    t = x.detach()
+    return t, t.imag, y * 2
+
+
+def _view_as_real_of_leaf_output(x, y):
+    t = x.detach().requires_grad_()
+    return t, torch.view_as_real(t), y * 2
+
+
+def _view_as_real_of_leaf(x, y):
+    t = x.detach().requires_grad_()
+    return torch.view_as_real(t), y * 2
+
+
+def _conj_of_leaf_view(x, y):
+    t = x[1:]
+    t.requires_grad_()
+    return t, t.conj()
+
+
+def _view_as_real_of_written_detached(x, y):
+    t = x.detach()
+    t.mul_(y)
+    return t, torch.view_as_real(t)
+
+
+def _custom_view_of_imag(x, y):
+    return ViewOf.apply(x.imag), y * 2
+
+
+THROUGH_OTHERS: dict[str, Callable] = {
+    "imag_of_detached_output": _imag_of_detached_output,
+    "view_as_real_of_leaf_output": _view_as_real_of_leaf_output,
+    "view_as_real_of_leaf": _view_as_real_of_leaf,
+    "conj_of_leaf_view": _conj_of_leaf_view,
+    "view_as_real_of_written_detached": _view_as_real_of_written_detached,
+    "custom_view_of_imag": _custom_view_of_imag,  # (seed 240)
+}
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("name", sorted(THROUGH_OTHERS))
+def test_view_made_of_another_tensor_over_the_input(name: str, compiler: str, grad: bool) -> None:
+    make = _complex_pair((grad, True))
+    assert_like_eager(THROUGH_OTHERS[name], make, COMPILERS[compiler], calls=2)

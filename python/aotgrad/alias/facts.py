@@ -359,17 +359,24 @@ def _routed_output_facts(
     if candidates and id(o) not in input_index and _written_detached(o, roots):
         facts.written_detached[j] = 2 if o._is_view() else 1
         k = _containing_input(o, candidates, originals)
-        # where the input's traced value starts, as an aliasing output's view is placed
-        shown, through = (o, []) if k in facts.input_view else eager_layout(o, originals[k])
-        view = ViewSpec.of(shown, originals[k], check_base=False, through=through)
-        facts.custom_view_of_input[j] = (k, view)
+        facts.custom_view_of_input[j] = (k, _routed_view(facts, o, originals[k], k))
     elif made_by_custom_function(o, through_views=candidates is not None, dirty=dirty):
         facts.output_custom.add(j)
         if candidates and id(o) not in input_index:
             k = _containing_input(o, candidates, originals)
-            shown, through = (o, []) if k in facts.input_view else eager_layout(o, originals[k])
-            view = ViewSpec.of(shown, originals[k], check_base=False, through=through)
-            facts.custom_view_of_input[j] = (k, view)
+            facts.custom_view_of_input[j] = (k, _routed_view(facts, o, originals[k], k))
+
+
+def _routed_view(facts: AliasFacts, o: Any, base: Any, k: int) -> ViewSpec:
+    """The view of the input ``k`` (``base``) a routed output ``o`` is, placed where the
+    input's traced value starts, as an aliasing output's view is; one that reads its bytes
+    otherwise (``ViewOf.apply(x.imag)``) with its ``Reinterpret``."""
+    if _reinterprets(o, base):
+        spec = reinterpreted_spec(o, base, check_base=False)
+        if spec is not None:
+            return spec
+    shown, through = (o, []) if k in facts.input_view else eager_layout(o, base)
+    return ViewSpec.of(shown, base, check_base=False, through=through)
 
 
 def _collect_inputs(

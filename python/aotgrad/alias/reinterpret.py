@@ -68,6 +68,17 @@ def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     return seen.as_strided(spec.size, spec.stride, at)
 
 
+def view_over(t: torch.Tensor, spec: ViewSpec, base: torch.Tensor) -> torch.Tensor:
+    """The view ``spec`` of ``base``'s bytes, made of ``t``, another tensor over them (an
+    output that is a detached alias or a leaf view of the input ``base``): its offset
+    counts from ``base``'s start (in the view's elements where it reinterprets them)."""
+    if spec.reinterpret is None:
+        return t.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
+    seen = spec.reinterpret.apply(t)
+    start = base.storage_offset() * base.element_size() // seen.element_size()
+    return seen.as_strided(spec.size, spec.stride, start + spec.offset)
+
+
 def reinterpreted_spec(view: Any, base: Any, *, check_base: bool) -> ViewSpec | None:
     """The ``ViewSpec`` (with a ``Reinterpret``) of ``view``, which reinterprets ``base``'s
     bytes (its entries sympy expressions where sizes are symbolic); None where it is not
