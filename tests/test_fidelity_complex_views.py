@@ -1,14 +1,18 @@
 """Outputs that are views of complex tensors (fidelity family "complex: views of complex
-tensors returned", seeds 130, 227, 282, 298 and soak 200018, 200165, 200225, 200366).
+tensors returned", seeds 130, 227, 282, 298, also 240, and soak 200018, 200165, 200225,
+200366).
 
 ``torch.view_as_real(t)``, ``t.conj()``, ``t.imag`` / ``t.real``, ``view_as_complex``
 returned, of an intermediate or of an input, with and without grad, written or not:
 eager's output is a view of its base (``._base``, its storage and version counter, its
 gradient through the view into the base). Each reinterprets its base's bytes (another
 dtype, a conj or neg bit), which no ``as_strided`` of the base can make: such outputs were
-returned as the graph computed them, tensors of their own. They are now rebuilt as views
-of the real base, reinterpreted as eager's (``alias.views.Reinterpret``). A detached
-one (``x.imag.detach()``) is no view in eager, and is none here.
+returned as the graph computed them, tensors of their own (no view at all where another
+output required grad: the compiled autograd.Function's output), or copies where the base
+was written. They are now rebuilt as views of the real base, reinterpreted as eager's
+(``alias.reinterpret.Reinterpret``), also where made of another tensor over an input's
+bytes (another output, a leaf made inside, a custom Function's view). A detached one
+(``x.imag.detach()``, ``x.view(torch.float64)``) is no view in eager, and is none here.
 """
 
 from __future__ import annotations
