@@ -5,9 +5,8 @@ where the function then writes ``x``: eager's output shares ``x``'s bytes, so th
 write, and any later one, shows in it. Not an ``as_strided`` of the input, the output
 was returned as the graph computed it: a copy of the old bytes, values right but no
 longer sharing them (and, unwritten, sharing them without eager's ``._base``). Such
-outputs without grad are now made of the caller's tensor (``alias.views.dtype_view``).
-An output that requires grad (``view_as_real`` of an input that does) is still returned
-as computed (``test_one_that_requires_grad_is_returned_as_computed``).
+outputs are now made of the caller's tensor (``alias.reinterpret``), with grad or without
+(``test_fidelity_complex_views.py``).
 """
 
 from __future__ import annotations
@@ -80,7 +79,7 @@ def test_dtype_view_of_an_input_shares_its_bytes_as_eager(name: str, compiler: s
 
 
 @pytest.mark.parametrize("compiler", list(COMPILERS))
-def test_one_that_requires_grad_is_returned_as_computed(compiler: str) -> None:
+def test_a_copy_of_one_that_requires_grad(compiler: str) -> None:
     def fn(x):
         return torch.view_as_real(x) * 1, x.abs()
 

@@ -173,7 +173,6 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             with_grad=not metadata.grad_mode and k in facts.output_has_grad_fn,
             of_leaf_view=_of_leaf_view(k, v, out, metadata, fake_args),
             before_requires_grad=metadata.views_before_requires_grad.get(k, 0),
-            dtype_view=facts.output_dtype_view.get(k),
             grad_through_base=(
                 v == alias.OutputVerdict.ALIAS_OF_INPUT
                 and metadata.grad_mode
@@ -274,7 +273,8 @@ def _fresh_outputs(metadata: trace.TraceMetadata) -> list[int]:
         and v == alias.OutputVerdict.NON_ALIAS
         and k not in facts.output_custom
         and k not in facts.output_same_as
-        # a reinterpreting view (another dtype, a conj bit) is returned as computed
+        # a reinterpreting view (another dtype, a conj bit) the runtime does not rebuild
+        # (alias.reinterpret: symbolic sizes, a layout it cannot take) is returned as computed
         and not facts.output_flags[k]
         & (alias.facts.OUT_ALIASES_INPUT | alias.facts.OUT_VIEW_OF_INTERMEDIATE)
     ] + [len(metadata.outputs) + j for j in range(metadata.num_intermediate_bases)]

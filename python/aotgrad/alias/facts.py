@@ -38,8 +38,9 @@ from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.voca
     OUT_STORAGE_CHANGED,
     OUT_VIEW_OF_INTERMEDIATE,
 )
+from .reinterpret import reinterpreted_spec
 from .storage import byte_range, join_siblings, overlap_groups
-from .views import ViewSpec, eager_layout
+from .views import ViewSpec, _plain, eager_layout
 
 
 @dataclass
@@ -58,11 +59,6 @@ class AliasFacts:
     output_base_output: list[int] = field(default_factory=list)
     #: Per aliasing output, its view of the input or intermediate it aliases.
     output_view: dict[int, ViewSpec] = field(default_factory=dict)
-    #: Per output that views an input's bytes with another dtype and no grad
-    #: (``torch.view_as_real(x)``, ``x.view(torch.int32)``): its dtype, and whether eager
-    #: makes it a view (``._base``: ``view_as_real`` / ``view_as_complex`` do, ``view(dtype)``
-    #: does not). Its ``output_view`` counts the offset in its own elements.
-    output_dtype_view: dict[int, tuple[Any, bool]] = field(default_factory=dict)
     #: Per aliasing output made by a multi-output view op (``unbind``) or under
     #: ``no_grad``: autograd's creation meta, which decides whether eager lets it be
     #: written in place; the rebuilt view gets the same.
@@ -258,7 +254,8 @@ def collect(
         flags, inp, base, base_out = _output_row(
             o, input_index, input_of_storage, originals, output_index, base_groups, dirty, roots
         )
-        flags = _note_dtype_view(facts, j, o, flags, inp, originals, wrapped)
+        flags = _note_reinterpreted(facts, j, o, flags, inp, originals, wrapped)
+        reinterpreted = j in facts.output_view  # (its view: _note_reinterpreted)
         facts.output_flags.append(flags)
         facts.output_input.append(inp)
         facts.output_base.append(base)
@@ -267,25 +264,33 @@ def collect(
             _routed_output_facts(
                 facts, j, o, input_of_storage, input_index, originals, dirty, roots
             )
-        viewed = flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT
-        if viewed and j not in facts.output_dtype_view:  # (a dtype view's: _note_dtype_view)
-            base = originals[inp]
-            shown, through = eager_layout(o, base)
-            facts.output_view[j] = ViewSpec.of(shown, base, check_base=False, through=through)
-        elif flags & OUT_VIEW_OF_INTERMEDIATE:
-            base = o._base
-            shown, through = eager_layout(o, base)
-            facts.output_view[j] = ViewSpec.of(shown, base, check_base=True, through=through)
-            if o._base.requires_grad and grad_fn_of(o._base) is None:
-                facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
-            elif not o._base.requires_grad and grad_fn_of(o) not in (None, STALE_VIEW):
-                facts.output_history_past_base.add(j)
+        _output_view_facts(facts, j, o, flags, originals[inp] if inp >= 0 else None, reinterpreted)
         if isinstance(o, torch.Tensor):
             _output_object_facts(facts, j, o, flags, inp, wrapped, output_index, aliases)
             _stale_view_of_output(facts, j, o, output_index)
             _stale_view_of_detached(facts, j, o, roots, output_index)
     _view_base_facts(facts, outputs, output_index)
     return facts
+
+
+def _output_view_facts(
+    facts: AliasFacts, j: int, o: Any, flags: int, base: Any, reinterpreted: bool
+) -> None:
+    """Output ``j``'s view of the input ``base`` it aliases, or of its intermediate base
+    (``output_view``; a ``reinterpreted`` one's is in already), and what eager's base is."""
+    viewed = flags & OUT_ALIASES_INPUT and not flags & OUT_IS_INPUT
+    if viewed and not reinterpreted:
+        shown, through = eager_layout(o, base)
+        facts.output_view[j] = ViewSpec.of(shown, base, check_base=False, through=through)
+    elif flags & OUT_VIEW_OF_INTERMEDIATE:
+        base = o._base
+        if not reinterpreted:
+            shown, through = eager_layout(o, base)
+            facts.output_view[j] = ViewSpec.of(shown, base, check_base=True, through=through)
+        if base.requires_grad and grad_fn_of(base) is None:
+            facts.output_base_leaf.add(j)  # ``t = y.detach().requires_grad_(); t[1:]``
+        elif not base.requires_grad and grad_fn_of(o) not in (None, STALE_VIEW):
+            facts.output_history_past_base.add(j)
 
 
 def _view_base_facts(
@@ -372,17 +377,24 @@ def _routed_output_facts(
     if candidates and id(o) not in input_index and _written_detached(o, roots):
         facts.written_detached[j] = 2 if o._is_view() else 1
         k = _containing_input(o, candidates, originals)
-        # where the input's traced value starts, as an aliasing output's view is placed
-        shown, through = (o, []) if k in facts.input_view else eager_layout(o, originals[k])
-        view = ViewSpec.of(shown, originals[k], check_base=False, through=through)
-        facts.custom_view_of_input[j] = (k, view)
+        facts.custom_view_of_input[j] = (k, _routed_view(facts, o, originals[k], k))
     elif made_by_custom_function(o, through_views=candidates is not None, dirty=dirty):
         facts.output_custom.add(j)
         if candidates and id(o) not in input_index:
             k = _containing_input(o, candidates, originals)
-            shown, through = (o, []) if k in facts.input_view else eager_layout(o, originals[k])
-            view = ViewSpec.of(shown, originals[k], check_base=False, through=through)
-            facts.custom_view_of_input[j] = (k, view)
+            facts.custom_view_of_input[j] = (k, _routed_view(facts, o, originals[k], k))
+
+
+def _routed_view(facts: AliasFacts, o: Any, base: Any, k: int) -> ViewSpec:
+    """The view of the input ``k`` (``base``) a routed output ``o`` is, placed where the
+    input's traced value starts, as an aliasing output's view is; one that reads its bytes
+    otherwise (``ViewOf.apply(x.imag)``) with its ``Reinterpret``."""
+    if _reinterprets(o, base):
+        spec = reinterpreted_spec(o, base, check_base=False)
+        if spec is not None:
+            return spec
+    shown, through = (o, []) if k in facts.input_view else eager_layout(o, base)
+    return ViewSpec.of(shown, base, check_base=False, through=through)
 
 
 def _collect_inputs(
@@ -462,39 +474,36 @@ def _output_object_facts(
                 facts.output_tracked_view.add(j)
 
 
-def _dtype_view_of_input(o: Any, base: Any, now: Any) -> bool:
-    """``o`` views the input ``base`` with another dtype only (no conj/neg bit), without
-    grad, at static sizes, and the function left the input's layout as it was: the
-    runtime makes it of the caller's tensor (``alias.views.dtype_view``), as eager's
-    shares the input's bytes."""
-    return (
-        o.dtype != base.dtype
-        and o.is_conj() == base.is_conj()
-        and o.is_neg() == base.is_neg()
-        and not o.requires_grad
-        and all(isinstance(v, int) for v in (*o.shape, *o.stride(), o.storage_offset()))
-        and all(isinstance(v, int) for v in (*base.shape, *base.stride(), base.storage_offset()))
-        and isinstance(now, torch.Tensor)
-        and (now.shape, now.stride(), now.storage_offset())
-        == (base.shape, base.stride(), base.storage_offset())
-    )
-
-
-def _note_dtype_view(
+def _note_reinterpreted(
     facts: AliasFacts, j: int, o: Any, flags: int, inp: int, originals: Any, wrapped: Any
 ) -> int:
-    """Output ``j``'s flags, less ``OUT_REINTERPRETED`` where it is a dtype view of an
-    input the runtime makes of the caller's tensor (``output_dtype_view``; its view's
-    offset counted in its own elements from the input's start)."""
-    if not (flags & OUT_REINTERPRETED and flags & OUT_ALIASES_INPUT):
+    """Output ``j``'s flags, less ``OUT_REINTERPRETED`` where it is a view (or detached
+    alias) of an input or intermediate that reads its bytes otherwise (another dtype, a
+    conj or neg bit: ``view_as_real(t)``, ``t.conj()``, ``x.imag.detach()``) which the
+    runtime rebuilds of the real base (``output_view``, with a ``Reinterpret``): eager's
+    shares the base's bytes and counter, and is its view. Of an input only where the
+    function left the input's layout as it was."""
+    if not flags & OUT_REINTERPRETED:
         return flags
-    base = originals[inp]
-    if not _dtype_view_of_input(o, base, wrapped[inp]):
+    if flags & OUT_ALIASES_INPUT:
+        base, now = originals[inp], wrapped[inp]
+        if not isinstance(now, torch.Tensor) or _layout(now) != _layout(base):
+            return flags
+    elif flags & OUT_VIEW_OF_INTERMEDIATE:
+        base = o._base
+    else:
         return flags
-    facts.output_dtype_view[j] = (o.dtype, o._is_view())
-    start = base.storage_offset() * base.element_size() // o.element_size()
-    facts.output_view[j] = ViewSpec(tuple(o.shape), tuple(o.stride()), o.storage_offset() - start)
+    spec = reinterpreted_spec(o, base, check_base=not flags & OUT_ALIASES_INPUT)
+    if spec is None:
+        return flags
+    facts.output_view[j] = spec
     return flags & ~OUT_REINTERPRETED
+
+
+def _layout(t: Any) -> tuple[Any, ...]:
+    """``t``'s sizes, strides and offset, symbolic ones as expressions (compared without
+    guarding)."""
+    return tuple(_plain(v) for v in (*t.shape, *t.stride(), t.storage_offset()))
 
 
 def _reinterprets(view: Any, base: Any) -> bool:

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .reinterpret import Reinterpret, reinterpreted_view
+
 #: (symbol, input index, "size" | "stride" | "offset", dim)
 Binding = tuple[Any, int, str, int]
 
@@ -63,6 +65,9 @@ class ViewSpec:
     #: Layouts (relative to the base, static) the view is taken through, in order: what
     #: an ``as_strided`` in eager's chain was applied to (``eager_layout``).
     through: tuple[Any, ...] = ()
+    #: A view that reads its base's bytes otherwise (another dtype, a conj or neg bit):
+    #: how (``Reinterpret``); its offset then counts its own elements from the base's start.
+    reinterpret: Reinterpret | None = None
 
     @classmethod
     def of(
@@ -201,6 +206,7 @@ class Evaluator:
             tuple(e(s) for s in spec.stride),
             e(spec.offset),
             None if spec.base_stride is None else tuple(e(s) for s in spec.base_stride),
+            reinterpret=spec.reinterpret,
         )
 
 
@@ -243,28 +249,6 @@ def regenerate(
     elif requires_grad and not out.requires_grad:
         out.requires_grad_(True)  # requires_grad_() on a view of an input without grad
     return out
-
-
-def dtype_view(base: torch.Tensor, spec: ViewSpec, dtype: Any, is_view: bool) -> torch.Tensor:
-    """``base``'s bytes seen as ``dtype`` at ``spec`` (its offset in ``dtype``'s elements
-    from ``base``'s start), as eager's: ``view_as_real`` / ``view_as_complex`` (a view of
-    ``base``) where eager's is a view, else ``view(dtype)`` (a tensor of its own)."""
-    if is_view and base.is_complex() and not dtype.is_complex:
-        seen = torch.view_as_real(base)
-    elif is_view and dtype.is_complex and not base.is_complex():
-        seen = torch.view_as_complex(base)
-    else:
-        seen = base.view(dtype)
-    if seen.dtype != dtype:  # (view_as_real of complex128 is float64: another pair)
-        seen = base.view(dtype)
-    offset = seen.storage_offset() + spec.offset
-    if (tuple(seen.shape), tuple(seen.stride()), seen.storage_offset()) == (
-        spec.size,
-        spec.stride,
-        offset,
-    ):
-        return seen
-    return seen.as_strided(spec.size, spec.stride, offset)
 
 
 def detached_alias(
@@ -338,6 +322,8 @@ def _detached_view(base: torch.Tensor, spec: ViewSpec, kind: int) -> torch.Tenso
 
 
 def _view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    if spec.reinterpret is not None:
+        return reinterpreted_view(base, spec)
     if tuple(base.shape) == spec.size and tuple(base.stride()) == spec.stride and spec.offset == 0:
         return base.view(base.shape)  # the whole base, still a view of it
     at = base.storage_offset()

@@ -13,12 +13,12 @@ from typing import Any
 import torch
 
 from ..alias import OutputVerdict, ViewSpec
+from ..alias.reinterpret import reinterpreted_view, view_over
 from ..alias.storage import byte_range
 from ..alias.views import (
     Evaluator,
     custom_view_of,
     detached_alias,
-    dtype_view,
     leaf_if_readable,
     no_grad_view_of,
     regenerate,
@@ -367,11 +367,8 @@ class Epilogue:
             else:
                 outs[k] = routed_view(args[i], spec(view), outs[k])
         for k, i, view in last:
-            v = spec(view)
             with torch.enable_grad():
-                outs[k] = outs[layout.detached_view_bases[k]].as_strided(
-                    v.size, v.stride, args[i].storage_offset() + v.offset
-                )
+                outs[k] = view_over(outs[layout.detached_view_bases[k]], spec(view), args[i])
 
     def _returned_leaves(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, outs: list, leaves: Sequence[Any]
@@ -408,13 +405,11 @@ class Epilogue:
                         given = True
                     if not given:  # viewed otherwise: the view stays the input's alias
                         continue
-                    view = spec(a.view)
-                    at = args[a.source].storage_offset() + view.offset
                     # (made under no_grad in eager: a view autograd does not track, unless
                     # taken with grad on of a view of the input made so: ``tracked``)
                     untracked = a.untracked and not a.tracked
                     with torch.no_grad() if untracked else contextlib.nullcontext():
-                        outs[k] = stand_in.as_strided(view.size, view.stride, at)
+                        outs[k] = view_over(stand_in, spec(a.view), args[a.source])
                     made.add(k)
         return made
 
@@ -599,9 +594,6 @@ class Epilogue:
     ) -> Any:
         if a.verdict == OutputVerdict.IS_INPUT:
             return args[a.source]
-        if a.dtype_view is not None:
-            assert a.view is not None
-            return dtype_view(args[a.source], spec(a.view), *a.dtype_view)
         if a.verdict == OutputVerdict.ALIAS_OF_INPUT:
             base = args[a.source]
         elif a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
@@ -613,10 +605,8 @@ class Epilogue:
         assert a.view is not None
         meta = a.creation_meta
         if a.base_output >= 0:  # a view of that output, at the input's bytes
-            view = spec(a.view)
-            at = base.storage_offset() + view.offset
             with torch.no_grad() if a.untracked else contextlib.nullcontext():
-                out = outs[a.base_output].as_strided(view.size, view.stride, at)
+                out = view_over(outs[a.base_output], spec(a.view), base)
             if a.index in self.layout.made_leaves and out.is_leaf:  # (``s[0].requires_grad_()``)
                 out.requires_grad_(True)
             return out
@@ -672,6 +662,8 @@ def _view_of(t: Any, view: Any) -> Any:
     """A view of ``t``: at ``view`` (a static ``ViewSpec``), or the whole of it."""
     if view is None:
         return t.view_as(t)
+    if view.reinterpret is not None:  # (another dtype, a conj bit: alias.reinterpret)
+        return reinterpreted_view(t, view)
     return t.as_strided(view.size, view.stride, t.storage_offset() + view.offset)
 
 

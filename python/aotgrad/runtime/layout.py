@@ -64,9 +64,6 @@ class OutputAlias:
     #: the runtime turns its flag on); 2: a view taken of it after (an ``as_strided`` of
     #: a view of the input made before the flag, whose gradient stops there).
     before_requires_grad: int = 0
-    #: A view of the input's bytes with another dtype (``alias.facts.output_dtype_view``):
-    #: the dtype, and whether eager's is a view (``view_as_real``) or not (``view(dtype)``).
-    dtype_view: tuple[Any, bool] | None = None
 
 
 @dataclass

@@ -1,0 +1,136 @@
+"""Views that read their base's bytes otherwise than the base does: another dtype
+(``torch.view_as_real``, ``view_as_complex``, ``.real`` / ``.imag``, ``view(dtype)``) or
+another conj or neg bit (``t.conj()``, ``t.conj().imag``).
+
+No ``as_strided`` of the base makes one, so a ``ViewSpec`` of one carries a
+``Reinterpret``: the view is rebuilt as the base with its bits taken off, its bytes seen
+as the view's dtype, the view's bits put on, then strided as the view. Each step is a view
+op autograd differentiates (``ConjBackward``, ``ViewAsRealBackward``...), so the rebuilt
+view has eager's ``._base``, storage, version counter and gradient path. As
+``torch._functorch``'s ``gen_alias_from_base`` rebuilds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from .views import ViewSpec
+
+
+@dataclass(frozen=True)
+class Reinterpret:
+    """The dtype and conj/neg bits a view reads its base's bytes with."""
+
+    dtype: Any
+    conj: bool = False
+    neg: bool = False
+
+    @classmethod
+    def of(cls, view: torch.Tensor) -> Reinterpret:
+        return cls(view.dtype, view.is_conj(), view.is_neg())
+
+    def apply(self, base: torch.Tensor) -> torch.Tensor:
+        """``base``'s bytes, all of them, as this reads them: a view of ``base``."""
+        t = base
+        if t.is_conj() and (not self.conj or t.dtype != self.dtype):
+            t = t.conj()  # (a view with the bit off)
+        if t.is_neg() and (not self.neg or t.dtype != self.dtype):
+            t = torch._neg_view(t)
+        if t.dtype != self.dtype:
+            if t.is_complex() and not self.dtype.is_complex:
+                t = torch.view_as_real(t)
+            elif self.dtype.is_complex and not t.is_complex():
+                t = torch.view_as_complex(t)
+            if t.dtype != self.dtype:  # (view_as_real of complex128 is float64)
+                t = t.view(self.dtype)
+        if self.conj and not t.is_conj():
+            t = t.conj()
+        if self.neg and not t.is_neg():
+            t = torch._neg_view(t)
+        return t
+
+
+def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
+    """The view ``spec`` (with a ``reinterpret``) of ``base``."""
+    assert spec.reinterpret is not None
+    seen = spec.reinterpret.apply(base)
+    at = seen.storage_offset() + spec.offset
+    if not spec.through and (tuple(seen.shape), tuple(seen.stride()), seen.storage_offset()) == (
+        spec.size,
+        spec.stride,
+        at,
+    ):
+        return seen
+    return seen.as_strided(spec.size, spec.stride, at)
+
+
+def view_over(t: torch.Tensor, spec: ViewSpec, base: torch.Tensor) -> torch.Tensor:
+    """The view ``spec`` of ``base``'s bytes, made of ``t``, another tensor over them (an
+    output that is a detached alias or a leaf view of the input ``base``): its offset
+    counts from ``base``'s start (in the view's elements where it reinterprets them)."""
+    if spec.reinterpret is None:
+        return t.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
+    seen = spec.reinterpret.apply(t)
+    start = base.storage_offset() * base.element_size() // seen.element_size()
+    return seen.as_strided(spec.size, spec.stride, start + spec.offset)
+
+
+def reinterpreted_spec(view: Any, base: Any, *, check_base: bool) -> ViewSpec | None:
+    """The ``ViewSpec`` (with a ``Reinterpret``) of ``view``, which reinterprets ``base``'s
+    bytes (its entries sympy expressions where sizes are symbolic); None where it is not
+    rebuilt so: data-dependent sizes, or a layout the steps of ``Reinterpret.apply``
+    cannot take on ``base`` (``view_as_complex`` of a base whose last dim is not a pair),
+    tried on a meta tensor laid out as ``base`` (at the sizes traced)."""
+    from .views import ViewSpec, _plain
+
+    start = base.storage_offset() * base.element_size() // view.element_size()
+    spec = ViewSpec(
+        tuple(_plain(s) for s in view.shape),
+        tuple(_plain(s) for s in view.stride()),
+        _plain(view.storage_offset() - start),
+        tuple(_plain(s) for s in base.stride()) if check_base else None,
+        reinterpret=Reinterpret.of(view),
+    )
+    hinted = _hints(view), _hints(base)
+    if None in (*hinted[0], *hinted[1]):
+        return None  # (unbacked: data-dependent)
+    return spec if _rebuilds(spec.reinterpret, base, *hinted) else None
+
+
+def _hints(t: Any) -> tuple[Any, ...]:
+    """``t``'s sizes, strides and offset at the values traced (None: no hint)."""
+    return tuple(
+        v.node.hint if isinstance(v, torch.SymInt) else int(v)
+        for v in (*t.shape, *t.stride(), t.storage_offset())
+    )
+
+
+def _rebuilds(how: Any, base: Any, view: tuple[int, ...], at: tuple[int, ...]) -> bool:
+    """Whether ``how`` rebuilds the view laid out as ``view`` (sizes, strides, offset) of
+    a meta tensor laid out as ``at``, with ``base``'s dtype and bits."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from .views import ViewSpec
+
+    n, m = (len(view) - 1) // 2, (len(at) - 1) // 2
+    start, rest = divmod(at[-1] * base.element_size(), how.dtype.itemsize)
+    if rest:
+        return False
+    spec = ViewSpec(view[:n], view[n:-1], view[-1] - start, reinterpret=how)
+    try:
+        with _disable_current_modes(), torch._C._DisablePythonDispatcher():
+            meta = torch.empty(0, dtype=base.dtype, device="meta")
+            meta = meta.as_strided(at[:m], at[m:-1], at[-1])
+            if base.is_conj():
+                meta = meta.conj()
+            if base.is_neg():
+                meta = torch._neg_view(meta)
+            out = reinterpreted_view(meta, spec)
+    except Exception:  # a step refuses this layout: not rebuilt
+        return False
+    got = (out.dtype, out.is_conj(), out.is_neg(), tuple(out.shape), tuple(out.stride()))
+    return (*got, out.storage_offset()) == (*astuple(how), view[:n], view[n:-1], view[-1])
