@@ -39,6 +39,7 @@ from .inplace_checks import (
     inplace_error,
     leaf_in_overlap,
     leaves_sharing_storage,
+    raise_leaf_in_overlap,
     written_tensor,
 )
 from .inplace_layout import keep_layout
@@ -339,6 +340,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             try:
                 result = self._call(func, types, args, kwargs)
             except (RuntimeError, ValueError) as e:
+                raise_leaf_in_overlap(e, func, args, kwargs, self.shared_leaves)
                 if isinstance(e, ValueError) and not self.earlier.changes:
                     raise
                 if failed_inference_view(e, args, kwargs or {}):
@@ -446,7 +448,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             result = fresh_result(func, args, func(*args, **kwargs))
             return self.gradless.made(func, args, kwargs, result)
-        return call_with_out(func, args, kwargs, out)
+        # a resize changes metadata in place, as ``as_strided_``: earlier views of ``out``
+        # are eager's ``as_strided`` of it, not a replay of their ops on its new shape
+        changed = lambda o: self.earlier.changed(o, not self._eager_view(o), restride=True)  # noqa: E731
+        return call_with_out(func, args, kwargs, out, changed)
 
     def _refusal(self, func: Any, args: Any, kwargs: dict, inference: bool) -> Exception | None:
         """What eager raises before running ``func`` that tracing would let through."""
