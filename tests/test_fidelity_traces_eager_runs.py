@@ -143,3 +143,45 @@ def _input_and_clone() -> tuple[list[Any], list[torch.Tensor]]:
 def test_view_read_after_out_resizes_its_input(fn: Any, compiler: str) -> None:
     """Seed 118218."""
     assert_like_eager(fn, _input_and_clone, _compiled(COMPILERS[compiler]), calls=2)
+
+
+WRITES: dict[str, Callable[[torch.Tensor], Any]] = {
+    "setitem_mask": lambda v: v.__setitem__(v > 0, 0.0),
+    "masked_fill_": lambda v: v.masked_fill_(v > 0, 0.5),
+    "lerp_": lambda v: v.lerp_(torch.ones_like(v), 0.3),
+    "index_put_": lambda v: v.index_put_((torch.tensor([1, 5]),), v.detach()[0] * 3),
+}
+
+
+def _through_reshape_transposed_in_place(write: Callable) -> Callable:
+    def fn(x):
+        t = x.reshape(2, -1)
+        t.t_()
+        write(t)
+        return x + 1, t * 2, x.view(-1)
+
+    return fn
+
+
+def _through_view_transposed(write: Callable) -> Callable:
+    def fn(x):
+        t = x.view(2, 8).t()
+        write(t)
+        return torch.where(x > 0, x, x * 2), t.exp()
+
+    return fn
+
+
+def _leaf_clone() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = torch.randn(4, 4, dtype=DT, requires_grad=True)
+    return [leaf.clone()], [leaf]
+
+
+@pytest.mark.parametrize("compiler", COMPILERS)
+@pytest.mark.parametrize("write", WRITES, ids=list(WRITES))
+@pytest.mark.parametrize(
+    "program", [_through_reshape_transposed_in_place, _through_view_transposed], ids=["t_", "t"]
+)
+def test_write_through_a_transposed_view_of_a_view(program: Any, write: str, compiler: str) -> None:
+    """Seed 111287."""
+    assert_like_eager(program(WRITES[write]), _leaf_clone, _compiled(COMPILERS[compiler]), calls=2)
