@@ -39,9 +39,10 @@ from .inplace_checks import (
     inplace_error,
     leaf_in_overlap,
     leaves_sharing_storage,
+    raise_leaf_in_overlap,
     written_tensor,
 )
-from .inplace_layout import keep_layout
+from .inplace_layout import keep_layout, keeping_layout
 from .input_hooks import InputHooks, holds_traced_values
 from .metadata_steps import MetadataSteps
 from .out_resizes import call_with_out
@@ -339,6 +340,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             try:
                 result = self._call(func, types, args, kwargs)
             except (RuntimeError, ValueError) as e:
+                raise_leaf_in_overlap(e, func, args, kwargs, self.shared_leaves)
                 if isinstance(e, ValueError) and not self.earlier.changes:
                     raise
                 if failed_inference_view(e, args, kwargs or {}):
@@ -444,9 +446,18 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                 self.new_leaves.append(result)
             return result
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
+            return self._plain_call(func, args, kwargs)
+        # a resize changes metadata in place, as ``as_strided_``: earlier views of ``out``
+        # are eager's ``as_strided`` of it, not a replay of their ops on its new shape
+        changed = lambda o: self.earlier.changed(o, not self._eager_view(o), restride=True)  # noqa: E731
+        return call_with_out(func, args, kwargs, out, changed)
+
+    def _plain_call(self, func: Any, args: Any, kwargs: dict) -> Any:
+        """``func`` itself; an in-place write through a functional view keeps its strides
+        (``inplace_layout.keeping_layout``)."""
+        with keeping_layout(args[0] if func is _SETITEM else written_tensor(func, args, kwargs)):
             result = fresh_result(func, args, func(*args, **kwargs))
-            return self.gradless.made(func, args, kwargs, result)
-        return call_with_out(func, args, kwargs, out)
+        return self.gradless.made(func, args, kwargs, result)
 
     def _refusal(self, func: Any, args: Any, kwargs: dict, inference: bool) -> Exception | None:
         """What eager raises before running ``func`` that tracing would let through."""

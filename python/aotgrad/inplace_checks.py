@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import EagerRefusal, NeedsSyntheticBase
 
-__all__ = ["inplace_error", "written_tensor"]
+__all__ = ["inplace_error", "raise_leaf_in_overlap", "written_tensor"]
 
 #: In-place by name, but no write autograd or TensorIterator checks.
 _NOT_WRITES = frozenset({"requires_grad_", "detach_", "share_memory_", "retain_grad_"})
@@ -192,19 +192,19 @@ def inplace_error(
 
 
 def leaves_sharing_storage(pairs: Any) -> dict[int, int]:
-    """Of (stand-in, caller's tensor) pairs, the leaves that require grad on a storage
-    another input shares (``l[2:6]`` made a leaf beside ``l[0:4]``): stand-in id → its
-    position among the pairs."""
+    """Of (stand-in, caller's tensor) pairs, the leaves on a storage another input shares
+    (``l[2:6]`` made a leaf beside ``l[0:4]``): stand-in id → its position among the
+    pairs. One that requires no grad yet is a leaf too: ``requires_grad_()`` in the
+    function makes it one autograd refuses to write, until a write with grad through
+    another input makes it a view with a history (seed 113739)."""
     storages: dict[Any, list[int]] = {}
     for k, (_, o) in enumerate(pairs):
         storages.setdefault(StorageWeakRef(o.untyped_storage()), []).append(k)
     shared = {k for ks in storages.values() if len(ks) > 1 for k in ks}
-    return {
-        id(a): k for k, (a, o) in enumerate(pairs) if k in shared and o.is_leaf and o.requires_grad
-    }
+    return {id(a): k for k, (a, o) in enumerate(pairs) if k in shared and o.is_leaf}
 
 
-def leaf_in_overlap(refusal: EagerRefusal, written: Any, shared: dict[int, int]) -> Exception:
+def leaf_in_overlap(refusal: Exception, written: Any, shared: dict[int, int]) -> Exception:
     """``refusal`` of a write to (a view of) a leaf input: where that leaf shares its
     storage with another input, eager's verdict depends on what the function wrote
     through the others (a write with grad to a view of the common base gives the leaf a
@@ -222,3 +222,19 @@ def leaf_in_overlap(refusal: EagerRefusal, written: Any, shared: dict[int, int])
                 whole_storage=[k],
             )
     return refusal
+
+
+def raise_leaf_in_overlap(
+    error: Exception, func: Any, args: Any, kwargs: Any, shared: dict[int, int]
+) -> None:
+    """Raise ``leaf_in_overlap``'s ``NeedsSyntheticBase`` for autograd's own refusal
+    ``error`` of a write to a leaf on a storage another input shares (one
+    ``requires_grad_()`` made a leaf in the function, which the checks before the call
+    do not know: seed 113739)."""
+    if not shared:
+        return
+    setitem = func is torch.Tensor.__setitem__ and args
+    written = args[0] if setitem else written_tensor(func, args, kwargs or {})
+    found = leaf_in_overlap(error, written, shared)
+    if found is not error:
+        raise found from error

@@ -20,6 +20,7 @@ more storage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -53,8 +54,16 @@ def _extent(shape: torch.Size, strides: tuple[int, ...]) -> int:
     return 1 + sum((int(n) - 1) * s for n, s in zip(shape, strides, strict=True))
 
 
-def call_with_out(func: Any, args: Any, kwargs: dict, out: torch.Tensor) -> Any:
-    """A call with an ``out=`` tensor, resized as eager resizes it (module docstring)."""
+def call_with_out(
+    func: Any,
+    args: Any,
+    kwargs: dict,
+    out: torch.Tensor,
+    resized: Callable[[torch.Tensor], None] | None = None,
+) -> Any:
+    """A call with an ``out=`` tensor, resized as eager resizes it (module docstring);
+    ``resized(out)`` is told of a resize made here (a metadata change in place: views
+    taken of ``out`` before it are eager's ``as_strided`` of it, seed 118218)."""
     rest = {k: v for k, v in kwargs.items() if k != "out"}
     result = func(*args, **rest)
     if (
@@ -83,12 +92,16 @@ def call_with_out(func: Any, args: Any, kwargs: dict, out: torch.Tensor) -> Any:
         # into its old view, which torch supports only for contiguous views under autograd)
         with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
             out.as_strided_(result.shape, strides, offset)
+        if resized is not None:
+            resized(out)
         target = out if out._base is None else out._base.as_strided(result.shape, strides, offset)
         target.copy_(result)
         return out
     target.copy_(result)
     with torch.autograd.grad_mode._unsafe_preserve_version_counter(out):
         out.as_strided_(result.shape, strides, offset)
+    if resized is not None:
+        resized(out)
     return out
 
 

@@ -74,7 +74,11 @@ def _member(base: torch.Tensor, layout: Layout, creation: Any, leaf: bool = Fals
     # (not set_grad_enabled: under the tracing modes it leaves grad mode on at exit)
     with torch.no_grad() if creation == _CREATION.NO_GRAD_MODE else torch.enable_grad():
         member = base.as_strided(*layout)
-    if creation not in (_CREATION.DEFAULT, _CREATION.NO_GRAD_MODE) and member._is_view():
+    # set even where the grad mode above should have given it: a trace of a call under
+    # inference mode makes every view under no_grad (``EagerCalls._call``), and eager's
+    # ``DEFAULT`` view read after a write to its sibling regenerates its node where a
+    # no_grad one raises
+    if member._is_view() and torch._C._autograd._get_creation_meta(member) != creation:
         torch._C._autograd._set_creation_meta(member, creation)
     if leaf and not member.requires_grad:
         member.requires_grad_()
