@@ -12,11 +12,12 @@ from typing import Any
 import torch
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor
 
 from ..eager_calls import EagerCalls
 from ..hops import checkpoint_regions, unsupported_hop_errors
 from ..rng_setters import refusing_rng_setters
+from .conj_writes import ResolvingFunctionalMode
 
 
 def to_functional(x: Any) -> Any:
@@ -145,7 +146,7 @@ def tracing_modes(fake_mode: FakeTensorMode):
         refusing_rng_setters(),
         fake_mode,
         enable_python_dispatcher(),
-        FunctionalTensorMode(),
+        ResolvingFunctionalMode(),
     ):
         yield
 
