@@ -35,7 +35,13 @@ _aten = torch.ops.aten
 
 
 class ResolvingFunctionalMode(FunctionalTensorMode):
+    #: Higher-order ops find their rules by the mode's exact type: they come here and
+    #: are given ``FunctionalTensorMode``'s (``_higher_order``).
+    supports_higher_order_operators = True
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return _higher_order(self, func, args, kwargs or {})
         schema = getattr(func, "_schema", None)
         if schema is None or not schema.is_mutable:
             return super().__torch_dispatch__(func, types, args, kwargs)
@@ -65,6 +71,18 @@ class ResolvingFunctionalMode(FunctionalTensorMode):
             bytes_ = run(flip, types, (bytes_,), {})
         run(_aten.copy_.default, types, (plain, bytes_), {})
         return t
+
+
+def _higher_order(mode: Any, func: Any, args: Any, kwargs: dict) -> Any:
+    """``func`` (a higher-order op) by its ``FunctionalTensorMode`` rule, as torch runs it
+    under that mode (which the caller has popped); torch's error where it has none."""
+    handler = func.python_key_table.get(FunctionalTensorMode)
+    if handler is None:
+        raise NotImplementedError(
+            f"There was no rule registered for HigherOrderOperator {func._name} and mode "
+            f"{type(mode).__name__}"
+        )
+    return handler(mode, *args, **kwargs)
 
 
 def _has_bits(t: Any) -> bool:
