@@ -34,7 +34,7 @@ from .dtype_checks import dtype_error
 from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
 from .fresh_results import fresh_result
 from .gradless_bases import GradlessBases
-from .inference_views import failed_inference_view, normal_view
+from .inference_views import failed_inference_view, normal_view, uncounted_alias_write
 from .inplace_checks import (
     inplace_error,
     leaf_in_overlap,
@@ -332,6 +332,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             gone = self.left_autograd | self.synthetic.leaf_view_bases
             left = left_autograd_views(args, kwargs, gone)
         counts = uncounted(func, args, kwargs or {})
+        if getattr(_calls, "inference", False):  # (eager's inference aliases count nothing)
+            counts += uncounted_alias_write(func, args, kwargs or {})
         if self.restrides.stale_views and getattr(func, "__name__", "") not in _NO_DATA_READ:
             self.restrides.note_reads(args)
         if kwargs and kwargs.get("generator") is not None:

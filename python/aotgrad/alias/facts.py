@@ -19,6 +19,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..autograd_walks import accumulated_variable, walk_finds
+from ..inference_views import through_dtype_view
 from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.vocab
     IN_GRAD_MODE,
     IN_IS_LEAF,
@@ -232,10 +233,12 @@ def collect(
     grad_mode: bool,
     keep_in_graph: bool,
     input_aliases: dict[int, tuple[Any, Any]] | None = None,
+    inference: bool = False,
 ) -> AliasFacts:
     """The facts of one run of a function on functional wrappers ``wrapped`` of the fake
     inputs ``originals``, which returned ``outputs``; ``before`` is the wrappers'
-    ``snapshot`` from before the run. Call inside the tracing modes."""
+    ``snapshot`` from before the run; ``inference``: traced for a call under inference
+    mode. Call inside the tracing modes."""
     facts = AliasFacts()
     input_of_storage = _collect_inputs(facts, wrapped, originals, before, grad_mode, keep_in_graph)
     input_index = {id(w): k for k, w in enumerate(wrapped) if isinstance(w, torch.Tensor)}
@@ -254,7 +257,7 @@ def collect(
         flags, inp, base, base_out = _output_row(
             o, input_index, input_of_storage, originals, output_index, base_groups, dirty, roots
         )
-        flags = _note_reinterpreted(facts, j, o, flags, inp, originals, wrapped)
+        flags = _note_reinterpreted(facts, j, o, flags, (inp, originals, wrapped), inference)
         reinterpreted = j in facts.output_view  # (its view: _note_reinterpreted)
         facts.output_flags.append(flags)
         facts.output_input.append(inp)
@@ -475,15 +478,20 @@ def _output_object_facts(
 
 
 def _note_reinterpreted(
-    facts: AliasFacts, j: int, o: Any, flags: int, inp: int, originals: Any, wrapped: Any
+    facts: AliasFacts, j: int, o: Any, flags: int, inputs: tuple, inference: bool
 ) -> int:
     """Output ``j``'s flags, less ``OUT_REINTERPRETED`` where it is a view (or detached
     alias) of an input or intermediate that reads its bytes otherwise (another dtype, a
     conj or neg bit: ``view_as_real(t)``, ``t.conj()``, ``x.imag.detach()``) which the
     runtime rebuilds of the real base (``output_view``, with a ``Reinterpret``): eager's
     shares the base's bytes and counter, and is its view. Of an input only where the
-    function left the input's layout as it was."""
-    if not flags & OUT_REINTERPRETED:
+    function left the input's layout as it was. ``inputs``: the input ``o`` aliases, the
+    fake inputs and their wrappers; ``inference``: traced for a call under inference
+    mode, where one taken of an input through ``view(dtype)`` is eager's inference tensor
+    (``_inference_dtype_view``)."""
+    inp, originals, wrapped = inputs
+    dtype_view = _inference_dtype_view(o, flags, inp, originals, inference)
+    if not (flags & OUT_REINTERPRETED or dtype_view):
         return flags
     if flags & OUT_ALIASES_INPUT:
         base, now = originals[inp], wrapped[inp]
@@ -493,11 +501,25 @@ def _note_reinterpreted(
         base = o._base
     else:
         return flags
-    spec = reinterpreted_spec(o, base, check_base=not flags & OUT_ALIASES_INPUT)
+    shown = eager_layout(o, base)[0] if flags & OUT_ALIASES_INPUT else None
+    spec = reinterpreted_spec(
+        o, base, check_base=not flags & OUT_ALIASES_INPUT, shown=shown, dtype_view=dtype_view
+    )
     if spec is None:
         return flags
     facts.output_view[j] = spec
     return flags & ~OUT_REINTERPRETED
+
+
+def _inference_dtype_view(o: Any, flags: int, inp: int, originals: Any, inference: bool) -> bool:
+    """Output ``o`` (traced for a call under inference mode) is taken of the input it
+    aliases through ``view(dtype)``, no bits on either: eager's is an inference tensor
+    over the input's bytes, no view, rebuilt by ``view(dtype)`` under the caller's mode."""
+    if not inference or not flags & OUT_ALIASES_INPUT or flags & OUT_IS_INPUT:
+        return False
+    base = originals[inp]
+    bits = (o.is_conj(), o.is_neg(), base.is_conj(), base.is_neg())
+    return not any(bits) and through_dtype_view(o)
 
 
 def _layout(t: Any) -> tuple[Any, ...]:

@@ -28,6 +28,9 @@ class Reinterpret:
     dtype: Any
     conj: bool = False
     neg: bool = False
+    #: Taken as ``base.view(dtype)`` (no bits either side): under inference mode eager's
+    #: is an inference tensor sharing the bytes, no view (``inference_views``).
+    dtype_view: bool = False
 
     @classmethod
     def of(cls, view: torch.Tensor) -> Reinterpret:
@@ -35,6 +38,8 @@ class Reinterpret:
 
     def apply(self, base: torch.Tensor) -> torch.Tensor:
         """``base``'s bytes, all of them, as this reads them: a view of ``base``."""
+        if self.dtype_view:
+            return base.view(self.dtype)
         t = base
         if t.is_conj() and (not self.conj or t.dtype != self.dtype):
             t = t.conj()  # (a view with the bit off)
@@ -79,23 +84,31 @@ def view_over(t: torch.Tensor, spec: ViewSpec, base: torch.Tensor) -> torch.Tens
     return seen.as_strided(spec.size, spec.stride, start + spec.offset)
 
 
-def reinterpreted_spec(view: Any, base: Any, *, check_base: bool) -> ViewSpec | None:
+def reinterpreted_spec(
+    view: Any, base: Any, *, check_base: bool, shown: Any = None, dtype_view: bool = False
+) -> ViewSpec | None:
     """The ``ViewSpec`` (with a ``Reinterpret``) of ``view``, which reinterprets ``base``'s
     bytes (its entries sympy expressions where sizes are symbolic); None where it is not
     rebuilt so: data-dependent sizes, or a layout the steps of ``Reinterpret.apply``
     cannot take on ``base`` (``view_as_complex`` of a base whose last dim is not a pair),
-    tried on a meta tensor laid out as ``base`` (at the sizes traced)."""
+    tried on a meta tensor laid out as ``base`` (at the sizes traced). ``shown``: the
+    view as eager lays it out (``eager_layout``; taken after a write, the functional
+    view's own layout is a new value's), of the view's element size; ``dtype_view``:
+    rebuilt through ``base.view(dtype)`` (``Reinterpret.dtype_view``)."""
     from .views import ViewSpec, _plain
 
+    laid = view
+    if shown is not None and shown.element_size() == view.element_size():
+        laid = shown
     start = base.storage_offset() * base.element_size() // view.element_size()
     spec = ViewSpec(
-        tuple(_plain(s) for s in view.shape),
-        tuple(_plain(s) for s in view.stride()),
-        _plain(view.storage_offset() - start),
+        tuple(_plain(s) for s in laid.shape),
+        tuple(_plain(s) for s in laid.stride()),
+        _plain(laid.storage_offset() - start),
         tuple(_plain(s) for s in base.stride()) if check_base else None,
-        reinterpret=Reinterpret.of(view),
+        reinterpret=Reinterpret(view.dtype, view.is_conj(), view.is_neg(), dtype_view),
     )
-    hinted = _hints(view), _hints(base)
+    hinted = _hints(laid), _hints(base)
     if None in (*hinted[0], *hinted[1]):
         return None  # (unbacked: data-dependent)
     return spec if _rebuilds(spec.reinterpret, base, *hinted) else None
@@ -133,4 +146,5 @@ def _rebuilds(how: Any, base: Any, view: tuple[int, ...], at: tuple[int, ...]) -
     except Exception:  # a step refuses this layout: not rebuilt
         return False
     got = (out.dtype, out.is_conj(), out.is_neg(), tuple(out.shape), tuple(out.stride()))
-    return (*got, out.storage_offset()) == (*astuple(how), view[:n], view[n:-1], view[-1])
+    want = (*astuple(how)[:3], view[:n], view[n:-1], view[-1])
+    return (*got, out.storage_offset()) == want

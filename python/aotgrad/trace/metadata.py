@@ -538,6 +538,7 @@ def _alias_facts(
         grad_mode=grad_mode,
         keep_in_graph=keep,
         input_aliases=calls.gradless.aliases,
+        inference=in_inference_mode(),
     )
 
 
