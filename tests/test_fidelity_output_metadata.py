@@ -242,3 +242,35 @@ def test_custom_function_of_an_inference_tensor_stays_compiled(compiler: str) ->
             ctx=torch.inference_mode,
             calls=2,
         )
+
+
+# ------------- a view of an intermediate taken before requires_grad_() made it a leaf
+
+
+def _view_before_the_output_became_a_leaf(x0):
+    with torch.enable_grad():
+        t1 = x0 @ x0
+        t2 = t1[1:3]
+    t1.requires_grad_()
+    return (t1, t2)
+
+
+def _view_before_and_after(x0):
+    t1 = x0.exp()
+    t2 = t1.t()
+    t1.requires_grad_()
+    return (t2, t1, t1[0])
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", [_view_before_the_output_became_a_leaf, _view_before_and_after])
+def test_view_taken_before_its_output_base_became_a_leaf(fn: Any, compiler: str) -> None:
+    """Eager's view taken before ``requires_grad_()`` made its base (an output) a leaf is
+    a leaf itself, requiring grad through its base, with no node: its gradient stays its
+    own. It was rebuilt of the leaf, with a node sending its gradient into the base's
+    (soak 111568; a view taken after stays a view with a node)."""
+
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        return [torch.randn(4, 4, dtype=torch.float64)], []
+
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)

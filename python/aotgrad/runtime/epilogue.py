@@ -75,6 +75,18 @@ class Epilogue:
             if flag and i in layout.metadata_mutations and i not in layout.metadata_with_grad
         ]
         self.aliases_last = [a for a in layout.output_aliases if a.base_output >= 0]
+        self._note_leaf_bases(layout)
+        self.rebuilt |= {*layout.stale_views, *layout.custom_views}
+        specs = [a.view for a in layout.output_aliases if a.view is not None]
+        specs += layout.metadata_mutations.values()
+        specs += [v[1] for v in layout.stale_views.values() if v is not None]
+        specs += [v[1] for v in layout.custom_views.values()]
+        self.static = all(s.static for s in specs)
+
+    def _note_leaf_bases(self, layout: ForwardLayout) -> None:
+        """Views of leaves made inside: their bases to make leaves after the views taken
+        before ``requires_grad_()`` (``views_before_leaf``, of a base that is no user
+        output; ``views_before_output_leaf``, per user output)."""
         inner = {self.n_user + s for leaf in layout.inner_leaves for s in leaf.bases}
         # views of an intermediate base that is a leaf made inside (a base of its own
         # among the graph's outputs: not a user output, not an input)
@@ -82,23 +94,15 @@ class Epilogue:
             OutputVerdict.ALIAS_OF_INTERMEDIATE,
             OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
         )
-        self.leaf_bases = sorted(
-            {
-                self.n_user + a.source
-                for a in layout.output_aliases
-                if a.base_leaf and a.verdict in slots
-            }
-            - inner
-        )
-        self.views_before_leaf = [
-            a for a in layout.output_aliases if a.before_base_leaf and a.verdict in slots
-        ]
-        self.rebuilt |= {*layout.stale_views, *layout.custom_views}
-        specs = [a.view for a in layout.output_aliases if a.view is not None]
-        specs += layout.metadata_mutations.values()
-        specs += [v[1] for v in layout.stale_views.values() if v is not None]
-        specs += [v[1] for v in layout.custom_views.values()]
-        self.static = all(s.static for s in specs)
+        aliases = layout.output_aliases
+        bases = {self.n_user + a.source for a in aliases if a.base_leaf and a.verdict in slots}
+        self.leaf_bases = sorted(bases - inner)
+        self.views_before_leaf = [a for a in aliases if a.before_base_leaf and a.verdict in slots]
+        self.views_before_output_leaf: dict[int, list[Any]] = {}
+        of_output = OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT
+        for a in aliases:
+            if a.before_base_leaf and a.verdict == of_output:
+                self.views_before_output_leaf.setdefault(a.source, []).append(a)
 
     def prepare(self, args: Sequence[Any]) -> list[int]:
         """Before the graph runs: inputs the function makes require grad do (views of
@@ -480,7 +484,7 @@ class Epilogue:
                 made.add(a.index)
             for k in self.leaf_bases:
                 fwd[k].requires_grad_(True)
-        self._new_leaves_first(outs, fwd)
+        self._new_leaves_first(outs, fwd, spec, made)
         # views of an input made before it left autograd (detach_()) keep their history
         now = [laid.get(i, t) for i, t in enumerate(args)] if laid else args
         old = [kept.get(i, t) for i, t in enumerate(now)] if kept else now
@@ -513,9 +517,11 @@ class Epilogue:
                 outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
         return outs
 
-    def _new_leaves_first(self, outs: list, fwd: Sequence[Any]) -> None:
+    def _new_leaves_first(self, outs: list, fwd: Sequence[Any], spec: Any, made: set) -> None:
         """Leaves made inside that the graph returns, before the aliases are rebuilt: views
-        of them (``t[:, 1]``) are views of a leaf."""
+        of them (``t[:, 1]``) are views of a leaf; those taken before ``requires_grad_()``
+        made it one are made first, as eager's: leaves that require grad through their
+        base, with no node (``made``)."""
         layout = self.layout
         bases = fwd[self.n_user : self.values_start]
         for k in layout.new_leaves:
@@ -526,6 +532,9 @@ class Epilogue:
                 if k in layout.merged_outputs and shared:
                     # ``t.detach().requires_grad_()`` returned with ``t``: one graph value
                     outs[k] = outs[k].detach()
+                for a in self.views_before_output_leaf.get(k, ()):
+                    outs[a.index] = _view_of(outs[k], spec(a.view))
+                    made.add(a.index)
                 outs[k].requires_grad_(True)
 
     def _leave_autograd(self, args: Sequence[Any]) -> dict[int, Any]:
