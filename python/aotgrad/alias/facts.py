@@ -502,6 +502,8 @@ def _note_reinterpreted(
     else:
         return flags
     shown = eager_layout(o, base)[0] if flags & OUT_ALIASES_INPUT else None
+    if shown is o and facts.input_flags[inp] & IN_MUTATES_DATA:
+        return flags  # (not replayed, symbolic: its layout is the written value's)
     spec = reinterpreted_spec(
         o,
         base,
