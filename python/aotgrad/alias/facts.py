@@ -39,7 +39,7 @@ from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.voca
     OUT_STORAGE_CHANGED,
     OUT_VIEW_OF_INTERMEDIATE,
 )
-from .reinterpret import reinterpreted_spec
+from .reinterpret import by_view_dtype, reinterpreted_spec
 from .storage import byte_range, join_siblings, overlap_groups
 from .views import ViewSpec, _plain, eager_layout
 
@@ -502,9 +502,17 @@ def _note_reinterpreted(
     else:
         return flags
     shown = eager_layout(o, base)[0] if flags & OUT_ALIASES_INPUT else None
+    if shown is o and facts.input_flags[inp] & IN_MUTATES_DATA:
+        return flags  # (not replayed, symbolic: its layout is the written value's)
     spec = reinterpreted_spec(
-        o, base, check_base=not flags & OUT_ALIASES_INPUT, shown=shown, dtype_view=dtype_view
+        o,
+        base,
+        check_base=not flags & OUT_ALIASES_INPUT,
+        shown=shown,
+        dtype_view=dtype_view or by_view_dtype(o),
     )
+    if spec is None and not dtype_view:
+        spec = reinterpreted_spec(o, base, check_base=not flags & OUT_ALIASES_INPUT, shown=shown)
     if spec is None:
         return flags
     facts.output_view[j] = spec

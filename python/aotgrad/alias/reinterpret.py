@@ -28,8 +28,11 @@ class Reinterpret:
     dtype: Any
     conj: bool = False
     neg: bool = False
-    #: Taken as ``base.view(dtype)`` (no bits either side): under inference mode eager's
-    #: is an inference tensor sharing the bytes, no view (``inference_views``).
+    #: Its dtype taken by ``view(dtype)``: under inference mode eager's is an inference
+    #: tensor sharing the bytes, no view (``inference_views``); otherwise, to another
+    #: element size, a tensor of its own sharing them and their counter, no view and no
+    #: gradient (``x.view(torch.complex128)`` of an (8, 4) float64 ``x``, which no
+    #: ``view_as_complex`` takes), whose later views (``.conj()``) view it.
     dtype_view: bool = False
 
     @classmethod
@@ -38,9 +41,9 @@ class Reinterpret:
 
     def apply(self, base: torch.Tensor) -> torch.Tensor:
         """``base``'s bytes, all of them, as this reads them: a view of ``base``."""
-        if self.dtype_view:
-            return base.view(self.dtype)
         t = base
+        if self.dtype_view and not (t.is_conj() or t.is_neg()):
+            t = t.view(self.dtype)
         if t.is_conj() and (not self.conj or t.dtype != self.dtype):
             t = t.conj()  # (a view with the bit off)
         if t.is_neg() and (not self.neg or t.dtype != self.dtype):
@@ -49,6 +52,10 @@ class Reinterpret:
             if t.is_complex() and not self.dtype.is_complex:
                 t = torch.view_as_real(t)
             elif self.dtype.is_complex and not t.is_complex():
+                if t.is_contiguous() and t.shape[-1:] != (2,):
+                    # a pair taken of a contiguous base by a view of it
+                    # (``view_as_complex(t.reshape(4, 2, 2))`` of a (4, 4) ``t``)
+                    t = t.view(-1, 2)
                 t = torch.view_as_complex(t)
             if t.dtype != self.dtype:  # (view_as_real of complex128 is float64)
                 t = t.view(self.dtype)
@@ -148,3 +155,13 @@ def _rebuilds(how: Any, base: Any, view: tuple[int, ...], at: tuple[int, ...]) -
     got = (out.dtype, out.is_conj(), out.is_neg(), tuple(out.shape), tuple(out.stride()))
     want = (*astuple(how)[:3], view[:n], view[n:-1], view[-1])
     return (*got, out.storage_offset()) == want
+
+
+def by_view_dtype(view: Any) -> bool:
+    """``view`` (a functional tensor, no gradient) took its dtype by ``view(dtype)``:
+    rebuilt so (``Reinterpret.dtype_view``), as eager's, which is no view of what it was
+    taken of (another element size) and carries no gradient. One that requires grad took
+    it by a differentiable view (``view_as_complex``)."""
+    from ..inference_views import through_dtype_view
+
+    return not view.requires_grad and through_dtype_view(view)
