@@ -168,17 +168,20 @@ def _defined_only(hook: Callable, grad: Any) -> Any:
     return None if grad is None else hook(grad)
 
 
-def retain_grads(outs: Sequence[Any], args: Sequence[Any], retained: tuple[list[int], ...]) -> None:
+def retain_grads(
+    outs: Sequence[Any],
+    args: Sequence[Any],
+    retained: tuple[list[int], list[int], dict[int, tuple[int, ...]]],
+) -> None:
     """``retain_grad()`` the function called on outputs and inputs, on the caller's
     tensors (where they still require grad: a call under ``no_grad`` leaves the
     outputs without); an output the function computes more from also gets the
     gradient of that part (``RetainedThrough``), filled by the compiled backward."""
-    through = retained[2] if len(retained) > 2 else {}
-    for k, tangents in through.items():
+    for slot, (k, tangents) in enumerate(retained[2].items()):
         t = outs[k]
         slots = getattr(t.grad_fn, "retained_through", None)
         if t.requires_grad and slots is not None:
-            slots[list(through).index(k)] = RetainedThrough(t, tangents)
+            slots[slot] = RetainedThrough(t, tangents)
     for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
         if t.requires_grad:
             t.retain_grad()

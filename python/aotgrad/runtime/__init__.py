@@ -249,7 +249,7 @@ class _TrainingPlan:
         self.nondiff = sorted(set(range(n_fwd)) - set(tangent_outputs))
         self.bw_written = layout.backward_mutations
         # outputs whose whole gradient the backward returns, after the written values
-        self.retained_through = dict(layout.retained_grads[2:3] and layout.retained_grads[2])
+        self.retained_through = dict(layout.retained_grads[2])
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
         self.stale = layout.backward_error
@@ -322,8 +322,8 @@ class _TrainingPlan:
             ctx.zeros = [_zeros_like(outs[i]) for i in self.tangent_outputs]
         if self.bw_written:
             ctx.bw_written = [args[i] for i in self.bw_written]
-        # filled by the epilogue (``input_hooks.retain_grads``): the caller's outputs
-        ctx.retained_through = [None] * len(self.retained_through)
+        if self.retained_through:  # filled by the epilogue (``input_hooks.retain_grads``)
+            ctx.retained_through = [None] * len(self.retained_through)
         ctx.watched_inputs = ctx.watched_bases = ()  # set when the call is over (``note_watched``)
         ctx.symints = tuple(saved[self.n_tensors :])
 
