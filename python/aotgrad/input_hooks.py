@@ -34,6 +34,7 @@ __all__ = [
     "RetainedThrough",
     "holds_traced_values",
     "hooks_of_outputs",
+    "hooks_on_members",
     "register_hooks",
     "retain_grads",
     "retained_grads",
@@ -54,14 +55,15 @@ class InputHooks:
         self.traced: frozenset[int] = frozenset()
         #: Stand-ins given a hook that must stay in the trace (``holds_traced_values``).
         self.kept: set[int] = set()
-        #: Hooks registered in the trace: ``(tensor, hook, handle)``.
-        self.traced_hooks: list[tuple[Any, Callable, Any]] = []
+        #: Hooks registered in the trace: ``(tensor, hook, handle, node)``, ``node`` the
+        #: tensor's ``grad_fn`` then (the node eager's hook sits on).
+        self.traced_hooks: list[tuple[Any, Callable, Any, Any]] = []
 
     def note(self, func: Any, args: Sequence[Any], handle: Any) -> None:
         """A hook the trace registered (on a tensor the function made, or kept): the
         runtime registers it again on an output rebuilt as a view (``of_outputs``)."""
         if func is _REGISTER_HOOK and len(args) == 2 and not holds_traced_values(args[1]):
-            self.traced_hooks.append((args[0], args[1], handle))
+            self.traced_hooks.append((args[0], args[1], handle, args[0].grad_fn))
 
     def takes(self, func: Any, args: Sequence[Any], inputs: frozenset[int]) -> bool:
         """Whether ``func(*args)`` registers a hook this records (on an input that
@@ -97,20 +99,60 @@ class InputHooks:
 
 
 def hooks_of_outputs(
-    traced: Sequence[tuple[Any, Callable, Any]], outs: Sequence[Any], rebuilt: Sequence[int]
+    traced: Sequence[tuple[Any, Callable, Any, Any]], outs: Sequence[Any], rebuilt: Sequence[int]
 ) -> list[tuple[int, Callable]]:
     """``(output, hook)`` of each hook still registered on a ``rebuilt`` output (a view
     the runtime makes of the real input or base): the caller's gradient reaches it
     there, not through the compiled backward where the traced hook runs. One output per
     hook: an output returned twice (``return t, t``) is one object to the caller too."""
     found = []
-    for t, hook, handle in traced:
+    for t, hook, handle, _ in traced:
         if handle.id not in (t._backward_hooks or {}):
             continue  # removed inside the function
         k = next((k for k in rebuilt if outs[k] is t), None)
         if k is not None:
             found.append((k, hook))
     return found
+
+
+def hooks_on_members(
+    traced: Sequence[tuple[Any, Callable, Any, Any]], members: dict[int, int], outs: Sequence[Any]
+) -> tuple[dict[int, list[Callable]], dict[int, int]]:
+    """The traced hooks on synthetic-base members (``members``: stand-in id → member)
+    that sit on the member's node when the function returns, and the outputs made of
+    the member through that node (``return x1.diagonal()``). Eager's hook is on the
+    caller's member: the gradient of such an output, and of what the caller computes
+    from the member afterwards, passes through it. The runtime rebuilds those outputs
+    as views of the base, whose gradient reaches the graph as the base's: the traced
+    hook, on the member's view node, never sees it. So the runtime registers the hook on
+    the caller's member and makes those outputs of it (``SyntheticBase.finish``)."""
+    hooks: dict[int, list[Callable]] = {}
+    through: dict[int, int] = {}
+    for t, hook, handle, node in traced:
+        i = members.get(id(t))
+        if i is None or node is None or handle.id not in (t._backward_hooks or {}):
+            continue
+        if t.grad_fn is not node:  # written after: eager's hook is on an older node
+            continue
+        hooks.setdefault(i, []).append(hook)
+        for j, o in enumerate(outs):
+            if _view_through(o, t, node):
+                through[j] = i
+    return hooks, through
+
+
+def _view_through(o: Any, t: Any, node: Any, depth: int = 32) -> bool:
+    """Whether ``o`` is a view of ``t``'s base other than ``t``, made through ``node``
+    (on the first-edge chain from its ``grad_fn``: a chain of views)."""
+    if o is t or not isinstance(o, torch.Tensor) or o._base is None or o._base is not t._base:
+        return False
+    fn = o.grad_fn
+    while fn is not None and depth > 0:
+        if fn is node:
+            return True
+        edges = fn.next_functions
+        fn, depth = (edges[0][0] if edges else None), depth - 1
+    return False
 
 
 def holds_traced_values(hook: Callable) -> bool:

@@ -27,6 +27,7 @@ import torch
 from ..autograd_walks import accumulator_of
 from ..eager_calls import EagerCalls
 from ..errors import NeedsSyntheticBase, UnsupportedError
+from ..input_hooks import hooks_on_members, register_hooks
 from ..view_metadata_writes import METADATA_WRITES
 from .storage import overlap_groups
 from .views import eager_layout, set_metadata
@@ -251,6 +252,10 @@ class SyntheticBase:
     unrecorded_layout: dict[int, Layout] = field(default_factory=dict, compare=False)
     #: Members the function called ``retain_grad()`` on: called on the caller's tensors.
     retained: set[int] = field(default_factory=set, compare=False)
+    #: Hooks the function registered on members, still on their nodes at its end, and
+    #: the outputs viewed of a member through such a node (``input_hooks.hooks_on_members``).
+    member_hooks: dict[int, list[Callable]] = field(default_factory=dict, compare=False)
+    views_through_hooks: dict[int, int] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, tensors: Sequence[Any], need: NeedsSyntheticBase) -> SyntheticBase:
@@ -329,15 +334,32 @@ class SyntheticBase:
                 tensors[i].requires_grad_(flag)
         for i in self.retained:  # (after the writes that gave it a history, as in eager)
             tensors[i].retain_grad()
-        if not self.member_outputs and not self.member_views:
+        if not self.member_outputs and not self.member_views and not self.member_hooks:
             return outs
         outs = list(outs)
+        self._hooks_on_members(tensors, outs)
         for j, i in self.member_outputs.items():
             outs[j] = tensors[i]
         for j, (i, view) in self.member_views.items():
             if not tensors[i].requires_grad and not outs[j].requires_grad:
                 outs[j] = tensors[i].as_strided(*view)  # eager's ``._base``: the caller's
         return outs
+
+    def _hooks_on_members(self, tensors: Sequence[Any], outs: list[Any]) -> None:
+        """The function's hooks on the caller's members, and the outputs eager views of
+        a member through its hook remade of the member (the rebuilt view's own hooks and
+        ``retain_grad()`` moved to them)."""
+        for i, hooks in self.member_hooks.items():
+            register_hooks(tensors, [(i, h) for h in hooks])
+        for j, i in self.views_through_hooks.items():
+            o, member = outs[j], tensors[i]
+            if not (o.requires_grad and member.requires_grad):
+                continue
+            outs[j] = member.as_strided(o.size(), o.stride(), o.storage_offset())
+            for h in (o._backward_hooks or {}).values():
+                outs[j].register_hook(h)
+            if o.retains_grad:
+                outs[j].retain_grad()
 
     def prepare(self, tensors: Sequence[Any], layout: Any = None) -> list[Any]:
         """The graph's inputs for one call: the groups' bases, then the non-members; with
@@ -363,6 +385,7 @@ class SyntheticBase:
         requires_grad_changes = self.requires_grad_changes
         changed_with_grad, retained = self.changed_with_grad, self.retained
         unrecorded = self.unrecorded_layout
+        member_hooks, views_through = self.member_hooks, self.views_through_hooks
 
         def with_base(*graph_inputs: Any) -> Any:
             built: dict[int, Any] = {}
@@ -393,6 +416,10 @@ class SyntheticBase:
             for j, o in enumerate(out):
                 if id(o) in member_of:
                     member_outputs[j] = member_of[id(o)]
+            if calls is not None:
+                hooks, through = hooks_on_members(calls.input_hooks.traced_hooks, member_of, out)
+                member_hooks.update(hooks)
+                views_through.update(through)
             member_views.update(_views_of_detached(groups, built, out))
             for g in groups:  # (the members' new values too: written, they are outputs)
                 _interior_leaves(g, built, [*out, *built.values()])
