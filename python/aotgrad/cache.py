@@ -265,7 +265,8 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
     """Write ``program``'s graphs and layout under ``key`` (atomically). Returns the path,
     or None (with a warning) when the graphs can't be serialised; None (without one) for
     a layout holding the hooks the function registered (the traced call's objects)."""
-    if program.layout.input_hooks or program.layout.output_hooks:
+    layout = program.layout
+    if layout.input_hooks or layout.output_hooks or layout.hooked_views:
         return None
     payload_obj = {
         "training": program.training,

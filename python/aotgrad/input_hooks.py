@@ -18,6 +18,7 @@ import functools
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -29,6 +30,7 @@ from .autograd_walks import reaches_output
 from .errors import EagerRefusal
 
 __all__ = [
+    "HookedView",
     "InputHooks",
     "PostAccumulate",
     "RetainedThrough",
@@ -36,8 +38,10 @@ __all__ = [
     "hooks_of_outputs",
     "hooks_on_members",
     "register_hooks",
+    "remake_views_of",
     "retain_grads",
     "retained_grads",
+    "views_through_output_hooks",
 ]
 
 _REGISTER_HOOK = torch.Tensor.register_hook
@@ -128,17 +132,106 @@ def hooks_on_members(
     the caller's member and makes those outputs of it (``SyntheticBase.finish``)."""
     hooks: dict[int, list[Callable]] = {}
     through: dict[int, int] = {}
-    for t, hook, handle, node in traced:
+    for t, hook, node in _on_their_nodes(traced):
         i = members.get(id(t))
-        if i is None or node is None or handle.id not in (t._backward_hooks or {}):
-            continue
-        if t.grad_fn is not node:  # written after: eager's hook is on an older node
-            continue
-        hooks.setdefault(i, []).append(hook)
-        for j, o in enumerate(outs):
-            if _view_through(o, t, node):
-                through[j] = i
+        if i is not None:
+            hooks.setdefault(i, []).append(hook)
+            through.update((j, i) for j, o in enumerate(outs) if _view_through(o, t, node))
     return hooks, through
+
+
+def views_through_output_hooks(
+    traced: Sequence[tuple[Any, Callable, Any, Any]], outs: Sequence[Any], rebuilt: Sequence[int]
+) -> list[HookedView]:
+    """Rebuilt outputs viewed through the node a traced hook sits on (``v.register_hook(h);
+    return v.view(4, 4)``): eager's gradient of the view passes through ``v``'s hook;
+    rebuilt of the input, it did not. The runtime makes them of ``v``: of the rebuilt
+    output where ``v`` is one (its hook is an output hook), else of ``v`` remade with
+    its hooks (``HookedView``)."""
+    found: list[HookedView] = []
+    for t, hook, node in _on_their_nodes(traced):
+        views = [j for j in rebuilt if _view_through(outs[j], t, node)]
+        k = next((k for k in rebuilt if outs[k] is t), None)
+        if k is not None and views:
+            found.append(HookedView(k, None, [], views))
+        elif views:
+            found.append(HookedView.of(t, outs[views[0]], hook, views))
+    return _merged(found)
+
+
+@dataclass
+class HookedView:
+    """A view the function hooked, and the rebuilt outputs eager views of it. Returned
+    itself: output ``anchor`` (``layout`` None). Not returned: made of the base of rebuilt
+    output ``anchor`` at ``layout`` (its sizes, strides and offset from the anchor's),
+    with its ``hooks``."""
+
+    anchor: int
+    layout: tuple[tuple[int, ...], tuple[int, ...], int] | None
+    hooks: list[Callable]
+    outputs: list[int]
+
+    @classmethod
+    def of(cls, t: Any, anchor: Any, hook: Callable, outputs: list[int]) -> HookedView:
+        layout = (tuple(t.shape), tuple(t.stride()), t.storage_offset() - anchor.storage_offset())
+        if not all(type(v) is int for v in (*layout[0], *layout[1], layout[2])):
+            raise EagerRefusal(
+                "outputs viewed of a hooked view the function does not return, with "
+                "symbolic sizes: the hook could not be placed on their gradient's path"
+            )
+        return cls(outputs[0], layout, [hook], outputs)
+
+    def remake(self, outs: list[Any]) -> None:
+        if self.layout is None:
+            remake_views_of(outs, dict.fromkeys(self.outputs, outs[self.anchor]))
+            return
+        base = outs[self.anchor]._base
+        if base is None or not base.requires_grad or not outs[self.anchor].requires_grad:
+            return
+        size, stride, delta = self.layout
+        view = base.as_strided(size, stride, outs[self.anchor].storage_offset() + delta)
+        register_hooks([view], [(0, h) for h in self.hooks])
+        remake_views_of(outs, dict.fromkeys(self.outputs, view))
+
+
+def _merged(views: list[HookedView]) -> list[HookedView]:
+    """One per hooked view (two hooks on one view: one remade view with both)."""
+    merged: list[HookedView] = []
+    for v in views:
+        same = next((m for m in merged if m.outputs == v.outputs and m.layout == v.layout), None)
+        if same is None or v.layout is None:
+            merged.append(v)
+        else:
+            same.hooks += v.hooks
+    return merged
+
+
+def remake_views_of(outs: list[Any], through: dict[int, Any]) -> None:
+    """``outs[j]`` made again as a view of ``through[j]`` (same sizes, strides, offset),
+    where both require grad: its gradient then passes through that tensor's node and
+    hooks. The view's own hooks and ``retain_grad()`` move with it."""
+    for j, src in through.items():
+        o = outs[j]
+        if not (o.requires_grad and src.requires_grad):
+            continue
+        outs[j] = src.as_strided(o.size(), o.stride(), o.storage_offset())
+        for h in (o._backward_hooks or {}).values():
+            outs[j].register_hook(h)
+        if o.retains_grad:
+            outs[j].retain_grad()
+
+
+def _on_their_nodes(
+    traced: Sequence[tuple[Any, Callable, Any, Any]],
+) -> list[tuple[Any, Callable, Any]]:
+    """``(tensor, hook, node)`` of the traced hooks still registered whose tensor's node
+    at the function's end is the one the hook was registered on (a later write, or one
+    through another view of its base, gives it another: eager's hook stays behind)."""
+    return [
+        (t, hook, node)
+        for t, hook, handle, node in traced
+        if node is not None and handle.id in (t._backward_hooks or {}) and t.grad_fn is node
+    ]
 
 
 def _view_through(o: Any, t: Any, node: Any, depth: int = 32) -> bool:

@@ -72,10 +72,19 @@ def layout_of_trace(
         storage_sets=sorted(facts.input_storage_set),
         relaid_inputs=metadata.relaid_inputs,
         metadata_steps=metadata.metadata_steps,
-        retained_grads=metadata.retained_grads,
-        input_hooks=metadata.input_hooks,
-        output_hooks=metadata.output_hooks,
+        **_grad_bookkeeping(metadata),
     )
+
+
+def _grad_bookkeeping(metadata: Any) -> dict[str, Any]:
+    """What the runtime does to the caller's tensors' gradients: ``retain_grad()``, the
+    function's hooks on inputs and outputs, the views remade through hooked views."""
+    return {
+        "retained_grads": metadata.retained_grads,
+        "input_hooks": metadata.input_hooks,
+        "output_hooks": metadata.output_hooks,
+        "hooked_views": metadata.hooked_views,
+    }
 
 
 def _views_read_by_node(metadata: Any) -> dict[str, list[int]]:

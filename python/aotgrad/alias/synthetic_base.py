@@ -27,7 +27,7 @@ import torch
 from ..autograd_walks import accumulator_of
 from ..eager_calls import EagerCalls
 from ..errors import NeedsSyntheticBase, UnsupportedError
-from ..input_hooks import hooks_on_members, register_hooks
+from ..input_hooks import hooks_on_members, register_hooks, remake_views_of
 from ..view_metadata_writes import METADATA_WRITES
 from .storage import overlap_groups
 from .views import eager_layout, set_metadata
@@ -351,15 +351,7 @@ class SyntheticBase:
         ``retain_grad()`` moved to them)."""
         for i, hooks in self.member_hooks.items():
             register_hooks(tensors, [(i, h) for h in hooks])
-        for j, i in self.views_through_hooks.items():
-            o, member = outs[j], tensors[i]
-            if not (o.requires_grad and member.requires_grad):
-                continue
-            outs[j] = member.as_strided(o.size(), o.stride(), o.storage_offset())
-            for h in (o._backward_hooks or {}).values():
-                outs[j].register_hook(h)
-            if o.retains_grad:
-                outs[j].retain_grad()
+        remake_views_of(outs, {j: tensors[i] for j, i in self.views_through_hooks.items()})
 
     def prepare(self, tensors: Sequence[Any], layout: Any = None) -> list[Any]:
         """The graph's inputs for one call: the groups' bases, then the non-members; with

@@ -214,6 +214,8 @@ class Epilogue:
         for k, first in layout.same_as.items():
             outs[k] = outs[first]
         retain_grads(outs, args, layout.retained_grads)
+        for hooked in layout.hooked_views:
+            hooked.remake(outs)
         register_hooks(args, layout.input_hooks)
         register_hooks(outs, layout.output_hooks)
         return tuple(outs)

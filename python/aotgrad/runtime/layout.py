@@ -229,6 +229,9 @@ class ForwardLayout:
     #: Hooks it registered on outputs rebuilt as views, ``(output, hook)``: registered on
     #: the rebuilt output too (the caller's gradient reaches it there).
     output_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Hooked views the rebuilt outputs eager views of them are made of (an output, or
+    #: remade with their hooks: ``input_hooks.HookedView``).
+    hooked_views: list[Any] = field(default_factory=list)
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -273,4 +276,5 @@ class ForwardLayout:
             or any(self.retained_grads)
             or self.input_hooks
             or self.output_hooks
+            or self.hooked_views
         )

@@ -113,6 +113,8 @@ class TraceMetadata:
     traced_hook_inputs: list[int] = field(default_factory=list)
     #: Hooks it registered on outputs the runtime rebuilds as views, ``(output, hook)``.
     output_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Hooked views that rebuilt outputs are viewed of (``input_hooks.HookedView``).
+    hooked_views: list[Any] = field(default_factory=list)
     #: Per input whose metadata changes mix ones autograd records and ones it does not
     #: (under no_grad), the layouts in order and whether it records each
     #: (``aotgrad.metadata_steps``).

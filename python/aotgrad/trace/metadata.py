@@ -16,7 +16,12 @@ from .. import alias
 from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
-from ..input_hooks import PostAccumulate, hooks_of_outputs, retained_grads
+from ..input_hooks import (
+    PostAccumulate,
+    hooks_of_outputs,
+    retained_grads,
+    views_through_output_hooks,
+)
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
 from .functional import (
@@ -496,28 +501,25 @@ def collect_metadata(
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
         leaves = _inner_leaf_facts(outs, calls, inner, bases, wrapped)
-    return _with_hooks(
-        TraceMetadata(
-            outputs,
-            fake_fwd[: len(outs)],
-            plan,
-            fake_fwd,
-            grad_mode,
-            rg_changes,
-            [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off] + for_a_while,
-            relaid,
-            # (results of detach(), not the inputs')
-            [k for k, o in enumerate(outs) if any(o is t for t in calls.detached)],
-            inner,
-            leaves,
-            left,
-            retained,
-            views_before_requires_grad=cut,
-        ),
-        calls,
-        wrapped,
-        outs,
+    metadata = TraceMetadata(
+        outputs,
+        fake_fwd[: len(outs)],
+        plan,
+        fake_fwd,
+        grad_mode,
+        rg_changes,
+        [i for i, w in enumerate(wrapped) if id(w) in calls.flag_off] + for_a_while,
+        relaid,
+        # (results of detach(), not the inputs')
+        [k for k, o in enumerate(outs) if any(o is t for t in calls.detached)],
+        inner,
+        leaves,
+        left,
+        retained,
+        views_before_requires_grad=cut,
     )
+    with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
+        return _with_hooks(metadata, calls, wrapped, outs)
 
 
 def _alias_facts(
@@ -603,7 +605,9 @@ def _with_hooks(
         if v not in (alias.OutputVerdict.NON_ALIAS, alias.OutputVerdict.IS_INPUT)
         and k not in facts.output_custom
     ]
-    metadata.output_hooks = hooks_of_outputs(calls.input_hooks.traced_hooks, outs, rebuilt)
+    traced_hooks = calls.input_hooks.traced_hooks
+    metadata.output_hooks = hooks_of_outputs(traced_hooks, outs, rebuilt)
+    metadata.hooked_views = views_through_output_hooks(traced_hooks, outs, rebuilt)
     metadata.output_hooks += _hooks_of_relaid_inputs_returned(plan, traced - set(recorded), hooks)
     metadata.metadata_steps = calls.metadata_steps.mixed()
     metadata.metadata_recorded = calls.metadata_steps.recorded_last()
