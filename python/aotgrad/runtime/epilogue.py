@@ -6,7 +6,6 @@ eager's, and outputs that alias inputs or intermediates rebuilt as real views
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +21,6 @@ from ..alias.views import (
     leaf_if_readable,
     no_grad_view_of,
     regenerate,
-    replay_metadata,
     routed_detached,
     routed_view,
     stale_custom_view,
@@ -32,6 +30,7 @@ from ..alias.views import (
     view_of_detached_leaf,
 )
 from ..input_hooks import register_hooks, retain_grads
+from .input_writes import InputWrites, _alias, _made_early
 from .layout import ForwardLayout, OutputAlias
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
@@ -41,7 +40,7 @@ def _identity(spec: ViewSpec) -> ViewSpec:
     return spec
 
 
-class Epilogue:
+class Epilogue(InputWrites):
     """What runs after the compiled forward: input mutations (metadata, then data)
     applied to the real inputs, their version counters set as eager's, and aliased
     outputs rebuilt as real views of their inputs or intermediate bases."""
@@ -278,85 +277,6 @@ class Epilogue:
             and base.storage_offset() == out.storage_offset()
         )
 
-    def _write_inputs(
-        self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, before: list[int]
-    ) -> dict[int, Any]:
-        """The function's writes to its inputs, replayed on the caller's tensors: values,
-        then metadata, storage sizes, version counts, ``detach_()``. Returns, per input
-        taken out of autograd, an alias of it from before (its history kept)."""
-        layout = self.layout
-        relaid = layout.relaid_inputs
-        targets = self._version_targets(args, before)
-        # the new metadata first, the values then written through it; an input whose new
-        # metadata covers other bytes gets its value in the caller's layout, then the
-        # new metadata (trace.functional.layout_anchors). Metadata autograd records, of
-        # an input not written itself, comes last: a write to an overlapping input after
-        # it would make autograd rebuild its node from the base (see _replay_metadata).
-        written = set(layout.mutated_inputs)
-        late = [
-            i
-            for i in layout.metadata_mutations
-            if i in relaid or (i in layout.metadata_with_grad and i not in written)
-        ]
-        done = getattr(_made_early, "metadata_first", {}) if self.metadata_first else {}
-        _made_early.metadata_first = {}
-        for i, view in layout.metadata_mutations.items():
-            if i not in late and i not in done:
-                self._replay_metadata(args[i], spec(view), i, targets, spec)
-        for i, (flag_off, _) in layout.left_then_written.items():
-            # out of autograd before the write that gives it its history (the compiled
-            # Function holds the caller's tensor as it was: gradients of what the function
-            # computed from it before reach its old history)
-            if flag_off:
-                args[i].requires_grad_(False)
-            elif args[i].requires_grad:
-                args[i].detach_()
-        self._write_values(args, fwd, {i: v for i, v in done.items() if i in relaid})
-        for i in late:
-            if i in done:
-                continue
-            self._replay_metadata(args[i], spec(layout.metadata_mutations[i]), i, targets, spec)
-        for i, after in layout.storage_resizes.items():
-            torch.ops.inductor.resize_storage_bytes_(args[i], after)
-        self._set_versions(args, targets)
-        return self._leave_autograd(args)
-
-    def _write_values(self, args: Sequence[Any], fwd: Sequence[Any], relaid: dict) -> None:
-        """The written inputs' new values, copied into the caller's tensors (a relaid
-        one whose new metadata was given before the graph, ``relaid``: in its old
-        layout, which its value has)."""
-        layout = self.layout
-        start = self.values_start
-        new_values = fwd[start : start + len(layout.mutated_inputs)]
-        for i, value, with_grad in zip(
-            layout.mutated_inputs, new_values, layout.mutation_with_grad
-        ):
-            target = args[i]
-            if target is value:
-                continue
-            leaf = target.requires_grad and leaf_if_readable(target)
-            if i in relaid:  # (a leaf that requires grad now: written under no_grad)
-                with torch.no_grad():
-                    target = target.as_strided(*relaid[i])
-            elif target.shape != value.shape and i not in layout.relaid_inputs:
-                # resized by the function (an ``out=`` tensor of another shape): eager
-                # resizes it, then writes it
-                with torch.no_grad():
-                    target.resize_(value.shape)
-            if i in layout.storage_sets:
-                with torch.no_grad():
-                    target.set_(value)
-            elif (with_grad or i in layout.left_then_written) and not leaf:
-                # (a leaf that requires grad here was made one after the write, which
-                # ``detach_()`` took out of autograd: see ``prepare``)
-                # autograd records the write (CopyBackwards), under a no_grad call too
-                # when the function wrote it in an enable_grad block
-                with torch.enable_grad():
-                    target.copy_(value)
-            else:
-                with torch.no_grad():
-                    target.copy_(value)
-
     def _custom_views(self, args: Sequence[Any], outs: list, done: set[int], spec: Any) -> None:
         """Custom-Function views of inputs (``layout.custom_views``), their gradient routed
         into the graph's output; a view of a detached alias another output is
@@ -539,61 +459,6 @@ class Epilogue:
                     made.add(a.index)
                 outs[k].requires_grad_(True)
 
-    def _leave_autograd(self, args: Sequence[Any]) -> dict[int, Any]:
-        """``detach_()`` / ``requires_grad_(False)`` inside the function: views returned of
-        the input are made of it out of autograd, as eager's are; those made before it keep
-        their history: made of an alias taken now (returned, per input)."""
-        kept = {}
-        for i, flag in self.layout.requires_grad_changes.items():
-            if not flag:
-                if args[i].requires_grad:
-                    kept[i] = _alias(args[i])
-                if i in self.layout.requires_grad_flag_off:
-                    args[i].requires_grad_(False)
-                else:
-                    args[i].detach_()
-        return kept
-
-    def _replay_metadata(
-        self, t: Any, view: Any, i: int, targets: dict[int, int], spec: Any = _identity
-    ) -> None:
-        """Input ``i``'s new metadata; recorded by autograd where the function's change was
-        (then at the version count eager ends with: a later change of the count would make
-        autograd rebuild the view's node from its base, as a plain ``as_strided`` that
-        reads elements eager's ``as_strided_`` dropped)."""
-        record = i in self.layout.metadata_with_grad
-        steps = self.layout.metadata_steps.get(i)
-        if steps:  # changes under no_grad and with grad, each as autograd saw it
-            for earlier, recorded in steps[:-1]:
-                replay_metadata(t, spec(earlier), record=recorded and record)
-            view, last = steps[-1]
-            view, record = spec(view), last and record
-        target = targets.get(i, -1)
-        if record and target > 0:
-            torch._C._autograd._unsafe_set_version_counter((t,), (target - 1,))
-        replay_metadata(t, view, record=record, keep_version=not record or target <= 0)
-
-    def _version_targets(self, args: Sequence[Any], before: list[int]) -> dict[int, int]:
-        """Per input, the version count eager leaves it with: views of one tensor share a
-        counter, which every write through any of them bumps (-1: inference tensors)."""
-        if len(self.versioned) == 1:
-            (i, delta), v0 = self.versioned[0], before[0]
-            return {i: v0 + delta if v0 >= 0 else -1}
-        shared: dict[int, int] = {}
-        for (i, delta), v0 in zip(self.versioned, before):
-            root = args[i] if args[i]._base is None else args[i]._base
-            shared[id(root)] = shared.get(id(root), v0) + delta
-        targets = {}
-        for (i, _), v0 in zip(self.versioned, before):
-            t = args[i]
-            targets[i] = shared[id(t if t._base is None else t._base)] if v0 >= 0 else -1
-        return targets
-
-    def _set_versions(self, args: Sequence[Any], targets: dict[int, int]) -> None:
-        for i, target in targets.items():
-            if target >= 0 and args[i]._version != target:
-                torch._C._autograd._unsafe_set_version_counter((args[i],), (target,))
-
     def _rebuild(
         self,
         a: OutputAlias,
@@ -654,9 +519,6 @@ def _requiring_grad(t: Any, detached: bool = False) -> Any:
     return t if t.requires_grad and not detached else t.detach().requires_grad_(True)
 
 
-_made_early = threading.local()
-
-
 def in_old_layouts(args: Sequence[Any], old: dict[int, tuple]) -> Sequence[Any]:
     """``args``, those in ``old`` (``Epilogue.change_metadata_first``) as views of
     themselves in their old layout, recorded by autograd."""
@@ -676,12 +538,6 @@ def _view_of(t: Any, view: Any) -> Any:
     if view.reinterpret is not None:  # (another dtype, a conj bit: alias.reinterpret)
         return reinterpreted_view(t, view)
     return t.as_strided(view.size, view.stride, t.storage_offset() + view.offset)
-
-
-def _alias(t: Any) -> Any:
-    """A view of all of ``t`` (with ``t``'s history where it has one)."""
-    with torch.enable_grad() if t.requires_grad else contextlib.nullcontext():
-        return t.view(t.shape)
 
 
 def _set_version(t: Any, version: int, views: bool = False) -> None:
