@@ -55,6 +55,8 @@ class InputWrites:
         ]
         done = getattr(_made_early, "metadata_first", {}) if self.metadata_first else {}
         _made_early.metadata_first = {}
+        retained = self._retained_written(args, late, done, spec)
+        late += list(retained)
         for i, view in layout.metadata_mutations.items():
             if i not in late and i not in done:
                 self._replay_metadata(args[i], spec(view), i, targets, spec)
@@ -66,7 +68,7 @@ class InputWrites:
                 args[i].requires_grad_(False)
             elif args[i].requires_grad:
                 args[i].detach_()
-        self._write_values(args, fwd, {i: v for i, v in done.items() if i in relaid})
+        self._write_values(args, fwd, {i: v for i, v in done.items() if i in relaid}, retained)
         for i in late:
             if i in done:
                 continue
@@ -76,10 +78,33 @@ class InputWrites:
         self._set_versions(args, targets)
         return self._leave_autograd(args)
 
-    def _write_values(self, args: Sequence[Any], fwd: Sequence[Any], relaid: dict) -> None:
+    def _retained_written(
+        self, args: Sequence[Any], late: list[int], done: dict, spec: Any
+    ) -> dict[int, tuple]:
+        """Inputs that retain grad (``retain_grad()`` by the caller, or the function at an
+        earlier call) whose metadata the function changed and that it wrote with grad:
+        their value is written first, through a view at the new layout, then the metadata
+        (per input, that layout). The other order trips autograd's move of the retain
+        hook (``out != nullptr`` in variable.cpp: a recorded write after a recorded
+        ``as_strided_`` finds the hook on no node); eager's own order there raises too."""
+        layout = self.layout
+        found = {}
+        for i, view in layout.metadata_mutations.items():
+            k = layout.mutated_inputs.index(i) if i in layout.mutated_inputs else -1
+            if k < 0 or i in late or i in done or not args[i].retains_grad:
+                continue
+            if layout.mutation_with_grad[k] or i in layout.left_then_written:
+                new = spec(view)
+                found[i] = (new.size, new.stride, args[i].storage_offset() + new.offset)
+        return found
+
+    def _write_values(
+        self, args: Sequence[Any], fwd: Sequence[Any], relaid: dict, new_layout: dict
+    ) -> None:
         """The written inputs' new values, copied into the caller's tensors (a relaid
         one whose new metadata was given before the graph, ``relaid``: in its old
-        layout, which its value has)."""
+        layout, which its value has; one whose metadata comes after, ``new_layout``:
+        through a view at the new one, recorded by autograd)."""
         layout = self.layout
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
@@ -93,6 +118,9 @@ class InputWrites:
             if i in relaid:  # (a leaf that requires grad now: written under no_grad)
                 with torch.no_grad():
                     target = target.as_strided(*relaid[i])
+            elif i in new_layout:
+                with torch.enable_grad():
+                    target = target.as_strided(*new_layout[i])
             elif target.shape != value.shape and i not in layout.relaid_inputs:
                 # resized by the function (an ``out=`` tensor of another shape): eager
                 # resizes it, then writes it
