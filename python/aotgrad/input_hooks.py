@@ -368,8 +368,8 @@ def retained_grads(
     fresh: Sequence[bool],
 ) -> tuple[list[int], list[int], dict[int, tuple[int, ...]]]:
     """The outputs, then the inputs, among the tensors ``retain_grad()`` was called on,
-    then the outputs the function computes more from (``RetainedThrough``; the tangents
-    that reach them are set by the joint trace). Output ``k`` must be ``fresh[k]`` (no
+    then the outputs the function computes more from or hooks (``RetainedThrough``; the
+    tangents that reach them are set by the joint trace). Output ``k`` must be ``fresh[k]`` (no
     alias: the compiled Function's own output) for that, otherwise the call runs
     eagerly. An input needs nothing more: its gradient takes in the function's part."""
     ids = {id(t) for t in retained}
@@ -383,10 +383,16 @@ def retained_grads(
         users = [o for o in users if o._base is not outs[k]]  # views: made of the returned one
         users += [wrapped[i] for i in written]
         nr = outs[k].output_nr
-        if node is None or not any(
-            (g := facts.grad_fn_of(o)) not in (None, facts.STALE_VIEW, node)
-            and reaches_output(g, node, nr)
-            for o in users
+        # (a hook traced on it changes the gradient in the graph: eager's retain hook
+        # runs after every tensor hook, so its .grad is the hooked one)
+        hooked = bool(outs[k]._backward_hooks) and fresh[k]
+        if not hooked and (
+            node is None
+            or not any(
+                (g := facts.grad_fn_of(o)) not in (None, facts.STALE_VIEW, node)
+                and reaches_output(g, node, nr)
+                for o in users
+            )
         ):
             continue
         if not fresh[k] or sum(o is outs[k] for o in outs) > 1:

@@ -103,6 +103,21 @@ def _extra_edges(edges: Sequence[Any], t: Any, primal: Any) -> list[Any]:
     return kept
 
 
+def _after_hooks(t: Any) -> list[Any] | None:
+    """For a tensor with hooks, a list the gradient after them lands in: a hook
+    registered last (``autograd.grad`` captures a tensor's gradient before its hooks;
+    eager's retain hook runs after every one). None for one without hooks."""
+    if not t._backward_hooks:
+        return None
+    seen: list[Any] = [None]
+
+    def note(g: Any) -> None:
+        seen[0] = g
+
+    t.register_hook(note)
+    return seen
+
+
 def _summed(a: Any, b: Any) -> Any:
     """Two gradients of one tensor, either None where it got none."""
     return b if a is None else a if b is None else a + b
@@ -402,6 +417,7 @@ class _JointTrace(SavedReads):
         needs += self.edges_dropped
         retained = self._retained_through(fwd_values, diff_outs)
         needs += retained
+        hooked = [_after_hooks(t) for t in retained]
         refuse_deferred_autograd_errors(diff_outs)
         versions = alias.facts.versions(call)
         grads: Sequence[Any] = ()
@@ -425,9 +441,10 @@ class _JointTrace(SavedReads):
                 self.written_in_backward.append(i)
                 self.backward_version_deltas.append(b - a)
         if retained:
-            self.retained_totals = list(
-                grads[len(needs) - len(retained) :] or [None] * len(retained)
-            )
+            totals = list(grads[len(needs) - len(retained) :] or [None] * len(retained))
+            self.retained_totals = [
+                (h[0] if h and h[0] is not None else total) for h, total in zip(hooked, totals)
+            ]
         it = iter(grads)
         per_primal = [
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
