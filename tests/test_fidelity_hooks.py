@@ -159,6 +159,23 @@ def hooked_then_metadata_changed(x, w):
 
 
 @program
+def hooked_then_metadata_changed_not_returned(x, w):
+    # (blind probe p18, p55: traced on the primal, the hook never ran)
+    x.register_hook(lambda g: g + g.sum(0, keepdim=True))
+    x.t_()
+    return x * w
+
+
+@program
+def hooked_then_unsqueezed_and_written_under_no_grad(x, w):
+    x.register_hook(_triple)
+    x.unsqueeze_(0)
+    with torch.no_grad():
+        x.mul_(2)
+    return x.sum(0) * w, x
+
+
+@program
 def hook_on_an_input_nothing_uses(x, w):
     # (found by the fidelity generator: the compiled Function gives x an edge, and
     # autograd called the hook with None, where eager never calls it)
@@ -181,16 +198,21 @@ def _make(kind: str) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
 @pytest.mark.parametrize("compiler", COMPILERS)
 @pytest.mark.parametrize("kind", ["clone", "leaf", "transposed"])
 @pytest.mark.parametrize("fn", PROGRAMS.values(), ids=PROGRAMS)
-def test_hooks_change_the_gradient_as_in_eager(fn: Callable, kind: str, compiler: str) -> None:
+def test_hooks_change_the_gradient_as_in_eager(
+    fn: Callable, kind: str, compiler: str, request: pytest.FixtureRequest
+) -> None:
+    dynamo = compiler.startswith("dynamo")
+    unsqueezed = fn is hooked_then_unsqueezed_and_written_under_no_grad
+    if unsqueezed and kind != "leaf" and (kind == "clone") != dynamo:
+        reason = (
+            "known open: a hook registered before a recorded unsqueeze_() and a no_grad "
+            "write stays in the trace on the primal, where it never runs"
+        )
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if fn is hooked_then_written_under_no_grad and kind == "transposed":
         pytest.xfail(
             "eager's hook stays on the view's node, which the write makes autograd rebuild: "
             "the outputs' gradient skips it (Dynamo's backend='eager' differs too)"
-        )
-    if fn is hooked_then_metadata_changed and compiler.startswith("aot") and kind != "leaf":
-        pytest.xfail(
-            "known open: a hook registered before t_() on an input returned itself; the "
-            "gradient differs from eager's (it did before the hooks of relaid inputs)"
         )
     if fn is written_with_grad_then_hooked and compiler.startswith("dynamo") and kind != "leaf":
         pytest.xfail(

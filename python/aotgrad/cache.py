@@ -266,7 +266,7 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
     or None (with a warning) when the graphs can't be serialised; None (without one) for
     a layout holding the hooks the function registered (the traced call's objects)."""
     layout = program.layout
-    if layout.input_hooks or layout.output_hooks or layout.hooked_views:
+    if layout.input_hooks or layout.early_input_hooks or layout.output_hooks or layout.hooked_views:
         return None
     payload_obj = {
         "training": program.training,

@@ -57,6 +57,12 @@ class InputHooks:
         #: ids of stand-ins whose hooks are traced instead (written inputs, and those
         #: named by ``kept``: known from the metadata trace when the joint one runs)
         self.traced: frozenset[int] = frozenset()
+        #: Handle ids of hooks registered while the stand-in was untouched (version 0: no
+        #: write or metadata change before): eager's hook is on the caller's own node.
+        self.untouched: set[int] = set()
+        #: ids of traced stand-ins whose hooks registered untouched are left for the
+        #: runtime all the same (``early_input_hooks``, from the metadata trace).
+        self.early: frozenset[int] = frozenset()
         #: Stand-ins given a hook that must stay in the trace (``holds_traced_values``).
         self.kept: set[int] = set()
         #: Hooks registered in the trace: ``(tensor, hook, handle, node)``, ``node`` the
@@ -76,7 +82,10 @@ class InputHooks:
             func is _REGISTER_HOOK
             and len(args) == 2
             and id(args[0]) in inputs
-            and id(args[0]) not in self.traced
+            and (
+                id(args[0]) not in self.traced
+                or (id(args[0]) in self.early and args[0]._version == 0)
+            )
             and args[0].requires_grad
         )
 
@@ -92,14 +101,20 @@ class InputHooks:
         registered on the stand-in, it would never run)."""
         handle = RemovableHandle(self.entries)
         self.entries[handle.id] = (t, PostAccumulate(hook) if post_accumulate else hook)
+        if t._version == 0:
+            self.untouched.add(handle.id)
         return handle
 
-    def of_inputs(self, wrapped: Sequence[Any]) -> tuple[list[tuple[int, Callable]], set[int]]:
-        """``(input index, hook)`` of each hook still registered, in order, and the
-        inputs whose hooks must stay in the trace (``kept``)."""
+    def of_inputs(
+        self, wrapped: Sequence[Any]
+    ) -> tuple[list[tuple[int, Callable]], set[int], set[int]]:
+        """``(input index, hook)`` of each hook still registered, in order; the inputs
+        whose hooks must stay in the trace (``kept``); the positions of the hooks
+        registered while their input was untouched."""
         index = {id(w): i for i, w in enumerate(wrapped)}
         hooks = [(index[id(t)], hook) for t, hook in self.entries.values()]
-        return hooks, {i for i, w in enumerate(wrapped) if id(w) in self.kept}
+        untouched = {n for n, h in enumerate(self.entries) if h in self.untouched}
+        return hooks, {i for i, w in enumerate(wrapped) if id(w) in self.kept}, untouched
 
 
 def hooks_of_outputs(

@@ -82,6 +82,7 @@ def _grad_bookkeeping(metadata: Any) -> dict[str, Any]:
     return {
         "retained_grads": metadata.retained_grads,
         "input_hooks": metadata.input_hooks,
+        "early_input_hooks": metadata.early_input_hooks,
         "output_hooks": metadata.output_hooks,
         "hooked_views": metadata.hooked_views,
     }

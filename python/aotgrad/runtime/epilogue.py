@@ -171,6 +171,7 @@ class Epilogue(InputWrites):
     ) -> tuple:
         layout = self.layout
         spec = _identity if self.static else Evaluator(layout.bindings, args).spec
+        register_hooks(args, layout.early_input_hooks)  # (on the nodes the inputs have now)
         # made before the writes below, which make them stale as eager's are
         late = {k for k, src in layout.stale_views.items() if src and self._stale_late(args, k)}
         early = {

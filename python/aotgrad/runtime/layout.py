@@ -226,6 +226,9 @@ class ForwardLayout:
     #: caller's tensors at each call (``aotgrad.input_hooks``). A layout with hooks is not
     #: written to the disk cache (they are the traced call's objects).
     input_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Of those, the ones registered before the function re-laid the input: registered
+    #: before the runtime replays the change (on the caller's node as it was).
+    early_input_hooks: list[tuple[int, Any]] = field(default_factory=list)
     #: Hooks it registered on outputs rebuilt as views, ``(output, hook)``: registered on
     #: the rebuilt output too (the caller's gradient reaches it there).
     output_hooks: list[tuple[int, Any]] = field(default_factory=list)
@@ -275,6 +278,7 @@ class ForwardLayout:
             or self.inference_outputs
             or any(self.retained_grads)
             or self.input_hooks
+            or self.early_input_hooks
             or self.output_hooks
             or self.hooked_views
         )

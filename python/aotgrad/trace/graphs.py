@@ -109,6 +109,9 @@ class TraceMetadata:
     #: Hooks the function registered on inputs it does not write, ``(input, hook)``: the
     #: runtime registers them on the caller's tensors (``aotgrad.input_hooks``).
     input_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Hooks on inputs it re-lays, registered before it touched them: the runtime
+    #: registers them before it replays the change (``metadata._early_hooks``).
+    early_input_hooks: list[tuple[int, Any]] = field(default_factory=list)
     #: Inputs it writes that it registered hooks on: those stay in the trace.
     traced_hook_inputs: list[int] = field(default_factory=list)
     #: Hooks it registered on outputs the runtime rebuilds as views, ``(output, hook)``.

@@ -313,6 +313,7 @@ class _JointTrace(SavedReads):
         blocks decide what has autograd history, as in eager), saved tensors checked."""
         calls = EagerCalls.for_inputs(call, self.fake_args)
         calls.input_hooks.traced = frozenset(id(call[i]) for i in self.metadata.traced_hook_inputs)
+        calls.input_hooks.early = frozenset(id(call[i]) for i, _ in self.metadata.early_input_hooks)
         with (
             torch.set_grad_enabled(self.metadata.grad_mode),
             cast_cache_as(self.cast_cache),

@@ -557,6 +557,24 @@ def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any
     return calls, resizes, outs
 
 
+def _early_hooks(
+    hooks: list[tuple[int, Any]], untouched: set[int], facts: Any, recorded: list[int], kept: set
+) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
+    """Hooks on an input whose metadata the function changes (``t_()``) and does not
+    write with grad, registered before anything touched it: eager's sits on the caller's
+    node as it was, which every gradient to the input reaches (through the change's node
+    too). Traced, it sat on the primal, whose gradient ``autograd.grad`` takes before its
+    hooks: it never ran (blind probe p18, p55). The runtime registers them on the
+    caller's tensor before it replays the change. Returns (the others, those)."""
+    early_ok = set(facts.input_view) - set(recorded) - kept
+    early = [
+        (i, h)
+        for n, (i, h) in enumerate(hooks)
+        if n in untouched and i in early_ok and not isinstance(h, PostAccumulate)
+    ]
+    return [h for h in hooks if h not in early], early
+
+
 def _hooks_of_relaid_inputs_returned(
     plan: Any, traced: set[int], hooks: Sequence[tuple[int, Any]]
 ) -> list[tuple[int, Any]]:
@@ -582,12 +600,13 @@ def _with_hooks(
     whose autocast casts eager caches; the leaf views whose own flag it turned off."""
     plan = metadata.plan
     facts = plan.facts
-    hooks, kept = calls.input_hooks.of_inputs(wrapped)
+    hooks, kept, untouched = calls.input_hooks.of_inputs(wrapped)
     # (a write autograd does not see leaves the input's node as it was: the runtime's hook
     # on the caller's tensor sees every gradient reaching it, as eager's)
     recorded = [
         i for i in plan.mutated_inputs if alias.facts.written_with_grad(facts.input_flags[i])
     ]
+    hooks, metadata.early_input_hooks = _early_hooks(hooks, untouched, facts, recorded, kept)
     written = {*recorded, *facts.input_view}
     traced = {i for i, h in hooks if i in written and not isinstance(h, PostAccumulate)} | kept
     metadata.input_hooks = [
