@@ -49,8 +49,9 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 #: 2: graphs stored node by node (graph_records), no longer re-traced;
 #: 3: each node's fake value described (``describe_values``), rebuilt without running ops;
 #: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs;
-#: 6: and the outputs retained and computed from, whose whole gradient the backward returns.
-FORMAT = 6
+#: 6: and the outputs retained and computed from, whose whole gradient the backward returns;
+#: 7: and the written inputs that retain grad among those, and the hooked views.
+FORMAT = 7
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 

@@ -5,7 +5,9 @@ A compiled graph is specialised on
 * the modes of the call: grad mode, inference mode, autocast (per device type,
   with its dtype) and the default dtype — all four change what gets traced;
 * per tensor input: dtype, device, requires_grad (and, for one that does, whether it
-  is a leaf: eager refuses an in-place write to a leaf), sizes and strides (under
+  is a leaf: eager refuses an in-place write to a leaf, and whether a non-leaf retains
+  grad: the compiled backward fills its ``.grad`` where the function writes it), sizes
+  and strides (under
   ``dynamic=True`` only the rank, which sizes are 0 or 1 and which sizes within
   the tensor are equal; the rest is checked by the symbolic guard, below);
 * which inputs share storage (``alias_groups``) and, for those that do, their
@@ -164,10 +166,11 @@ def call_key(
         if isinstance(a, torch.Tensor):
             rg = a.requires_grad
             leaf = rg and _is_leaf(a)
+            kept = leaf is False and a.retains_grad
             if dynamic:
-                parts.append((a.dtype, a.device, rg, leaf, _dynamic_shape(a)))
+                parts.append((a.dtype, a.device, rg, leaf, kept, _dynamic_shape(a)))
             else:
-                parts.append((a.dtype, a.device, rg, leaf, a.shape, a.stride()))
+                parts.append((a.dtype, a.device, rg, leaf, kept, a.shape, a.stride()))
             try:
                 p = a.data_ptr()
             except RuntimeError:  # no storage: a sparse layout, which aotgrad does not trace
@@ -283,7 +286,7 @@ def describe_change(old: tuple, new: tuple) -> str:
 def _describe_input(x: Any, y: Any) -> str:
     if x[0] in ("const", "const-id") or y[0] in ("const", "const-id"):
         return f"non-tensor argument value {x[-1]!r} -> {y[-1]!r}"
-    labels = ("dtype", "device", "requires_grad", "is_leaf", "shape", "stride")
+    labels = ("dtype", "device", "requires_grad", "is_leaf", "retains_grad", "shape", "stride")
     for label, a, b in zip(labels, x, y):
         if a != b:
             return f"{label} {a} -> {b}"

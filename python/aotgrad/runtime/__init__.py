@@ -404,7 +404,7 @@ class _TrainingPlan:
             totals = outs[start : start + len(self.retained_through)]
             for slot, total in zip(ctx.retained_through, totals):
                 if slot is not None:
-                    slot.fill(total, missing, ctx)
+                    slot.fill(total, missing)
         if missing:
             return _unreached_to_none(outs[:n], self.grad_tangents, set(missing))
         return outs[:n]

@@ -213,7 +213,8 @@ class Epilogue(InputWrites):
         # alias of its own, ``t.detach()`` returned twice beside ``t``)
         for k, first in layout.same_as.items():
             outs[k] = outs[first]
-        retain_grads(outs, args, layout.retained_grads)
+        written = {self.values_start + p: i for p, i in enumerate(layout.mutated_inputs)}
+        retain_grads(outs, args, layout.retained_grads, fwd, written)
         for hooked in layout.hooked_views:
             hooked.remake(outs)
         register_hooks(args, layout.input_hooks)

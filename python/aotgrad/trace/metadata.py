@@ -20,6 +20,7 @@ from ..input_hooks import (
     PostAccumulate,
     hooks_of_outputs,
     retained_grads,
+    retained_written_inputs,
     views_through_output_hooks,
 )
 from .autocast_casts import cached_cast_inputs
@@ -496,7 +497,7 @@ def collect_metadata(
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
         fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
-        retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs, fresh)
+        retained = _retained(calls, outs, wrapped, fake_args, plan, len(bases) + len(outs), fresh)
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
@@ -555,6 +556,22 @@ def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any
     chain.finish()
     calls.generators.refuse_made_inside()
     return calls, resizes, outs
+
+
+def _retained(
+    calls: Any,
+    outs: Sequence[Any],
+    wrapped: Sequence[Any],
+    fake_args: Sequence[Any],
+    plan: Any,
+    start: int,
+    fresh: list[bool],
+) -> tuple[list[int], list[int], dict[int, tuple[int, ...]]]:
+    """``input_hooks.retained_grads``, with the written inputs that retain grad among
+    the values the backward computes whole (``retained_written_inputs``)."""
+    retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs, fresh)
+    retained[2].update(retained_written_inputs(calls.retained, wrapped, fake_args, plan, start))
+    return retained
 
 
 def _early_hooks(
