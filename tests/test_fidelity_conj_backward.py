@@ -134,3 +134,84 @@ def test_aot_module_of_the_seed_program() -> None:
 
     make = _real_and_complex("dtype_view", (True, True))
     assert_like_eager(M(), make, lambda m: aotgrad.aot_module(m, aotgrad.nop), calls=2)
+
+
+# A view made under no_grad of a tensor that requires grad (``x3``) requires grad without a
+# gradient edge: eager's ``x3 @ x0`` computes no gradient for it, so saves no ``x0``, and
+# a write to ``x0`` after the call does not fail its backward (seed 119520). The trace's
+# fake had an edge: its graph saved ``x0`` and the runtime raised eager's version error.
+
+
+def _edgeless_view_input(kinds: tuple[str, ...]) -> Callable[[], tuple[list, list]]:
+    """``x0``, a non-leaf that requires grad, and ``x3``, per call as ``kinds`` says: a
+    view made under no_grad of a leaf that requires grad (``edgeless``), the same given an
+    accumulator of its own by the caller's ``requires_grad_()`` (``own_edge``), or a
+    plain leaf (``leaf``)."""
+    calls = iter(kinds * 4)
+
+    def make() -> tuple[list[Any], list[Any]]:
+        kind = next(calls)
+        l0 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        base = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+        if kind == "leaf":
+            x3 = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+            return [l0.clone(), x3], [l0, x3]
+        with torch.no_grad():
+            x3 = base[:, 2:6]
+        if kind == "own_edge":
+            x3.requires_grad_()
+            return [l0.clone(), x3], [l0, x3, base]
+        return [l0.clone(), x3], [l0, base]
+
+    return make
+
+
+def _matmul_by_edgeless(x0, x3):
+    return x3 @ x0, x0
+
+
+def _matmul_of_edgeless(x0, x3):
+    return x0 @ x3, x3[1:], x0
+
+
+def _product_with_edgeless(x0, x3):
+    return (x3 * x0).sin(), x0
+
+
+def _matmul_of_an_output_by_edgeless(x0, x3):
+    t = x0 * 2
+    return x3 @ t, t
+
+
+EDGELESS_PROGRAMS = [
+    _matmul_by_edgeless,
+    _matmul_of_edgeless,
+    _product_with_edgeless,
+    _matmul_of_an_output_by_edgeless,
+]
+
+
+def _write_returned_input(outs: list[Any]) -> None:
+    outs[-1].detach().add_(1)  # (``x0`` or ``t``, returned: written after the call)
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize(
+    "kinds",
+    [("edgeless",), ("edgeless", "leaf"), ("leaf", "edgeless"), ("own_edge", "edgeless")],
+    ids=["edgeless", "edgeless_then_leaf", "leaf_then_edgeless", "own_edge_then_edgeless"],
+)
+@pytest.mark.parametrize("fn", EDGELESS_PROGRAMS)
+def test_input_written_after_a_call_that_read_it_beside_an_edgeless_view(
+    fn: Callable, kinds: tuple[str, ...], compiler: str
+) -> None:
+    make = _edgeless_view_input(kinds)
+    compiled = COMPILERS[compiler]
+    assert_like_eager(fn, make, compiled, calls=2, after=_write_returned_input)
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+@pytest.mark.parametrize("fn", [_matmul_by_edgeless, _matmul_of_edgeless])
+def test_edgeless_view_input_without_a_later_write(fn: Callable, compiler: str) -> None:
+    make = _edgeless_view_input(("edgeless", "leaf"))
+    assert_like_eager(fn, make, COMPILERS[compiler], calls=2)
