@@ -12,12 +12,14 @@ cache key and the checks aotgrad adds to Dynamo's guards tell it from a leaf (th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 
+import aotgrad
 from eager_oracle import COMPILERS, assert_like_eager
 
 ENTRIES = list(COMPILERS)
@@ -117,3 +119,23 @@ def test_edgeless_view_returned_or_read_without_grad(
     make = _edgeless_view_input(("edgeless", "leaf"))
     after = _write_returned_input if write else None
     assert_like_eager(fn, make, COMPILERS[compiler], calls=2, after=after)
+
+
+def _gives_it_an_edge(x0, x3):
+    x3.requires_grad_()
+    return x3 @ x0, x0
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+def test_requires_grad_on_an_edgeless_view_runs_eagerly(compiler: str) -> None:
+    """Eager's ``requires_grad_()`` gives the caller's view an accumulator (its ``.grad``
+    is filled); the compiled graph has no edge to give it: the call runs eagerly, named
+    (it was compiled, leaving ``x3.grad`` None). Dynamo runs ``requires_grad_()`` itself."""
+    make = _edgeless_view_input(("edgeless",))
+    replays = (
+        contextlib.nullcontext()
+        if compiler.startswith("dynamo")
+        else pytest.warns(aotgrad.errors.EagerReplayWarning, match="made under no_grad")
+    )
+    with replays:
+        assert_like_eager(_gives_it_an_edge, make, COMPILERS[compiler], calls=2)
