@@ -45,6 +45,7 @@ import torch.fx as fx
 
 from . import graph_records, guards
 from .program import AotOptions, CompiledArtifact, PartitionedProgram
+from .view_nodes import gradient_edgeless
 
 #: 2: graphs stored node by node (graph_records), no longer re-traced;
 #: 3: each node's fake value described (``describe_values``), rebuilt without running ops;
@@ -74,10 +75,19 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _leaf(x: torch.Tensor) -> bool | None:
+def _leaf(x: torch.Tensor) -> bool | str | None:
     """Whether ``x`` is a leaf, where it requires grad (the trace depends on it: a
-    leaf's autocast casts are cached, a non-leaf input may be written)."""
-    return x.is_leaf if x.requires_grad else None
+    leaf's autocast casts are cached, a non-leaf input may be written; ``"retains"``: one
+    that retains grad); ``"edgeless"``
+    for a view made under no_grad without a gradient edge (``view_nodes``: the graph
+    computes no gradient for it)."""
+    if not x.requires_grad:
+        return None
+    if gradient_edgeless(x):
+        return "edgeless"
+    # (a non-leaf retaining grad: the backward computes its .grad where the function
+    # writes it, ``input_hooks.retained_written_inputs``)
+    return "retains" if not x.is_leaf and x.retains_grad else x.is_leaf
 
 
 def _describe_input(x: Any) -> str:

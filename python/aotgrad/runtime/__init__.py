@@ -418,11 +418,25 @@ class _TrainingPlan:
             missing = [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
             if missing:
                 tangents = [
-                    ctx.zeros[k]() if grads[i] is None else grads[i].contiguous()
+                    ctx.zeros[k]() if grads[i] is None else _plain_tangent(grads[i])
                     for k, i in enumerate(tangent_outputs)
                 ]
                 return tangents, missing
-        return [grads[i].contiguous() for i in tangent_outputs], ()
+        return [_plain_tangent(grads[i]) for i in tangent_outputs], ()
+
+
+def _plain_tangent(g: torch.Tensor) -> torch.Tensor:
+    """``g`` as the trace's tangent placeholder was: contiguous, and without a conjugate
+    or negative bit. The gradient of an output the runtime regenerates as ``t.conj()`` (or
+    ``.imag`` of one) of a graph output reaches the backward through ``ConjBackward``
+    lazily conjugated; ``view_as_real`` of it in the graph (the gradient of a real input
+    added to a complex value) raises, and a compiled kernel reading its bytes would miss
+    the bit."""
+    if g.is_conj():
+        g = g.resolve_conj()
+    if g.is_neg():
+        g = g.resolve_neg()
+    return g.contiguous()
 
 
 def _marking_failures(fw: BoxedFn) -> BoxedFn:
