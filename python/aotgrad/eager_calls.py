@@ -55,6 +55,7 @@ from .uncounted_writes import restore, uncounted
 from .view_metadata_writes import (
     METADATA_WRITES,
     EarlierViews,
+    leaf_view_of_gradless,
     left_autograd_views,
     stand_ins_left_autograd,
     views_left_autograd,
@@ -486,7 +487,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if func in _SWAPS:
             func, kwargs = torch.Tensor.transpose_, _as_dims(kwargs)
         self.earlier.changed(args[0], not self._eager_view(args[0]))
-        result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
+        if id(args[0]) in self.synthetic.member_leaves and leaf_view_of_gradless(args[0]):
+            result = func(*args, **kwargs)  # (a plain leaf: ``synthetic_base._MetadataWrites``)
+        else:
+            result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
         self.metadata_steps.note(args[0])
         return result
 

@@ -26,7 +26,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from .errors import UnsupportedError
 from .inplace_checks import written_tensor
 
-__all__ = ["METADATA_WRITES", "EarlierViews", "write_metadata"]
+__all__ = ["METADATA_WRITES", "EarlierViews", "leaf_view_of_gradless", "write_metadata"]
 
 #: In-place by name, writing metadata only, and the out-of-place op that makes the view.
 METADATA_WRITES = {
@@ -70,6 +70,12 @@ def _alias_before(t: Any) -> Any:
     ):
         return t._view_func(t._base)
     return t.view_as(t)
+
+
+def leaf_view_of_gradless(t: Any) -> bool:
+    """Whether ``t`` is a view that requires grad of a base that does not, a leaf of its
+    own (``x1 = b[2:6]; x1.requires_grad_()``)."""
+    return t.requires_grad and t._base is not None and not t._base.requires_grad and t.is_leaf
 
 
 def write_metadata(

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 
 from ..autograd_walks import accumulator_of
-from ..eager_calls import EagerCalls
+from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..input_hooks import hooks_on_members, register_hooks, remake_views_of
-from ..view_metadata_writes import METADATA_WRITES
+from ..view_metadata_writes import METADATA_WRITES, leaf_view_of_gradless
 from .storage import overlap_groups
 from .views import eager_layout, set_metadata
 
@@ -170,24 +170,98 @@ class _Group:
 
 class _MetadataWrites(torch.overrides.TorchFunctionMode):
     """Notes, per member (``members``: id -> position), the grad mode of the last in-place
-    metadata change (``t_()``, ``as_strided_``) made on it, in ``with_grad``."""
+    metadata change (``t_()``, ``as_strided_``) made on it, in ``with_grad``; in
+    ``as_leaf``, the members changed (under no_grad) while leaves of a base without grad
+    (the caller's ``x1 = b[2:6]; x1.requires_grad_()``). Eager changes such a leaf as a
+    plain tensor, keeping its accumulator, and so does the trace
+    (``EagerCalls._metadata_write``): made of an alias, as other views are, it had a node
+    autograd rebuilt from the gradless base after the change (an internal assert)."""
 
     def __init__(
         self, members: dict[int, int], with_grad: dict[int, bool], unrecorded: dict[int, Layout]
     ) -> None:
         super().__init__()
         self.members, self.with_grad, self.unrecorded = members, with_grad, unrecorded
+        self.as_leaf: set[int] = set()
+        #: Members an op recorded by autograd took in (their accumulator made).
+        self.used: set[int] = set()
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        i = None
+        i, leaf = None, False
         if args and getattr(func, "__name__", "") in METADATA_WRITES:
             i = self.members.get(id(args[0]))
             if i is not None:
                 self.with_grad[i] = torch.is_grad_enabled()
+                leaf = leaf_view_of_gradless(args[0])
         result = func(*args, **(kwargs or {}))
         if i is not None and not torch.is_grad_enabled():  # (the layout it left)
             self.unrecorded[i] = _layout(args[0])
+        if leaf:
+            self.as_leaf.add(i)  # type: ignore[arg-type]
+            if i not in self.used:
+                _fresh_accumulator(args[0])
+        elif torch.is_grad_enabled():
+            self._note_uses(args, kwargs, result)
         return result
+
+    def _note_uses(self, args: Any, kwargs: Any, result: Any) -> None:
+        outs = torch.utils._pytree.tree_leaves(result)
+        if not any(isinstance(o, torch.Tensor) and o.grad_fn is not None for o in outs):
+            return
+        for t in torch.utils._pytree.tree_leaves((args, kwargs)):
+            i = self.members.get(id(t))
+            if i is not None:
+                self.used.add(i)
+
+
+def _fresh_accumulator(t: Any) -> None:
+    """A leaf member no recorded op took in yet, changed in place: eager makes its
+    accumulator (which checks the gradient's shape) at its first use, at its layout
+    then; the trace's, held since it was made a leaf (``EagerCalls.leaf_nodes``), had
+    the old one. Made again at the new layout."""
+    calls = EagerCalls.active()
+    if calls is not None and id(t) in calls.leaf_nodes and not in_inference_mode():
+        del calls.leaf_nodes[id(t)]
+        calls.leaf_nodes[id(t)] = _accumulator(t)
+
+
+def _accumulator(t: Any) -> Any:
+    """``t``'s ``AccumulateGrad`` node (made if it has none), under any grad mode."""
+    with torch.inference_mode(False), torch.enable_grad():
+        return torch.autograd.graph.get_gradient_edge(t).node
+
+
+def _changed_leaves(
+    groups: Sequence[_Group],
+    built: dict[int, Any],
+    bases: Sequence[Any],
+    as_leaf: set[int],
+    first: set[int],
+) -> None:
+    """``first``: of the members changed in place while leaves of a base without grad
+    (``as_leaf``, ``view_metadata_writes.leaf_view_of_gradless``), those whose gradient's
+    accumulator autograd made at their new layout (first used with grad after the change):
+    the caller's member takes that layout before the graph runs (``prepare``), where
+    eager's accumulator is made. A base given a history after such a change is refused:
+    eager rebuilds the member's node as an ``as_strided`` of the base at its new geometry,
+    the trace's replays the member's view ops (a gradient through other elements)."""
+    first.clear()
+    for g, base in zip(groups, bases):
+        for i, (size, _, _) in zip(g.members, g.views):
+            if i not in as_leaf:
+                continue
+            if base.requires_grad:
+                raise UnsupportedError(
+                    f"input {i}, a view the caller made require grad of a base that does not, "
+                    "had its metadata changed in place under no_grad, and then its base was "
+                    "given a history (written with grad through an overlapping input): not "
+                    "supported"
+                )
+            t = built[i]
+            if t.requires_grad and t.is_leaf and not in_inference_mode():
+                node = _accumulator(t)
+                if tuple(node._input_metadata[0].shape) == tuple(t.shape) != size:
+                    first.add(i)
 
 
 def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
@@ -256,6 +330,9 @@ class SyntheticBase:
     #: the outputs viewed of a member through such a node (``input_hooks.hooks_on_members``).
     member_hooks: dict[int, list[Callable]] = field(default_factory=dict, compare=False)
     views_through_hooks: dict[int, int] = field(default_factory=dict, compare=False)
+    #: Leaf members changed under no_grad whose gradient has their new layout
+    #: (``_changed_leaves``): changed before the graph runs.
+    layout_first: set[int] = field(default_factory=set, compare=False)
 
     @classmethod
     def of(cls, tensors: Sequence[Any], need: NeedsSyntheticBase) -> SyntheticBase:
@@ -363,6 +440,8 @@ class SyntheticBase:
         for leaf in given:  # (one the function makes a leaf requires grad from the start)
             if leaf.member is not None and not tensors[leaf.member].requires_grad:
                 tensors[leaf.member].requires_grad_()
+            if leaf.member in self.layout_first:  # (after the bases: they read the layouts)
+                set_metadata(tensors[leaf.member], *self.new_views[leaf.member])
         return [
             *bases,
             *(t for i, t in enumerate(tensors) if i not in member_set),
@@ -373,7 +452,7 @@ class SyntheticBase:
         """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
-        member_views = self.member_views
+        member_views, layout_first = self.member_views, self.layout_first
         requires_grad_changes = self.requires_grad_changes
         changed_with_grad, retained = self.changed_with_grad, self.retained
         unrecorded = self.unrecorded_layout
@@ -398,9 +477,10 @@ class SyntheticBase:
             flags = {i: t.requires_grad for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
             members = {id(t): i for i, t in built.items()}
-            with _MetadataWrites(members, changed_with_grad, unrecorded):
+            with _MetadataWrites(members, changed_with_grad, unrecorded) as writes:
                 out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
             _refuse_histories_of_aliases(groups, built)
+            _changed_leaves(groups, built, graph_inputs, writes.as_leaf, layout_first)
             # (a trace's ``retain_grad()`` is only recorded: ``EagerCalls.retained``)
             asked = {id(t) for t in calls.retained} if calls is not None else set()
             retained.update(i for i, t in built.items() if t.retains_grad or id(t) in asked)
