@@ -41,6 +41,7 @@ from .inplace_checks import (
     leaves_sharing_storage,
     raise_leaf_in_overlap,
     written_tensor,
+    zero_dim_mask,
 )
 from .inplace_layout import keep_layout, keeping_layout
 from .input_hooks import InputHooks, holds_traced_values
@@ -137,25 +138,6 @@ _OWN_IDENTITY = frozenset(
         *(getattr(torch.Tensor, name) for name in METADATA_WRITES),
     }
 )
-
-
-def _zero_dim_mask(args: Any) -> bool:
-    """``__setitem__(x, mask, v)``: a 0-dim ``x``, a 0-dim bool mask, a number or a
-    0-dim tensor for value."""
-    if len(args) != 3:
-        return False
-    x, key, value = args
-    return (
-        isinstance(x, torch.Tensor)
-        and x.dim() == 0
-        and isinstance(key, torch.Tensor)
-        and key.dtype == torch.bool
-        and key.dim() == 0
-        and (
-            isinstance(value, (int, float, bool))
-            or (isinstance(value, torch.Tensor) and value.dim() == 0)
-        )
-    )
 
 
 _DETACH_VIEW = (
@@ -428,7 +410,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return self._requires_grad(func, args, kwargs)
         if func in _GRAD_BOOKKEEPING and args:
             return self._grad_bookkeeping(func, args, kwargs)
-        if func is _SETITEM and _zero_dim_mask(args):
+        if func is _SETITEM and zero_dim_mask(args):
             # ``x[x > 0] = v`` on a 0-dim ``x``: eager reads the mask's value (a Python
             # branch, data-dependent when traced); a masked fill is the same write
             return self._call(_MASKED_FILL_, types, args, kwargs)

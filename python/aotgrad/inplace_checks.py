@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import EagerRefusal, NeedsSyntheticBase
 
-__all__ = ["inplace_error", "raise_leaf_in_overlap", "written_tensor"]
+__all__ = ["inplace_error", "raise_leaf_in_overlap", "written_tensor", "zero_dim_mask"]
 
 #: In-place by name, but no write autograd or TensorIterator checks.
 _NOT_WRITES = frozenset({"requires_grad_", "detach_", "share_memory_", "retain_grad_"})
@@ -238,3 +238,22 @@ def raise_leaf_in_overlap(
     found = leaf_in_overlap(error, written, shared)
     if found is not error:
         raise found from error
+
+
+def zero_dim_mask(args: Any) -> bool:
+    """``__setitem__(x, mask, v)``: a 0-dim ``x``, a 0-dim bool mask, a number or a
+    0-dim tensor for value."""
+    if len(args) != 3:
+        return False
+    x, key, value = args
+    return (
+        isinstance(x, torch.Tensor)
+        and x.dim() == 0
+        and isinstance(key, torch.Tensor)
+        and key.dtype == torch.bool
+        and key.dim() == 0
+        and (
+            isinstance(value, (int, float, bool))
+            or (isinstance(value, torch.Tensor) and value.dim() == 0)
+        )
+    )
