@@ -67,7 +67,10 @@ class Reinterpret:
 
 
 def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
-    """The view ``spec`` (with a ``reinterpret``) of ``base``."""
+    """The view ``spec`` (with a ``reinterpret``) of ``base``: a view, as eager's. One
+    taken through ``view(dtype)`` views that tensor, which is no view of ``base`` (another
+    element size): eager's ``x.view(torch.complex128)[:]`` or ``.conj().conj()`` has it for
+    ``._base``, and the whole of it is viewed once more to be one."""
     assert spec.reinterpret is not None
     seen = spec.reinterpret.apply(base)
     at = seen.storage_offset() + spec.offset
@@ -76,7 +79,7 @@ def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
         spec.stride,
         at,
     ):
-        return seen
+        return seen if seen._is_view() or seen is base else seen.view(seen.shape)
     return seen.as_strided(spec.size, spec.stride, at)
 
 
