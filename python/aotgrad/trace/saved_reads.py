@@ -109,6 +109,7 @@ class SavedReads:
     stale: list[str]
     stale_nodes: list[Any]
     saved_inputs: dict[int, list[Any]]
+    saved_whole: set[int]
     final_versions: list[int]
     relaid_bases: dict[int, int]
     detached_from: dict[int, Any]
@@ -123,6 +124,7 @@ class SavedReads:
 
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
+        self.saved_whole.update(i for i, c in enumerate(self.call) if c is t)
         version = t._version + self._shared_writes(t)
         # a non-leaf (as eager sees it) that detach_() later takes out of autograd: eager's
         # backward refuses to read it (see _detached_since)
