@@ -81,10 +81,31 @@ def _view_saved_by_eager(x, w):
     return x.t().mm(w)  # eager saves the view: new data of ``x`` does not reach it
 
 
-@pytest.mark.parametrize("fn", [_mm, _view_saved_by_eager], ids=lambda f: f.__name__)
+def _input_and_its_view_saved_by_eager(x, w):
+    return x.t().mm(w) + x.sin()  # eager saves ``x`` (sin) and ``x.t()`` (mm)
+
+
+def _derived_value_saved(x, w):
+    return x.sin() * w  # eager saves ``x``; min-cut may save ``cos(x)``
+
+
+PARTITION_GAPS = {_input_and_its_view_saved_by_eager, _derived_value_saved}
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_mm, _view_saved_by_eager, _input_and_its_view_saved_by_eager, _derived_value_saved],
+    ids=lambda f: f.__name__,
+)
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 def test_new_data_of_an_input_not_returned(fn: Callable, compiler: str) -> None:
     """The caller sets ``.data`` of an input it keeps (not an output) before the backward."""
+    if fn in PARTITION_GAPS and compiler != "aot_function-default":
+        pytest.xfail(
+            "known open: min-cut saves what eager does not (x where eager saves x.t(), or "
+            "cos(x) where eager saves x): new data given after the call reaches the "
+            "backward otherwise than eager's"
+        )
 
     def grads(f: Callable) -> list[torch.Tensor]:
         x = _fixed(4, 4, seed=1).requires_grad_()

@@ -185,8 +185,8 @@ class _JointTrace(SavedReads):
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
         self.saved_inputs: dict[int, list[Any]] = {}
-        # inputs eager saves as themselves (its backward reads the caller's tensor then)
-        self.saved_whole: set[int] = set()
+        # inputs eager saves, True: only as themselves (its backward reads them then)
+        self.saved_whole: dict[int, bool] = {}
         # inputs eager's backward reads (itself, a view or a detach() of one, saved by a
         # node the outputs' backward runs); the others are marked for min-cut
         # (``UNREAD_KEY``): saved, a write after the call would fail autograd's check
@@ -528,7 +528,7 @@ def trace_joint(
         backward_error=state.stale[0] if state.stale else None,
         backward_error_tangents=state.stale_tangents,
         watched_inputs=state.watched_inputs,
-        saved_whole=tuple(sorted(state.saved_whole)),
+        saved_whole=tuple(sorted(i for i, only in state.saved_whole.items() if only)),
         saved_outputs={
             k: ts
             for k, ts in state.saved_outputs.items()
