@@ -34,6 +34,7 @@ from .dtype_checks import dtype_error
 from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
 from .fresh_results import fresh_result
 from .gradless_bases import GradlessBases
+from .inference_dirty import uncounted_dirty_marks
 from .inference_views import failed_inference_view, normal_view, uncounted_alias_write
 from .inplace_checks import (
     inplace_error,
@@ -82,7 +83,8 @@ def for_inference_mode() -> Iterator[None]:
     before = getattr(_calls, "inference", False)
     _calls.inference = True
     try:
-        yield
+        with uncounted_dirty_marks():
+            yield
     finally:
         _calls.inference = before
 

@@ -148,6 +148,7 @@ def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
     layout.backward_error = joint.backward_error
     layout.backward_error_tangents = joint.backward_error_tangents
     layout.watched_inputs = joint.watched_inputs
+    layout.inputs_saved_whole = joint.saved_whole
     layout.watched_bases = {layout.num_user_outputs + s: ts for s, ts in joint.saved_bases.items()}
 
 
@@ -267,6 +268,34 @@ def _saved_new_values(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, in
         m = next((entry[b] for b in _view_bases(node) if b in entry), None)
         if m is not None:
             found[j] = m
+    return found
+
+
+def _saved_views_of_inputs(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, int]:
+    """Saved tensors that are views of an input eager saves as itself (``layout.
+    inputs_saved_whole``: ``mm``'s backward reads ``x``, the graph saved ``t(x)``), one
+    the function neither writes nor relays out: per saved tensor, the input. Eager's
+    backward reads the caller's tensor, so data the caller gives it after the call
+    (``x.data = y``) reaches it: the runtime remakes these of it then
+    (``runtime.saved_tensors.views_of_new_data``)."""
+    changed = {
+        *layout.mutated_inputs,
+        *layout.metadata_mutations,
+        *layout.version_deltas,
+        *layout.storage_resizes,
+    }
+    whole = set(layout.inputs_saved_whole) - changed
+    if not whole:
+        return {}
+    placeholders = {n: i for i, n in enumerate(fw.graph.find_nodes(op="placeholder"))}
+    outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
+    first = layout.num_fwd_outputs
+    found = {}
+    for j, node in enumerate(outs[first : first + layout.num_saved_tensors]):
+        if isinstance(node, fx.Node) and node.op != "placeholder":
+            *_, root = _view_bases(node)
+            if placeholders.get(root) in whole:
+                found[j] = placeholders[root]
     return found
 
 
@@ -417,6 +446,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
         _versions_before_saving(program.forward, layout)
         layout.saved_read_by_storage = _saved_read_by_storage(program.backward, layout)
         layout.saved_new_values = _saved_new_values(program.forward, layout)
+        layout.saved_input_views = _saved_views_of_inputs(program.forward, layout)
     if not program.training:
         layout.detach_inputs = any(
             n.target is torch.ops.aten.as_strided_scatter.default

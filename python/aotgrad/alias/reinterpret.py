@@ -12,7 +12,7 @@ view has eager's ``._base``, storage, version counter and gradient path. As
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -67,7 +67,10 @@ class Reinterpret:
 
 
 def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
-    """The view ``spec`` (with a ``reinterpret``) of ``base``."""
+    """The view ``spec`` (with a ``reinterpret``) of ``base``: a view, as eager's. One
+    taken through ``view(dtype)`` views that tensor, which is no view of ``base`` (another
+    element size): eager's ``x.view(torch.complex128)[:]`` or ``.conj().conj()`` has it for
+    ``._base``, and the whole of it is viewed once more to be one."""
     assert spec.reinterpret is not None
     seen = spec.reinterpret.apply(base)
     at = seen.storage_offset() + spec.offset
@@ -76,7 +79,7 @@ def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
         spec.stride,
         at,
     ):
-        return seen
+        return seen if seen._is_view() or seen is base else seen.view(seen.shape)
     return seen.as_strided(spec.size, spec.stride, at)
 
 
@@ -86,7 +89,12 @@ def view_over(t: torch.Tensor, spec: ViewSpec, base: torch.Tensor) -> torch.Tens
     counts from ``base``'s start (in the view's elements where it reinterprets them)."""
     if spec.reinterpret is None:
         return t.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
-    seen = spec.reinterpret.apply(t)
+    how = spec.reinterpret
+    if how.dtype_view and t.dtype == how.dtype:
+        # ``t`` is that ``view(dtype)`` (``t = x.view(torch.float64)`` returned with
+        # ``t[:]`` or ``t.conj()``): eager's views ``t``, another one would be an alias
+        how = replace(how, dtype_view=False)
+    seen = how.apply(t)
     start = base.storage_offset() * base.element_size() // seen.element_size()
     return seen.as_strided(spec.size, spec.stride, start + spec.offset)
 

@@ -26,9 +26,11 @@ from .layout import ForwardLayout, OutputAlias
 from .saved_tensors import (
     aliases_of_written_inputs,
     copies_of_mutated_inputs,
+    data_of_inputs,
     keep_loose,
     save,
     saved_tensors,
+    views_of_new_data,
     views_of_outputs_detached,
 )
 
@@ -280,6 +282,7 @@ class _TrainingPlan:
         # inputs eager saves, checked when the caller's backward reaches their reads
         self.watched_inputs = {i: set(ts) for i, ts in layout.watched_inputs.items()}
         self.watched_bases = {k: set(ts) for k, ts in layout.watched_bases.items()}
+        self.input_views = layout.saved_input_views
         watches = [*self.watched_inputs.values(), *self.watched_bases.values()]
         if any(ts != every for ts in [*watches, *self.watched_tangents]):
             self.track_unreached = True
@@ -324,7 +327,8 @@ class _TrainingPlan:
             ctx.bw_written = [args[i] for i in self.bw_written]
         if self.retained_through:  # filled by the epilogue (``input_hooks.retain_grads``)
             ctx.retained_through = [None] * len(self.retained_through)
-        ctx.watched_inputs = ctx.watched_bases = ()  # set when the call is over (``note_watched``)
+        # set when the call is over (``note_watched``)
+        ctx.watched_inputs = ctx.watched_bases = ctx.input_data = ()
         ctx.symints = tuple(saved[self.n_tensors :])
 
     def note_watched(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
@@ -338,6 +342,8 @@ class _TrainingPlan:
         )
         if node is None or not hasattr(node, "watched_inputs"):
             return
+        if self.input_views:
+            node.input_data = data_of_inputs(self.input_views, args)
         node.watched_inputs = [
             (args[i], args[i]._version, ts)
             for i, ts in self.watched_inputs.items()
@@ -387,7 +393,10 @@ class _TrainingPlan:
             _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
-        args = [*saved_tensors(ctx), *ctx.symints, *tangents]
+        saved = saved_tensors(ctx)
+        if ctx.input_data:
+            saved = views_of_new_data(saved, ctx.input_data)
+        args = [*saved, *ctx.symints, *tangents]
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
         ctx.maybe_clear_saved_tensors()
@@ -537,7 +546,8 @@ def make_training_function(
                 return recording(*args)
 
     given = sum(leaf.member is not None for leaf in layout.inner_leaves)
-    watch = plan.note_watched if layout.watched_inputs or layout.watched_bases else None
+    watching = layout.watched_inputs or layout.watched_bases or layout.saved_input_views
+    watch = plan.note_watched if watching else None
     if layout.plain and watch is None:
 
         def run(*args: Any) -> tuple[Any, ...]:

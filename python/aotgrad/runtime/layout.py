@@ -204,6 +204,12 @@ class ForwardLayout:
     #: eager saves the input itself, and their entry in ``mutated_inputs``: saved as views
     #: of the caller's tensor (``program._saved_new_values``).
     saved_new_values: dict[int, int] = field(default_factory=dict)
+    #: Inputs eager saves as themselves (``trace.JointGraph.saved_whole``), and the saved
+    #: tensors (by position) that are views of one the function leaves as it was, per
+    #: saved tensor its input (``program._saved_views_of_inputs``): remade of the caller's
+    #: input where the caller gave it other data before the backward (``.data =``).
+    inputs_saved_whole: tuple[int, ...] = ()
+    saved_input_views: dict[int, int] = field(default_factory=dict)
     #: User outputs eager makes inside a ``torch.inference_mode()`` block: the runtime
     #: returns them as inference tensors (a copy made under inference mode).
     inference_outputs: list[int] = field(default_factory=list)

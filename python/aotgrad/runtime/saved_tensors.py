@@ -27,9 +27,11 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 __all__ = [
     "aliases_of_written_inputs",
     "copies_of_mutated_inputs",
+    "data_of_inputs",
     "keep_loose",
     "save",
     "saved_tensors",
+    "views_of_new_data",
     "views_of_outputs_detached",
 ]
 
@@ -88,6 +90,45 @@ def aliases_of_written_inputs(
         offset = x.storage_offset() + s.storage_offset() - value.storage_offset()
         out[j] = x.data.as_strided(s.size(), s.stride(), offset)
     return out
+
+
+def data_of_inputs(views: dict[int, int], args: Sequence[Any]) -> list[tuple]:
+    """Per saved view of an input (``layout.saved_input_views``: saved position → input),
+    the caller's input and where its data is now (storage, sizes, strides, offset)."""
+    return [(j, args[i], _where(args[i])) for j, i in views.items()]
+
+
+def views_of_new_data(saved: list[Any], data: Sequence[tuple]) -> list[Any]:
+    """``saved``, each view of an input (``data_of_inputs``) that the caller gave other
+    data since (``x.data = y``: another storage or layout) remade as the same view of the
+    new data, as eager's backward reads the input itself. Left as saved where it is no
+    view of the input's old storage (a compiled graph's copy), or the new data has other
+    sizes or dtype (eager's backward reads it all the same, and fails or not)."""
+    for j, x, (ptr, size, stride, offset) in data:
+        s = saved[j]
+        now = _where(x)
+        if now == (ptr, size, stride, offset) or not isinstance(s, torch.Tensor):
+            continue
+        if (
+            s.untyped_storage().data_ptr() != ptr
+            or now[1] != size
+            or (x.dtype, x.device, x.is_conj(), x.is_neg())
+            != (s.dtype, s.device, s.is_conj(), s.is_neg())
+        ):
+            continue
+        at = s.storage_offset() - offset  # from the input's first element
+        new = x.detach()
+        if now[2] == stride:
+            at += x.storage_offset()
+        else:  # laid out as before: the view's strides read the same elements
+            new = torch.empty_strided(size, stride, dtype=x.dtype, device=x.device).copy_(new)
+        if at >= 0:
+            saved[j] = new.as_strided(s.size(), s.stride(), at)
+    return saved
+
+
+def _where(t: torch.Tensor) -> tuple:
+    return t.untyped_storage().data_ptr(), tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
 def views_of_outputs_detached(saved: Sequence[Any], outs: Sequence[Any]) -> Sequence[Any]:

@@ -42,11 +42,12 @@ def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
     where = _user_frame(e.__traceback__)
     if "as_strided() is non-compositional" in msg:
         # functionalization replays a write into its view chain step by step, and an
-        # as_strided step after the first cannot be inverted
-        return UnsupportedError(
+        # as_strided step after the first cannot be inverted: eager runs it (a view of an
+        # input an ``out=`` resized, then written), so the call runs eagerly
+        return EagerRefusal(
             f"cannot trace {name}: a write through a view made by as_strided of a view "
             "(of a tensor whose metadata the function changed in place, or of a detached "
-            f"alias) at {where}: not supported"
+            f"alias) at {where}: not supported, run eagerly"
         )
     if msg.startswith("setStorage:") and "out of bounds for storage" in msg:
         # the traced input holds its own elements only; eager reads its base's storage

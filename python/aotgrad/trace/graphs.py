@@ -229,6 +229,9 @@ class JointGraph:
     #: them, and which tangents lead the backward to read them: written after the call,
     #: eager's backward raises when it reaches such a read.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Inputs eager's autograd saves as themselves, and no view of (``SavedReads.
+    #: saved_whole``): its backward reads the caller's tensor as it is then.
+    saved_whole: tuple[int, ...] = ()
     #: User outputs eager's autograd saves for the backward (``exp``'s result), and the
     #: tangents whose backward reads them: written after the call, eager's backward raises
     #: where it reaches such a read; the compiled one must too, whatever its partition

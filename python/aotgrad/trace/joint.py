@@ -200,6 +200,8 @@ class _JointTrace(SavedReads):
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
         self.saved_inputs: dict[int, list[Any]] = {}
+        # inputs eager saves, True: only as themselves (its backward reads them then)
+        self.saved_whole: dict[int, bool] = {}
         # inputs eager's backward reads (itself, a view or a detach() of one, saved by a
         # node the outputs' backward runs); the others are marked for min-cut
         # (``UNREAD_KEY``): saved, a write after the call would fail autograd's check
@@ -558,7 +560,6 @@ def trace_joint(
     mark_roles(gm, len(fake_args), metadata.mutated_inputs, static_inputs, unread)
     num_user_outputs = len(metadata.outputs)
     first_value = num_user_outputs + metadata.num_intermediate_bases
-    num_fwd = first_value + len(metadata.mutated_inputs)
     saved_as_input = [i for i in state.watched_inputs if i not in _relaid_inputs(metadata)]
     mark_saved_as_input(gm, first_value, metadata.mutated_inputs, saved_as_input)
     mark_saves_beside_outputs(gm, first_value)
@@ -569,13 +570,14 @@ def trace_joint(
         fake_primals=list(fake_args),
         fake_tangents=fake_tangents,
         num_user_outputs=num_user_outputs,
-        num_fwd_outputs=num_fwd + state.num_tokens,
+        num_fwd_outputs=first_value + len(metadata.mutated_inputs) + state.num_tokens,
         num_tokens=state.num_tokens,
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
         retained_tangents=state.retained_tangents,
         backward_error=state.stale[0] if state.stale else None,
         backward_error_tangents=state.stale_tangents,
         watched_inputs=state.watched_inputs,
+        saved_whole=tuple(sorted(i for i, only in state.saved_whole.items() if only)),
         saved_outputs={
             k: ts
             for k, ts in state.saved_outputs.items()

@@ -109,6 +109,7 @@ class SavedReads:
     stale: list[str]
     stale_nodes: list[Any]
     saved_inputs: dict[int, list[Any]]
+    saved_whole: dict[int, bool]
     final_versions: list[int]
     relaid_bases: dict[int, int]
     detached_from: dict[int, Any]
@@ -123,6 +124,10 @@ class SavedReads:
 
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
+        whole = [i for i, c in enumerate(self.call) if c is t]
+        for i in whole or [self._input_of(t)]:
+            if i is not None:  # False: a view of it too (``x.sin() + x.t().mm(w)``)
+                self.saved_whole[i] = bool(whole) and self.saved_whole.get(i, True)
         version = t._version + self._shared_writes(t)
         # a non-leaf (as eager sees it) that detach_() later takes out of autograd: eager's
         # backward refuses to read it (see _detached_since)
