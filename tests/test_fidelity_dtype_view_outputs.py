@@ -61,7 +61,19 @@ def _view_as_complex_of_reshaped_product(x, y):  # (its gradient through the vie
     return t.reshape(2, -1), torch.view_as_complex(t.reshape(4, 2, 2))
 
 
+def _imag_slice_beside_its_dtype_view(x, y):  # (Dynamo soak 71977: "setStorage ... out of bounds")
+    t = x.view(C)
+    return t.imag[1:3], t, y * 2
+
+
+def _real_and_imag_beside_their_dtype_view(x, y):
+    t = x.view(C)
+    return t, t.real, t.imag.t(), y.sum()
+
+
 PROGRAMS: dict[str, Callable] = {
+    "imag_slice_beside_its_dtype_view": _imag_slice_beside_its_dtype_view,
+    "real_and_imag_beside_their_dtype_view": _real_and_imag_beside_their_dtype_view,
     "written_then_dtype_view": _written_then_dtype_view,
     "dtype_view_then_written": _dtype_view_then_written,
     "conj_of_dtype_view": _conj_of_dtype_view,

@@ -87,9 +87,14 @@ def view_over(t: torch.Tensor, spec: ViewSpec, base: torch.Tensor) -> torch.Tens
     """The view ``spec`` of ``base``'s bytes, made of ``t``, another tensor over them (an
     output that is a detached alias or a leaf view of the input ``base``): its offset
     counts from ``base``'s start (in the view's elements where it reinterprets them)."""
-    if spec.reinterpret is None:
-        return t.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
     how = spec.reinterpret
+    if how is None:
+        if t.dtype == base.dtype and not (t.is_conj() or t.is_neg()):
+            return t.as_strided(spec.size, spec.stride, base.storage_offset() + spec.offset)
+        # a plain view of ``base`` made of ``t``, which reads the bytes otherwise (``t``
+        # = ``x.view(torch.complex128)`` returned with ``t.imag[1:3]``): ``t``'s bytes
+        # seen as ``base`` sees them first (eager's ``.imag`` views ``t`` so)
+        how = Reinterpret(base.dtype)
     if how.dtype_view and t.dtype == how.dtype:
         # ``t`` is that ``view(dtype)`` (``t = x.view(torch.float64)`` returned with
         # ``t[:]`` or ``t.conj()``): eager's views ``t``, another one would be an alias
