@@ -18,7 +18,7 @@ the run is over, after eager's own refusals):
 - once a view was restrided in place to elements it did not cover, a write through it
   outside its old elements (functionalization replays it into the old geometry);
 - once an ``as_strided`` view reached outside the input (or, requiring grad, outside the
-  tensor it was taken from), any write to the storage (the view is rebuilt from the
+  tensor it was taken from; not a view made under no_grad), any write to the storage (the view is rebuilt from the
   traced value, or differentiated otherwise).
 """
 
@@ -228,8 +228,11 @@ class Restrides:
         mine = _static(t.shape, t.stride(), t.storage_offset())
         if new is None or mine is None or not _elements(new) <= _elements(mine):
             # outside the input: the rebuilt view reads other elements; outside only the
-            # tensor it came from: its gradient misses them
-            info.reached_out = info.reached_out or outside or (t.requires_grad and not rebased)
+            # tensor it came from: its gradient misses them (a view made under no_grad
+            # has none; one restrided in place keeps ``t``'s)
+            inplace = name == "as_strided_"
+            grad = t.requires_grad and (torch.is_grad_enabled() or inplace)
+            info.reached_out = info.reached_out or outside or (grad and not rebased)
         if name == "as_strided_" and t._base is not None and new is not None:
             old = _static(t.shape, t.stride(), t.storage_offset())
             if old is not None:
