@@ -367,6 +367,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if refusal is not None:
                 raise refusal
         self.earlier.note(result)
+        if self.restrides.reachers:
+            self.restrides.reachers.note_result(args, result)
         written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs or {})
         if (
             isinstance(written, torch.Tensor)
@@ -520,7 +522,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         done, result = False, None
         written = written_tensor(func, args, kwargs)
         if written is not None and getattr(func, "__name__", "") not in METADATA_WRITES:
-            self.restrides.check_write(written)
+            self.metadata_steps.rebuilt(self.restrides.check_write(written))
             done, result = overlapping_write(func, args, kwargs)
         elif func is _SETITEM and len(args) == 3:
             done, result = overlapping_setitem(args)

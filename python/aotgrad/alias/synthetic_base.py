@@ -190,6 +190,14 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         return result
 
 
+def _note_rebuilt(calls: Any, built: dict[int, Any], with_grad: dict[int, bool]) -> None:
+    """Members restrided past their elements whose node a later write made autograd
+    rebuild from the base (``restrides.Reachers``): replayed as changed unrecorded."""
+    if calls is not None:
+        rebuilt = calls.metadata_steps.rebuilt_ids
+        with_grad.update((i, False) for i, t in built.items() if id(t) in rebuilt)
+
+
 def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
     """A member that is a leaf of its own (``_Group.leaves``) which a write with grad to
     the group moved into the graph's interior: eager's backward raises reaching its
@@ -400,6 +408,7 @@ class SyntheticBase:
             members = {id(t): i for i, t in built.items()}
             with _MetadataWrites(members, changed_with_grad, unrecorded):
                 out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            _note_rebuilt(calls, built, changed_with_grad)
             _refuse_histories_of_aliases(groups, built)
             # (a trace's ``retain_grad()`` is only recorded: ``EagerCalls.retained``)
             asked = {id(t) for t in calls.retained} if calls is not None else set()
