@@ -289,3 +289,93 @@ def test_a_write_eager_rebuilds_otherwise_is_refused(fn: Any) -> None:
     with pytest.raises(UnsupportedError, match="not supported"):
         aotgrad.aot_function(fn, aotgrad.nop)(x)
     fn(*_one_row_block(True)()[0])  # eager runs it
+
+
+# ------------------ a view without grad restrided in place past its elements, then written
+# With grad mode on but nothing requiring grad, autograd records nothing either: the view
+# is made of its base (as under no_grad), so a write through it reaches the elements
+# past its old ones, as eager's does (it was refused: soak 118309).
+
+
+def _gradless_member_restrided_then_written(x0, x1, x3):
+    x0.as_strided_((4, 4), (1, 4))  # rows 0..1 of b: x1's elements too
+    x0.lerp_(x3, 0.5)
+    return x0, x1 * 1
+
+
+def _gradless_view_restrided_then_written(x):
+    v = x[:, :2]
+    v.as_strided_((2, 4), (4, 1))  # rows 0..1 of x
+    v.mul_(2)
+    return x * 1, v
+
+
+def _split_columns() -> Any:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        x0, x1 = _r(4, 8).split(4, 1)
+        return [x0, x1, _r(4, 4)], []
+
+    return make
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_gradless_member_restrided_past_its_elements_then_written(compiler: str) -> None:
+    fn = _gradless_member_restrided_then_written
+    assert_like_eager(fn, _split_columns(), COMPILERS[compiler], calls=2)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_gradless_view_restrided_past_its_elements_then_written(compiler: str) -> None:
+    fn = _gradless_view_restrided_then_written
+    assert_like_eager(fn, _one_row_block(False), COMPILERS[compiler], calls=2)
+
+
+def _write_reaching_past_the_input(x3):
+    x3.as_strided_((4, 4), (1, 4))  # elements 0..15 of an (4, 8) storage
+    t = x3.detach()
+    with torch.no_grad():
+        t[1:3].zero_()  # elements 5, 6, 13, 14 belong to b[:, 4:]
+    return x3 * 1
+
+
+def _restrided_member_written_past_its_view(x3, x4):
+    x3.as_strided_((4, 4), (1, 4))
+    t = x3.detach()
+    with torch.no_grad():
+        t[1:3].zero_()
+    return x3 * 1, x4 + 0
+
+
+def _member_restrided_with_grad_mode_then_written(x0, x1):
+    x1.as_strided_((2, 2), (4, 1))  # (refused where x1 requires grad)
+    x1.mul_(torch.arange(1.0, 5.0, dtype=torch.float64).view(2, 2))
+    return x0 * 1, x1 + 0
+
+
+@pytest.mark.parametrize(
+    "fn, n",
+    [
+        (_write_reaching_past_the_input, 1),
+        (_restrided_member_written_past_its_view, 2),
+        (_member_restrided_with_grad_mode_then_written, 2),
+        (_gradless_member_restrided_then_written, 3),
+    ],
+)
+def test_a_gradless_restride_then_a_write_writes_the_callers_storage(fn: Any, n: int) -> None:
+    """The bytes past the input (``b[:, 4:]``'s, not passed or passed) are written as
+    eager writes them (these were refused: the graph did not hold them)."""
+    compiled = aotgrad.aot_function(fn, aotgrad.nop)
+    for _ in range(2):
+        b, other = _r(4, 8), _r(4, 4)
+        mine = b.clone()
+        outs = fn(*[b[:, :4], b[:, 4:], other][:n])
+        got = compiled(*[mine[:, :4], mine[:, 4:], other][:n])
+        assert torch.equal(b, mine)
+        for o, g in zip(outs, got):
+            assert torch.equal(o, g) and o.stride() == g.stride()
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_gradless_member_restrided_with_grad_mode_then_written(compiler: str) -> None:
+    fn = _member_restrided_with_grad_mode_then_written
+    assert_like_eager(fn, _columns(False), COMPILERS[compiler], calls=2)

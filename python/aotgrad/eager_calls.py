@@ -62,6 +62,7 @@ from .view_metadata_writes import (
 )
 from .view_nodes import (
     from_base,
+    gradless_view,
     inherits_requires_grad,
     requires_grad_by_base,
     restrided_view,
@@ -550,16 +551,17 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         at = t.storage_offset() if offset is None else offset
         if inplace:
             self._past_input(t, size, stride, at)
-        # unrecorded, an in-place restride of a view is rebuilt from its base
-        # (``write_metadata``)
-        rebase = inplace and not torch.is_grad_enabled() and self._eager_view(t) and t._is_view()
+        # unrecorded (no grad mode, or no grad anywhere), an in-place restride of a view is
+        # rebuilt from its base (``write_metadata``)
+        gradless = not torch.is_grad_enabled() or gradless_view(t)
+        rebase = inplace and gradless and self._eager_view(t) and t._is_view()
         agree = self.restrides.restride(
             "as_strided_" if inplace else "as_strided", t, size, stride, offset, rebase
         )
         if inplace:
             # beyond t's elements, eager's gradient drops the others (an as_strided of t),
             # unless unrecorded: t's next node is then an as_strided of its base
-            past = not within(t, size, stride, at) and torch.is_grad_enabled()
+            past = not within(t, size, stride, at) and not gradless
             fresh = None if past else restrided_view
             view = self._eager_view(t)
             self.earlier.changed(t, not view, restride=True)
