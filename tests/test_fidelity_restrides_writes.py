@@ -379,3 +379,30 @@ def test_a_gradless_restride_then_a_write_writes_the_callers_storage(fn: Any, n:
 def test_a_gradless_member_restrided_with_grad_mode_then_written(compiler: str) -> None:
     fn = _member_restrided_with_grad_mode_then_written
     assert_like_eager(fn, _columns(False), COMPILERS[compiler], calls=2)
+
+
+# ------------------ a sibling's metadata changed in place after the restride
+# ``x0.t_()`` bumps the version of the storage as a write does: eager rebuilds x1's node
+# from the base, whose gradient reaches x0's elements x1 now covers; the graph's stopped at
+# x1's old elements, silently (soak 119180).
+
+
+def _member_restrided_then_a_sibling_transposed(x0, x1):
+    x1.as_strided_((4, 4), (1, 4), 4)  # elements 4..19: x0's rows 1, 2 too
+    x0.t_()
+    return x1, x0
+
+
+def _member_restrided_then_a_sibling_transposed_read(x0, x1):
+    x1.as_strided_((2, 2), (4, 1))
+    x0.t_()
+    return x1 * 2, x0 * 1
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [_member_restrided_then_a_sibling_transposed, _member_restrided_then_a_sibling_transposed_read],
+)
+def test_a_member_restrided_then_a_sibling_changed_in_place(fn: Any, compiler: str) -> None:
+    assert_like_eager(fn, _columns(True), COMPILERS[compiler], calls=2)

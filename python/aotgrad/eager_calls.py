@@ -483,6 +483,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if func in _SWAPS:
             func, kwargs = torch.Tensor.transpose_, _as_dims(kwargs)
         self.earlier.changed(args[0], not self._eager_view(args[0]))
+        self.metadata_steps.rebuilt(self.restrides.metadata_written(args[0]))
         result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
         self.metadata_steps.note(args[0])
         return result

@@ -291,6 +291,14 @@ class Restrides:
             )
         return rebased
 
+    def metadata_written(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """Before ``t``'s metadata changes in place (``t_()`` bumps the version, as a write
+        does): the reachers rebased (none where a write would be refused, as before)."""
+        info = self.storages.get(StorageWeakRef(t.untyped_storage()))
+        if info is None:
+            return []
+        return self.reachers.before_write(t, info)[0]
+
     def note_view(self, t: torch.Tensor, view: torch.Tensor) -> None:
         """``view``: an ``as_strided`` of ``t``, at the caller's coordinates (``t`` itself,
         restrided in place); a reacher where ``restride`` found one."""
