@@ -135,7 +135,7 @@ def test_a_view_restrided_past_its_elements(fn: Any, rg: bool, compiler: str) ->
     assert_like_eager(fn, _columns(rg), COMPILERS[compiler], calls=2)
 
 
-@pytest.mark.parametrize("rg", [True, False])
+@pytest.mark.parametrize("rg", [True])  # (without grad: test_fidelity_restrides_writes)
 def test_a_write_after_a_recorded_restride_past_its_elements_is_refused(rg: bool) -> None:
     # recorded, eager's view chain passes through the old geometry (functionalization
     # cannot replay a write through an as_strided after the chain's first step)

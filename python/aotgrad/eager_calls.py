@@ -37,6 +37,7 @@ from .gradless_bases import GradlessBases
 from .inference_dirty import uncounted_dirty_marks
 from .inference_views import failed_inference_view, normal_view, uncounted_alias_write
 from .inplace_checks import (
+    DETACH_VIEW,
     inplace_error,
     leaf_in_overlap,
     leaves_sharing_storage,
@@ -65,6 +66,7 @@ from .view_metadata_writes import (
 )
 from .view_nodes import (
     from_base,
+    gradless_view,
     inherits_requires_grad,
     requires_grad_by_base,
     restrided_view,
@@ -139,15 +141,6 @@ _OWN_IDENTITY = frozenset(
         *_AS_STRIDED_,
         *(getattr(torch.Tensor, name) for name in METADATA_WRITES),
     }
-)
-
-
-_DETACH_VIEW = (
-    "Can't detach views in-place. Use detach() instead. If you are using "
-    "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
-    "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
-    "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
-    "torch/optim/optimizer.py as the solution."
 )
 
 
@@ -358,6 +351,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if refusal is not None:
                 raise refusal
         self.earlier.note(result)
+        if self.restrides.reachers:
+            self.restrides.reachers.note_result(args, result)
         written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs or {})
         if (
             isinstance(written, torch.Tensor)
@@ -471,6 +466,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if func in _SWAPS:
             func, kwargs = torch.Tensor.transpose_, _as_dims(kwargs)
         self.earlier.changed(args[0], not self._eager_view(args[0]))
+        self.metadata_steps.rebuilt(self.restrides.metadata_written(args[0]))
         if id(args[0]) in self.synthetic.member_leaves and leaf_view_of_gradless(args[0]):
             result = func(*args, **kwargs)  # (a plain leaf: ``synthetic_base._MetadataWrites``)
         else:
@@ -514,7 +510,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         done, result = False, None
         written = written_tensor(func, args, kwargs)
         if written is not None and getattr(func, "__name__", "") not in METADATA_WRITES:
-            self.restrides.check_write(written)
+            self.metadata_steps.rebuilt(self.restrides.check_write(written))
             done, result = overlapping_write(func, args, kwargs)
         elif func is _SETITEM and len(args) == 3:
             done, result = overlapping_setitem(args)
@@ -542,16 +538,17 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         at = t.storage_offset() if offset is None else offset
         if inplace:
             self._past_input(t, size, stride, at)
-        # unrecorded, an in-place restride of a view is rebuilt from its base
-        # (``write_metadata``)
-        rebase = inplace and not torch.is_grad_enabled() and self._eager_view(t) and t._is_view()
+        # unrecorded (no grad mode, or no grad anywhere), an in-place restride of a view is
+        # rebuilt from its base (``write_metadata``)
+        gradless = not torch.is_grad_enabled() or gradless_view(t)
+        rebase = inplace and gradless and self._eager_view(t) and t._is_view()
         agree = self.restrides.restride(
             "as_strided_" if inplace else "as_strided", t, size, stride, offset, rebase
         )
         if inplace:
             # beyond t's elements, eager's gradient drops the others (an as_strided of t),
             # unless unrecorded: t's next node is then an as_strided of its base
-            past = not within(t, size, stride, at) and torch.is_grad_enabled()
+            past = not within(t, size, stride, at) and not gradless
             fresh = None if past else restrided_view
             view = self._eager_view(t)
             self.earlier.changed(t, not view, restride=True)
@@ -609,7 +606,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     def _before_detach(self, t: Any) -> None:
         """``t.detach_()``: refused on an input view, as eager's; recorded on an input."""
         if id(t) in self.views:
-            raise EagerRefusal(_DETACH_VIEW)
+            raise EagerRefusal(DETACH_VIEW)
         self._leaf_written_before(t)
         if id(t) in self.inputs and t.grad_fn is not None:
             self.input_detached.setdefault(id(t), (t.grad_fn, t._version))

@@ -29,7 +29,22 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import EagerRefusal, NeedsSyntheticBase
 
-__all__ = ["inplace_error", "raise_leaf_in_overlap", "written_tensor", "zero_dim_mask"]
+__all__ = [
+    "DETACH_VIEW",
+    "inplace_error",
+    "raise_leaf_in_overlap",
+    "written_tensor",
+    "zero_dim_mask",
+]
+
+#: Eager's error for ``detach_()`` of a view.
+DETACH_VIEW = (
+    "Can't detach views in-place. Use detach() instead. If you are using "
+    "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
+    "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
+    "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
+    "torch/optim/optimizer.py as the solution."
+)
 
 #: In-place by name, but no write autograd or TensorIterator checks.
 _NOT_WRITES = frozenset({"requires_grad_", "detach_", "share_memory_", "retain_grad_"})

@@ -33,16 +33,26 @@ class MetadataSteps:
             if isinstance(t, torch.Tensor)
         }
         self.steps: dict[int, list[tuple[ViewSpec, bool]]] = {}
+        #: Tensors autograd rebuilds from their base since their last change, by id
+        #: (``rebuilt``): a synthetic base's member is replayed as changed unrecorded
+        #: (``alias.synthetic_base``).
+        self.rebuilt_ids: set[int] = set()
 
     def note(self, t: Any) -> None:
         """``t`` had its metadata changed in place: if an input, its layout now, and
         whether autograd recorded the change (grad mode on, ``t`` requiring grad)."""
+        self.rebuilt_ids.discard(id(t))
         known = self.inputs.get(id(t))
         if known is None:
             return
         position, start = known
         recorded = torch.is_grad_enabled() and t.requires_grad
         self.steps.setdefault(position, []).append((ViewSpec.at(t, start), recorded))
+
+    def rebuilt(self, tensors: Sequence[Any]) -> None:
+        """``tensors``: restrided past their elements (``restrides.Reachers``), now
+        rebuilt by autograd from their base as a plain ``as_strided`` after a write."""
+        self.rebuilt_ids.update(id(t) for t in tensors)
 
     def recorded_last(self) -> list[int]:
         """The inputs whose last change autograd recorded: one that did not require grad

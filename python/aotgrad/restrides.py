@@ -17,14 +17,18 @@ the run is over, after eager's own refusals):
   input's own;
 - once a view was restrided in place to elements it did not cover, a write through it
   outside its old elements (functionalization replays it into the old geometry);
-- once an ``as_strided`` view reached outside the input (or, requiring grad, outside the
-  tensor it was taken from), any write to the storage (the view is rebuilt from the
-  traced value, or differentiated otherwise).
+- once an ``as_strided`` view reached outside the input, any write to the storage (the
+  view is rebuilt from the traced value);
+- once one requiring grad reached outside only the tensor it was taken from, a write
+  through it, or one with a view of it alive, or not through its base or a view of it
+  (``Reachers``: at any other write it is given eager's record, an ``as_strided`` of
+  its base, whose gradient reaches those elements).
 """
 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +36,7 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten
 
 from .errors import UnsupportedError
 
@@ -185,6 +190,9 @@ class Restrides:
         self.refusal: UnsupportedError | None = None
         #: as_strided views (by id) of inputs written since they were taken
         self.stale_views: dict[int, _InputStorage] = {}
+        #: Views past the tensor they were taken from, requiring grad (``Reachers``).
+        self.reachers = Reachers()
+        self._pending: _InputStorage | None = None
         grad = torch.is_grad_enabled()  # the call's grad mode: the joint trace's copies
         for t in inputs:
             if isinstance(t, torch.Tensor):
@@ -203,6 +211,7 @@ class Restrides:
         may then be taken from ``t``'s base); keeps a refusal where eager's result cannot
         be had. ``rebased``: the view will be an ``as_strided`` of ``t``'s base (an
         unrecorded restride in place), whose gradient reaches the elements ``t`` lacks."""
+        self._pending = None
         info = self.storages.get(StorageWeakRef(t.untyped_storage()))
         if info is None:
             return True
@@ -228,8 +237,15 @@ class Restrides:
         mine = _static(t.shape, t.stride(), t.storage_offset())
         if new is None or mine is None or not _elements(new) <= _elements(mine):
             # outside the input: the rebuilt view reads other elements; outside only the
-            # tensor it came from: its gradient misses them
-            info.reached_out = info.reached_out or outside or (t.requires_grad and not rebased)
+            # tensor it came from: its gradient misses them (a view made under no_grad
+            # has none; one restrided in place keeps ``t``'s)
+            inplace = name == "as_strided_"
+            grad = t.requires_grad and (torch.is_grad_enabled() or inplace)
+            info.reached_out = info.reached_out or outside
+            if grad and not rebased and not outside:
+                self._pending = info
+                if inplace:
+                    self.note_view(t, t)
         if name == "as_strided_" and t._base is not None and new is not None:
             old = _static(t.shape, t.stride(), t.storage_offset())
             if old is not None:
@@ -238,11 +254,16 @@ class Restrides:
                     info.narrowed.append(before)
         return not shift
 
-    def check_write(self, written: torch.Tensor) -> None:
-        """Refuse a write through ``written`` whose bytes the compiled graph would lose."""
+    def check_write(self, written: torch.Tensor) -> list[torch.Tensor]:
+        """Refuse a write through ``written`` whose bytes the compiled graph would lose;
+        the reachers it rebases (``Reachers.before_write``)."""
         info = self.storages.get(StorageWeakRef(written.untyped_storage()))
         if info is None or not info.restrided:
-            return
+            return []
+        rebased, refusal = self.reachers.before_write(written, info)
+        if refusal is not None:
+            self.keep_refusal(refusal)
+            return rebased
         if info.views and not info.keeps_coordinates() and not _via_as_strided(written):
             self.stale_views.update((v, info) for v in info.views)  # ``note_reads``
         if info.reached_out:
@@ -251,13 +272,13 @@ class Restrides:
                 "outside the tensor it was taken from (the view would be rebuilt from the "
                 "traced value, which does not hold them as the caller's storage does)"
             )
-            return
+            return rebased
         if info.layout is None:
-            return
+            return rebased
         shift = info.shift()
         mine = _static(written.shape, written.stride(), value_offset(written))
         if shift is None or mine is None:
-            return
+            return rebased
         elements = _elements(mine, shift)
         narrowed = info.narrowed and _restrided_in_place(written)
         if not elements <= _elements(info.layout) or (
@@ -268,12 +289,25 @@ class Restrides:
                 f"{tuple(written.stride())} on an input's storage restrided by as_strided "
                 "reaches elements the compiled graph does not hold"
             )
+        return rebased
+
+    def metadata_written(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """Before ``t``'s metadata changes in place (``t_()`` bumps the version, as a write
+        does): the reachers rebased (none where a write would be refused, as before)."""
+        info = self.storages.get(StorageWeakRef(t.untyped_storage()))
+        if info is None:
+            return []
+        return self.reachers.before_write(t, info)[0]
 
     def note_view(self, t: torch.Tensor, view: torch.Tensor) -> None:
-        """``view``: an ``as_strided`` of ``t``, at the caller's coordinates."""
+        """``view``: an ``as_strided`` of ``t``, at the caller's coordinates (``t`` itself,
+        restrided in place); a reacher where ``restride`` found one."""
         info = self.storages.get(StorageWeakRef(t.untyped_storage()))
-        if info is not None:
+        if info is not None and view is not t:
             info.views.add(id(view))
+        if self._pending is not None:
+            self.reachers.add(view, self._pending)
+            self._pending = None
 
     def note_reads(self, args: Any) -> None:
         """An op's arguments: one of ``stale_views`` read after a write to its input."""
@@ -313,3 +347,76 @@ class Restrides:
             if self.refusal is not None and geometry and not isinstance(e, UnsupportedError):
                 raise self.refusal from e
             raise
+
+
+class Reachers:
+    """Tensors an ``as_strided`` (or ``as_strided_``) with grad made past the elements of
+    the tensor it was taken from, inside the input, and the views made of them since.
+
+    Eager records a view of a plain tensor as an ``as_strided`` of its base: until the
+    storage is written, its node is the ``as_strided`` of the tensor it was taken from
+    (whose gradient drops the elements past it), after a write it is rebuilt from the
+    base (whose gradient reaches them). Traced, the view's record is its chain of view
+    ops, rebuilt through the narrower tensor. At a write (one that bumps the base's
+    version: through the base or a view of it) each reacher is given eager's record, an
+    ``as_strided`` of its base; a write through one, or with a view of one alive (whose
+    record would be rebuilt through the old chain), is refused."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[int, tuple[torch.Tensor, _InputStorage]] = {}
+        self.derived: dict[int, weakref.ref] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.tensors)
+
+    def add(self, t: torch.Tensor, info: _InputStorage) -> None:
+        self.tensors[id(t)] = (t, info)
+
+    def note_result(self, args: Any, result: Any) -> None:
+        """An op's result: a view of a reacher (or of such a view) is tracked."""
+        known = {*self.tensors, *self.derived}
+        if not any(id(a) in known for a in tree_flatten(args)[0]):
+            return
+        for r in tree_flatten(result)[0]:
+            if isinstance(r, torch.Tensor) and r._is_view() and id(r) not in self.tensors:
+                self.derived[id(r)] = weakref.ref(r)
+
+    def _derived_alive(self) -> bool:
+        return any(ref() is not None for ref in self.derived.values())
+
+    def before_write(
+        self, written: torch.Tensor, info: _InputStorage
+    ) -> tuple[list[torch.Tensor], str | None]:
+        """Before a write through ``written`` on ``info``'s storage: the reachers of it
+        rebased, or why the write is refused."""
+        mine = [t for t, i in self.tensors.values() if i is info]
+        if not mine:
+            return [], None
+        ref = self.derived.get(id(written))
+        through = id(written) in self.tensors or (ref is not None and ref() is written)
+        bases = {id(t._base) for t in mine}
+        counted = id(written) in bases or id(written._base) in bases
+        if through or self._derived_alive() or not counted or len(bases) != 1:
+            return [], (
+                "a write to an input's storage after an as_strided view reached elements "
+                "outside the tensor it was taken from (the view would be rebuilt from the "
+                "traced value, which does not hold them as the caller's storage does, or "
+                "differentiated otherwise)"
+            )
+        for t in mine:
+            _rebase(t)
+            del self.tensors[id(t)]
+        return mine, None
+
+
+def _rebase(t: torch.Tensor) -> None:
+    """``t`` given eager's record of it: an ``as_strided`` of its base at its geometry
+    (its functional value too: the runtime rebuilds it so in the caller's storage)."""
+    with torch.inference_mode(False), torch.enable_grad():
+        fresh = t._base.as_strided(t.size(), t.stride(), t.storage_offset())
+    if t.requires_grad and not fresh.requires_grad:
+        fresh.requires_grad_(True)
+    creation = torch._C._autograd._get_creation_meta(t)
+    torch._C._swap_tensor_impl(t, fresh)
+    torch._C._autograd._set_creation_meta(t, creation)
+    t.elem = fresh.elem

@@ -111,6 +111,16 @@ def requires_grad_by_base(o: torch.Tensor) -> bool:
     return o._is_view() and o._base is not None and o._base.requires_grad
 
 
+def gradless_view(t: torch.Tensor) -> bool:
+    """A view that neither requires grad nor has a base that does, of a base of its own
+    dtype: an in-place restride of it is as one made under no_grad (nothing records it,
+    and ``restrided_view`` makes it of its base)."""
+    base = t._base
+    return (
+        base is not None and base.dtype == t.dtype and not (t.requires_grad or base.requires_grad)
+    )
+
+
 def restrided_view(t: torch.Tensor) -> torch.Tensor:
     """``t`` after ``as_strided_``, as a view of its base (an ``as_strided`` after a view
     chain's first step is banned under functionalization)."""

@@ -264,6 +264,14 @@ def _changed_leaves(
                     first.add(i)
 
 
+def _note_rebuilt(calls: Any, built: dict[int, Any], with_grad: dict[int, bool]) -> None:
+    """Members restrided past their elements whose node a later write made autograd
+    rebuild from the base (``restrides.Reachers``): replayed as changed unrecorded."""
+    if calls is not None:
+        rebuilt = calls.metadata_steps.rebuilt_ids
+        with_grad.update((i, False) for i, t in built.items() if id(t) in rebuilt)
+
+
 def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
     """A member that is a leaf of its own (``_Group.leaves``) which a write with grad to
     the group moved into the graph's interior: eager's backward raises reaching its
@@ -479,6 +487,7 @@ class SyntheticBase:
             members = {id(t): i for i, t in built.items()}
             with _MetadataWrites(members, changed_with_grad, unrecorded) as writes:
                 out = flat_fn(*(built[i] if i in built else next(rest) for i in range(n)))
+            _note_rebuilt(calls, built, changed_with_grad)
             _refuse_histories_of_aliases(groups, built)
             _changed_leaves(groups, built, graph_inputs, writes.as_leaf, layout_first)
             # (a trace's ``retain_grad()`` is only recorded: ``EagerCalls.retained``)
