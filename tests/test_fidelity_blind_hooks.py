@@ -90,13 +90,6 @@ KNOWN: list[tuple[str, list[str], str]] = [
         "backward raise RuntimeError (torch's aot_eager too; backend='eager' matches)",
     ),
     (
-        "p53_hook_on_unsqueezed_intermediate_view",
-        ALL,
-        "a shape-dependent hook on a view of an intermediate, then unsqueeze_() on the view: "
-        "the leaves' gradients differ (the hook sees the later shape?); torch's aot_eager has "
-        "eager's gradients (it differs only in is_view/_version)",
-    ),
-    (
         "p54_hook_then_retain_grad_on_output",
         DYN,
         "Dynamo: the retained .grad of an output hooked before retain_grad() is the gradient "

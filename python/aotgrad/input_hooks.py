@@ -68,13 +68,15 @@ class InputHooks:
         self.kept: set[int] = set()
         #: Hooks registered in the trace: ``(tensor, hook, handle, node)``, ``node`` the
         #: tensor's ``grad_fn`` then (the node eager's hook sits on).
-        self.traced_hooks: list[tuple[Any, Callable, Any, Any]] = []
+        self.traced_hooks: list[tuple[Any, Callable, Any, Any, Any]] = []
 
     def note(self, func: Any, args: Sequence[Any], handle: Any) -> None:
         """A hook the trace registered (on a tensor the function made, or kept): the
         runtime registers it again on an output rebuilt as a view (``of_outputs``)."""
         if func is _REGISTER_HOOK and len(args) == 2 and not holds_traced_values(args[1]):
-            self.traced_hooks.append((args[0], args[1], handle, args[0].grad_fn))
+            t = args[0]
+            laid = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+            self.traced_hooks.append((t, args[1], handle, t.grad_fn, laid))
 
     def takes(self, func: Any, args: Sequence[Any], inputs: frozenset[int]) -> bool:
         """Whether ``func(*args)`` registers a hook this records (on an input that
@@ -119,16 +121,20 @@ class InputHooks:
 
 
 def hooks_of_outputs(
-    traced: Sequence[tuple[Any, Callable, Any, Any]], outs: Sequence[Any], rebuilt: Sequence[int]
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
+    outs: Sequence[Any],
+    rebuilt: Sequence[int],
 ) -> list[tuple[int, Callable]]:
     """``(output, hook)`` of each hook still registered on a ``rebuilt`` output (a view
     the runtime makes of the real input or base): the caller's gradient reaches it
     there, not through the compiled backward where the traced hook runs. One output per
     hook: an output returned twice (``return t, t``) is one object to the caller too."""
     found = []
-    for t, hook, handle, _ in traced:
+    for t, hook, handle, node, laid in traced:
         if handle.id not in (t._backward_hooks or {}):
             continue  # removed inside the function
+        if _relaid_since(t, node, laid):
+            continue  # (``views_through_output_hooks``: a ``HookedView`` at that layout)
         k = next((k for k in rebuilt if outs[k] is t), None)
         if k is not None:
             found.append((k, hook))
@@ -136,7 +142,9 @@ def hooks_of_outputs(
 
 
 def hooks_on_members(
-    traced: Sequence[tuple[Any, Callable, Any, Any]], members: dict[int, int], outs: Sequence[Any]
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
+    members: dict[int, int],
+    outs: Sequence[Any],
 ) -> tuple[dict[int, list[Callable]], dict[int, int]]:
     """The traced hooks on synthetic-base members (``members``: stand-in id → member)
     that sit on the member's node when the function returns, and the outputs made of
@@ -157,14 +165,16 @@ def hooks_on_members(
 
 
 def views_through_output_hooks(
-    traced: Sequence[tuple[Any, Callable, Any, Any]], outs: Sequence[Any], rebuilt: Sequence[int]
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
+    outs: Sequence[Any],
+    rebuilt: Sequence[int],
 ) -> list[HookedView]:
     """Rebuilt outputs viewed through the node a traced hook sits on (``v.register_hook(h);
     return v.view(4, 4)``): eager's gradient of the view passes through ``v``'s hook;
     rebuilt of the input, it did not. The runtime makes them of ``v``: of the rebuilt
     output where ``v`` is one (its hook is an output hook), else of ``v`` remade with
     its hooks (``HookedView``)."""
-    found: list[HookedView] = []
+    found = _relaid_outputs(traced, outs, rebuilt)
     for t, hook, node in _on_their_nodes(traced):
         views = [j for j in rebuilt if _view_through(outs[j], t, node)]
         k = next((k for k in rebuilt if outs[k] is t), None)
@@ -188,8 +198,14 @@ class HookedView:
     outputs: list[int]
 
     @classmethod
-    def of(cls, t: Any, anchor: Any, hook: Callable, outputs: list[int]) -> HookedView:
-        layout = (tuple(t.shape), tuple(t.stride()), t.storage_offset() - anchor.storage_offset())
+    def of(
+        cls, t: Any, anchor: Any, hook: Callable, outputs: list[int], at: Any = None
+    ) -> HookedView:
+        """``t``'s (or ``at``: sizes, strides, offset from ``t``'s) view of ``anchor``."""
+        if at is None:
+            at = (tuple(t.shape), tuple(t.stride()), 0)
+        delta = t.storage_offset() - anchor.storage_offset()
+        layout = (tuple(at[0]), tuple(at[1]), delta + at[2])
         if not all(type(v) is int for v in (*layout[0], *layout[1], layout[2])):
             raise EagerRefusal(
                 "outputs viewed of a hooked view the function does not return, with "
@@ -237,15 +253,40 @@ def remake_views_of(outs: list[Any], through: dict[int, Any]) -> None:
             outs[j].retain_grad()
 
 
+def _relaid_since(t: Any, node: Any, laid: Any) -> bool:
+    """Whether ``t``'s metadata changed in place since a hook was registered on it
+    (``v.register_hook(h); v.unsqueeze_(0)``): eager's hook stays on the old node."""
+    now = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    return node is not None and t.grad_fn is not node and now != laid
+
+
+def _relaid_outputs(
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]], outs: Sequence[Any], rebuilt: Any
+) -> list[HookedView]:
+    """Rebuilt outputs hooked before an in-place metadata change: eager's hook sits on
+    the node the output had then, and sees the gradient at that layout (blind probe
+    p53: registered on the returned output, it saw the new one). Each is remade as a
+    view of that layout with the hook, the output a view of it."""
+    found = []
+    for t, hook, handle, node, laid in traced:
+        k = next((k for k in rebuilt if outs[k] is t), None)
+        if k is None or handle.id not in (t._backward_hooks or {}):
+            continue
+        if _relaid_since(t, node, laid):
+            at = (laid[0], laid[1], laid[2] - t.storage_offset())
+            found.append(HookedView.of(t, outs[k], hook, [k], at))
+    return found
+
+
 def _on_their_nodes(
-    traced: Sequence[tuple[Any, Callable, Any, Any]],
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
 ) -> list[tuple[Any, Callable, Any]]:
     """``(tensor, hook, node)`` of the traced hooks still registered whose tensor's node
     at the function's end is the one the hook was registered on (a later write, or one
     through another view of its base, gives it another: eager's hook stays behind)."""
     return [
         (t, hook, node)
-        for t, hook, handle, node in traced
+        for t, hook, handle, node, _ in traced
         if node is not None and handle.id in (t._backward_hooks or {}) and t.grad_fn is node
     ]
 

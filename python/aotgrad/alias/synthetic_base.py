@@ -272,6 +272,17 @@ def _note_rebuilt(calls: Any, built: dict[int, Any], with_grad: dict[int, bool])
         with_grad.update((i, False) for i, t in built.items() if id(t) in rebuilt)
 
 
+def _built_members(groups: Sequence[_Group], graph_inputs: Sequence[Any]) -> dict[int, Any]:
+    """Each group's members, rebuilt as views of its base (member position → tensor)."""
+    built: dict[int, Any] = {}
+    for g, base in zip(groups, graph_inputs):
+        leaves = g.leaves or (False,) * len(g.views)
+        made = (_member(base, *m) for m in zip(g.views, g.creation, leaves))
+        detached = g.detached or (False,) * len(g.views)
+        built.update((i, t.detach() if d else t) for i, t, d in zip(g.members, made, detached))
+    return built
+
+
 def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) -> None:
     """A member that is a leaf of its own (``_Group.leaves``) which a write with grad to
     the group moved into the graph's interior: eager's backward raises reaching its
@@ -467,14 +478,7 @@ class SyntheticBase:
         member_hooks, views_through = self.member_hooks, self.views_through_hooks
 
         def with_base(*graph_inputs: Any) -> Any:
-            built: dict[int, Any] = {}
-            for g, base in zip(groups, graph_inputs):
-                leaves = g.leaves or (False,) * len(g.views)
-                made = (_member(base, *m) for m in zip(g.views, g.creation, leaves))
-                detached = g.detached or (False,) * len(g.views)
-                built.update(
-                    (i, t.detach() if d else t) for i, t, d in zip(g.members, made, detached)
-                )
+            built = _built_members(groups, graph_inputs)
             calls = EagerCalls.active()
             if calls is not None:  # a member that is, or is made, a leaf: the caller's
                 calls.synthetic.member_leaves.update((id(t), i) for i, t in built.items())

@@ -152,23 +152,13 @@ class _JointTrace(SavedReads):
         self.fn = fn
         self.fake_args = fake_args
         self.metadata = meta
-        plan = meta.plan
         # Inputs that require grad and are written: the function runs on a clone, so that
         # autograd.grad differentiates with respect to the value from before the write.
         # So do those it detach_()es: what it computed from them before still reaches
         # the caller's tensor (requires_grad_(False) on a leaf stops its gradient: eager's
         # AccumulateGrad skips a leaf that no longer requires grad).
         self.requires_grad = [getattr(a, "requires_grad", False) for a in fake_args]
-        detached = {
-            i
-            for i, flag in meta.requires_grad_changes.items()
-            if not flag and i not in meta.requires_grad_flag_off
-        }
-        self.cloned = {
-            i
-            for i, v in enumerate(plan.inputs)
-            if self.requires_grad[i] and (v != alias.InputVerdict.UNMUTATED or i in detached)
-        }
+        self.cloned = self._cloned(meta)
         self.num_tokens = 0
         self.written_in_backward: list[int] = []
         self.backward_version_deltas: list[int] = []
@@ -209,6 +199,19 @@ class _JointTrace(SavedReads):
         self.final_versions: list[int] = []
         self.watched_inputs: dict[int, tuple[int, ...]] = {}
         self.edgeless = self._edgeless_inputs()
+
+    def _cloned(self, meta: TraceMetadata) -> set[int]:
+        """The inputs the function runs on a clone of (see ``__init__``)."""
+        detached = {
+            i
+            for i, flag in meta.requires_grad_changes.items()
+            if not flag and i not in meta.requires_grad_flag_off
+        }
+        return {
+            i
+            for i, v in enumerate(meta.plan.inputs)
+            if self.requires_grad[i] and (v != alias.InputVerdict.UNMUTATED or i in detached)
+        }
 
     def run(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
         """The traced function: the forward, then the backward of its differentiable
