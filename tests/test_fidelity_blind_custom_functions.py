@@ -76,6 +76,20 @@ KNOWN: list[tuple[str, list[str], str]] = [
         "and replays eagerly with EagerReplayWarning (eager raises only at backward); Dynamo "
         "and torch's aot_eager match eager",
     ),
+    (
+        "c119_dirty_overlap_flag_flip",
+        DYN,
+        "Dynamo: on the second call (base gradless) Ident.apply(x1) returns x1 itself, eager a "
+        "view of it (as c12); backend='eager' too; torch's aot_eager fails harder: the first "
+        "call raises BackendCompilerFailed (AssertionError: outs_to_grad length (3) != "
+        "tangents length (2))",
+    ),
+    (
+        "c122_nomat_flag_flip",
+        DYN,
+        "Dynamo: as c20, the unused output's gradient reaches a set_materialize_grads(False) "
+        "backward as zeros where eager passes None; torch's aot_eager and backend='eager' too",
+    ),
 ]
 _KNOWN = {(n, c): r for n, cs, r in KNOWN for c in cs}
 
