@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+import fidelity_blind_custom_function_programs_b  # noqa: F401  (registers its programs)
+import fidelity_blind_custom_function_programs_c  # noqa: F401  (registers its programs)
 from eager_oracle import COMPILERS, assert_like_eager
 from fidelity_blind_custom_function_programs import CASES
 
