@@ -265,3 +265,17 @@ def test_untraceable_write_runs_eagerly(compiler: str) -> None:
             COMPILERS[compiler],
             calls=2,
         )
+
+
+@pytest.mark.parametrize("seed", [117240, 118139, 118056, 119548])
+def test_no_grad_views_of_written_bases_as_in_eager(seed: int) -> None:
+    """Soak programs found at this round's merge: a synthetic-base member made under
+    ``no_grad`` whose base was written with grad. Noting which members an op used read
+    such a view's node, which raises: traced, the call ran eagerly (118056, 119548). And
+    a view made under no_grad traced with no gradient edge saved nothing, so eager's
+    backward error at the caller's later write was lost (117240, 118139: that treatment
+    was taken back)."""
+    from fidelity_programs import check
+
+    r = check(seed, "aot_module")
+    assert r.status in ("ok", "eager_raises_ok"), (r.status, [str(f) for f in r.findings])

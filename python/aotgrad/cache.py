@@ -45,7 +45,6 @@ import torch.fx as fx
 
 from . import graph_records, guards
 from .program import AotOptions, CompiledArtifact, PartitionedProgram
-from .view_nodes import gradient_edgeless
 
 #: 2: graphs stored node by node (graph_records), no longer re-traced;
 #: 3: each node's fake value described (``describe_values``), rebuilt without running ops;
@@ -78,15 +77,10 @@ def code_fingerprint() -> str:
 def _leaf(x: torch.Tensor) -> bool | str | None:
     """Whether ``x`` is a leaf, where it requires grad (the trace depends on it: a
     leaf's autocast casts are cached, a non-leaf input may be written; ``"retains"``: one
-    that retains grad); ``"edgeless"``
-    for a view made under no_grad without a gradient edge (``view_nodes``: the graph
-    computes no gradient for it)."""
+    that retains grad: the backward computes its .grad where the function writes it,
+    ``input_hooks.retained_written_inputs``)."""
     if not x.requires_grad:
         return None
-    if gradient_edgeless(x):
-        return "edgeless"
-    # (a non-leaf retaining grad: the backward computes its .grad where the function
-    # writes it, ``input_hooks.retained_written_inputs``)
     return "retains" if not x.is_leaf and x.retains_grad else x.is_leaf
 
 

@@ -27,7 +27,6 @@ from .eager_replay import EagerReplays, replaying
 from .errors import raised_while_tracing
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
 from .trace.autocast_casts import autocast_casts_in, leaves_as_compiled
-from .view_nodes import gradient_edgeless
 
 
 def aot_module_simplified(
@@ -185,12 +184,6 @@ def _compiled_under_dynamo(
         checks.append(lambda args: _storage_sharing(args) == shared)
         written = {*layout.mutated_inputs, *layout.metadata_mutations}
         checks.append(_written_leaves_as_compiled(graph_inputs[n:], [i - n for i in written]))
-    edgeless = _edgeless_inputs(graph_inputs[n:])
-    if edgeless or layout.watched_inputs or layout.watched_outputs or layout.watched_bases:
-        # Dynamo does not guard whether an input is a view made under no_grad without a
-        # gradient edge: the graph differentiates the inputs that were not, and checks
-        # what eager saved to (a write to ``x0`` after ``x3 @ x0`` of such an ``x3``)
-        checks.append(lambda args: _edgeless_inputs(args) == edgeless)
     if autocast_casts_in(lifted.mod):
         # The graph shares one autocast cast per weight where eager caches it: a leaf.
         # Dynamo does not guard whether an input is one (a clone where there was a leaf).
@@ -360,18 +353,6 @@ def _fakify_with_context(fake_mode: Any, inputs: Sequence[Any], tc: Any, dynamic
                 )
             else:
                 out.append(fake_mode.from_tensor(x, static_shapes=not dynamic))
-            if gradient_edgeless(x):
-                out[-1]._aotgrad_edgeless = True  # (as ``trace.fakes`` marks its own)
         else:
             out.append(x)
     return out
-
-
-def _edgeless_inputs(args: Sequence[Any]) -> frozenset[int]:
-    """The inputs that are views made under no_grad without a gradient edge
-    (``view_nodes.gradient_edgeless``: their graph computes no gradient for them)."""
-    return frozenset(
-        i
-        for i, a in enumerate(args)
-        if isinstance(a, torch.Tensor) and a.requires_grad and gradient_edgeless(a)
-    )

@@ -167,9 +167,6 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     #: Of the stand-ins of inputs that are views, the views of a leaf that requires grad
     #: (written in place with grad on, or given new metadata, eager raises).
     leaf_views: frozenset[int] = frozenset()
-    #: Stand-ins of views the caller made under no_grad without a gradient edge
-    #: (``view_nodes.gradient_edgeless``, marked on their fakes).
-    edgeless: frozenset[int] = frozenset()
     #: Leaf inputs' stand-ins on a storage another input shares → their position
     #: (``inplace_checks.leaves_sharing_storage``).
     shared_leaves: dict[int, int] = {}
@@ -275,9 +272,6 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
         calls.shared_leaves = leaves_sharing_storage(pairs)
-        calls.edgeless = frozenset(
-            id(a) for a, o in pairs if getattr(o, "_aotgrad_edgeless", False)
-        )
         calls.flag_dropped = set()
         calls.flag_kept_by_base = frozenset(
             id(a) for a, o in pairs if id(a) in calls.leaves and requires_grad_by_base(o)
@@ -638,13 +632,6 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         t = args[0]
         if id(t) in self.leaves:
             flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-            if flag and id(t) in self.edgeless:
-                # eager's gives the caller's view an accumulator: its gradient then
-                # reaches ``.grad``; the compiled graph has no edge to give it
-                raise EagerRefusal(
-                    "requires_grad_() on an input view made under no_grad (it requires "
-                    "grad through its base, without a gradient edge): run eagerly"
-                )
             if not flag and id(t) in self.flag_kept_by_base:
                 # eager's own flag goes off; its base keeps it requiring grad, without an
                 # accumulator: the runtime turns the caller's flag off before the graph

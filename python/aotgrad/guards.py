@@ -53,7 +53,6 @@ import torch
 # Whether two inputs can reach a common byte: the same test that decides synthetic bases.
 from .alias.storage import overlaps as overlapping
 from .errors import UnsupportedError
-from .view_nodes import gradient_edgeless
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
@@ -193,14 +192,11 @@ def call_key(
 
 def _is_leaf(t: torch.Tensor) -> bool | str:
     """``t.is_leaf``; ``"stale"`` where reading its node raises (a no_grad view whose
-    base was written with grad): the call then raises as eager's does; ``"edgeless"``
-    for a no_grad view without a gradient edge (``view_nodes.gradient_edgeless``): its
-    graph computes no gradient for it."""
+    base was written with grad): the call then raises as eager's does."""
     try:
-        leaf = t.is_leaf
+        return t.is_leaf
     except RuntimeError:
         return "stale"
-    return "edgeless" if leaf and t._is_view() and gradient_edgeless(t) else leaf
 
 
 def _without_storage(t: torch.Tensor, position: int) -> UnsupportedError:

@@ -8,12 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 __all__ = [
     "VIEW_NODES",
     "from_base",
-    "gradient_edgeless",
     "inherits_requires_grad",
     "requires_grad_by_base",
     "restrided_view",
@@ -90,19 +88,6 @@ def inherits_requires_grad(t: torch.Tensor) -> bool:
         return t.grad_fn is None
     except RuntimeError:  # a stale one (its base written with grad): eager's call reads none
         return False
-
-
-def gradient_edgeless(t: torch.Tensor) -> bool:
-    """``t`` (a real tensor) requires grad through its base only (``inherits_requires_grad``)
-    and its own flag is off: autograd gives it no edge, so eager's ops on it record no
-    gradient for it and save nothing to compute one (``x3 @ x0`` saves no ``x0``). The
-    caller's ``requires_grad_()`` gives it an accumulator of its own."""
-    if not (t.requires_grad and inherits_requires_grad(t)):
-        return False
-    # (outside the tracing modes: a fake mode on would answer of the fake of ``t``)
-    with torch.enable_grad(), _disable_current_modes():
-        node = t.view_as(t).grad_fn
-    return node is not None and node.next_functions[0][0] is None
 
 
 def requires_grad_by_base(o: torch.Tensor) -> bool:

@@ -206,7 +206,7 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
 
     def _note_uses(self, args: Any, kwargs: Any, result: Any) -> None:
         outs = torch.utils._pytree.tree_leaves(result)
-        if not any(isinstance(o, torch.Tensor) and o.grad_fn is not None for o in outs):
+        if not any(isinstance(o, torch.Tensor) and _has_node(o) for o in outs):
             return
         for t in torch.utils._pytree.tree_leaves((args, kwargs)):
             i = self.members.get(id(t))
@@ -270,6 +270,15 @@ def _note_rebuilt(calls: Any, built: dict[int, Any], with_grad: dict[int, bool])
     if calls is not None:
         rebuilt = calls.metadata_steps.rebuilt_ids
         with_grad.update((i, False) for i, t in built.items() if id(t) in rebuilt)
+
+
+def _has_node(t: torch.Tensor) -> bool:
+    """Whether ``t`` has a node; False where reading it raises (a view made under
+    ``no_grad`` whose base was written with grad: eager raises where it is used)."""
+    try:
+        return t.grad_fn is not None
+    except RuntimeError:
+        return False
 
 
 def _built_members(groups: Sequence[_Group], graph_inputs: Sequence[Any]) -> dict[int, Any]:

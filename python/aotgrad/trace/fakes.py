@@ -11,7 +11,6 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..alias.views import node_unreadable
 from ..errors import UnsupportedError
 from ..input_hooks import CALLER_RETAINS
-from ..view_nodes import gradient_edgeless
 
 
 def make_fake_mode(dynamic: bool) -> FakeTensorMode:
@@ -39,14 +38,11 @@ def fakify(fake_mode: FakeTensorMode, flat_args: Sequence[Any], *, dynamic: bool
 
 def _fake_of(fake_mode: FakeTensorMode, a: torch.Tensor, dynamic: bool) -> Any:
     """The fake of ``a``; of a view written since its node was recorded (a ``split``
-    output, say), marked so: reading that node raises in eager. So is the fake of a view
-    without a gradient edge (``view_nodes.gradient_edgeless``): the fake has one."""
+    output, say), marked so: reading that node raises in eager."""
     if not node_unreadable(a):
         fake = fake_mode.from_tensor(a, static_shapes=not dynamic)
         if a.requires_grad and not a.is_leaf and a.retains_grad:
             setattr(fake, CALLER_RETAINS, True)  # (input_hooks.retained_written_inputs)
-        if gradient_edgeless(a):
-            fake._aotgrad_edgeless = True  # (``trace.joint``: no gradient is computed)
         return fake
     # ``from_tensor`` reads ``is_leaf``: read it at the version the node was recorded at
     # (``aotgrad.stale_input_views`` raises eager's error where the function reads the node)

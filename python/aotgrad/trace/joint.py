@@ -198,7 +198,6 @@ class _JointTrace(SavedReads):
         self.eager_reads: set[int] = set()
         self.final_versions: list[int] = []
         self.watched_inputs: dict[int, tuple[int, ...]] = {}
-        self.edgeless = self._edgeless_inputs()
 
     def _cloned(self, meta: TraceMetadata) -> set[int]:
         """The inputs the function runs on a clone of (see ``__init__``)."""
@@ -225,7 +224,7 @@ class _JointTrace(SavedReads):
         with torch.enable_grad():
             call, copies = self._copies(fp)
             self.leaf_copies = leaf_copies(call, self._written_without_grad(), set(cached))
-            call = self._edgeless_views([self.leaf_copies.get(i, c) for i, c in enumerate(call)])
+            call = [self.leaf_copies.get(i, c) for i, c in enumerate(call)]
             anchors = layout_anchors(call, self.relaid)
             bases = {}
             seen_as_views = [i for i in self._seen_as_views() if i not in copies]
@@ -412,8 +411,7 @@ class _JointTrace(SavedReads):
         the backward writes and how many times."""
         # (an input written without grad may run on a leaf copy: its gradient is the input's)
         fp = [self.leaf_copies.get(i, p) for i, p in enumerate(fp)]
-        differentiated = [self._differentiated(i, p) for i, p in enumerate(fp)]
-        needs = [p for p, d in zip(fp, differentiated) if d]
+        needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
         # their gradients follow the primals' (``InnerLeaf``); one the function turned off
         # (``requires_grad_(False)``) has none: eager's accumulator skips a leaf that
         # does not require grad
@@ -454,7 +452,10 @@ class _JointTrace(SavedReads):
                 (h[0] if h and h[0] is not None else total) for h, total in zip(hooked, totals)
             ]
         it = iter(grads)
-        per_primal = [next(it, None) if d else None for d in differentiated]
+        per_primal = [
+            (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
+            for p in fp
+        ]
         per_leaf = [next(it, None) if t.requires_grad else None for t in self.inner_leaves]
         for i in self._metadata_first():
             if per_primal[i] is not None:
@@ -462,38 +463,6 @@ class _JointTrace(SavedReads):
         for i, _ in earlier:
             per_primal[i] = _summed(per_primal[i], next(it, None))
         return per_primal + per_leaf
-
-    def _edgeless_inputs(self) -> list[int]:
-        """Inputs that are views the caller made under no_grad without a gradient edge
-        (``view_nodes.gradient_edgeless``, marked on their fakes), that the function only
-        reads: the trace runs it on such a view (``_edgeless_views``)."""
-        meta = self.metadata
-        return [
-            i
-            for i, a in enumerate(self.fake_args)
-            if getattr(a, "_aotgrad_edgeless", False)
-            and meta.plan.inputs[i] is alias.InputVerdict.UNMUTATED
-            and i not in self.cloned
-            and i not in self.relaid
-            and i not in meta.requires_grad_changes
-        ]
-
-    def _differentiated(self, i: int, p: Any) -> bool:
-        """Primal ``i`` gets a gradient: it requires grad, and it is not a view made under
-        no_grad without a gradient edge (``view_nodes.gradient_edgeless``): its fake has
-        one, but eager's backward computes no gradient for it, and reads nothing it would
-        need to (``x3 @ x0``: a write to ``x0`` after the call does not fail eager's)."""
-        return isinstance(p, torch.Tensor) and p.requires_grad and i not in self.edgeless
-
-    def _edgeless_views(self, call: list[Any]) -> list[Any]:
-        """Each input of ``edgeless`` (a view the caller made under no_grad, without a
-        gradient edge) replaced by such a view of its primal, made here under no_grad: the
-        function's ops on it require grad but record no edge to it, and save nothing to
-        differentiate it (the primal's functional wrapper has an edge of its own)."""
-        with torch.no_grad():
-            for i in self.edgeless:
-                call[i] = call[i].view(call[i].shape)
-        return call
 
     def _retained_through(self, fwd_values: list[Any], diff_outs: list[Any]) -> list[Any]:
         """The outputs the function ``retain_grad()``s and computes more from: the
