@@ -15,7 +15,7 @@ import pytest
 
 import fidelity_blind_custom_function_programs_b  # noqa: F401  (registers its programs)
 import fidelity_blind_custom_function_programs_c  # noqa: F401  (registers its programs)
-from eager_oracle import COMPILERS, assert_like_eager
+from eager_oracle import COMPILERS, assert_like_eager, params_with_known
 from fidelity_blind_custom_function_programs import CASES
 
 AOT = ["aot_function-min_cut", "aot_function-default"]
@@ -97,16 +97,7 @@ _KNOWN = {(n, c): r for n, cs, r in KNOWN for c in cs}
 
 
 def _params(names: Any, compilers: Any) -> list[Any]:
-    return [
-        pytest.param(
-            n,
-            c,
-            id=f"{n}-{c}",
-            marks=[pytest.mark.xfail(strict=True, reason=_KNOWN[n, c])] if (n, c) in _KNOWN else [],
-        )
-        for n in names
-        for c in compilers
-    ]
+    return params_with_known(names, compilers, _KNOWN)
 
 
 @pytest.mark.parametrize(("name", "compiler"), _params(CASES, COMPILERS))
