@@ -397,6 +397,7 @@ class _TrainingPlan:
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
         args = [*saved, *ctx.symints, *tangents]
+        del saved  # (only ``args`` holds them: a boxed backward frees each after its use)
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
         ctx.maybe_clear_saved_tensors()
