@@ -45,7 +45,7 @@ class Finding:
 def _same(a, b, tol):
     if isinstance(a, T) and isinstance(b, T):
         x, y = a.v, b.v
-        if x.shape != y.shape:
+        if x.shape != y.shape or x.dtype != y.dtype:
             return False
         return bool(torch.allclose(x, y, rtol=tol[0], atol=tol[1], equal_nan=True))
     if isinstance(a, T) or isinstance(b, T):

@@ -14,7 +14,7 @@ included such views (``tests/fidelity_generator.py``, ``_multi_output_input_view
    input still requires grad), whose ``autograd.Function`` read the node.
 5. A leaf view made under ``no_grad`` (it requires grad through its base) given
    ``requires_grad_(False)`` inside: eager's flag stays on, with no accumulator; the
-   output did not require grad (``EagerCalls.flag_dropped``).
+   output did not require grad (``EagerCalls.own_flags``).
 6. Under inference mode, an ``enable_grad`` block writing one: refused as if autograd
    recorded it (nothing records under inference mode).
 

@@ -245,8 +245,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     #: Leaf inputs' stand-ins whose caller's tensor requires grad through its base
     #: (``requires_grad_by_base``), by id.
     flag_kept_by_base: frozenset[int] = frozenset()
-    #: Of those, the ones ``requires_grad_(False)`` was called on.
-    flag_dropped: set[int]
+    #: Of those, the ones ``requires_grad_(flag)`` set their own flag on: the last flag.
+    #: Off, they still require grad, with no accumulator; on, they get one (eager's
+    #: gradient then accumulates into the view's ``.grad``).
+    own_flags: dict[int, bool]
 
     def _eager_view(self, t: Any) -> bool:
         """Whether eager's tensor for ``t`` is a view: not an input's stand-in, unless the
@@ -272,7 +274,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if o._is_view() and o._base is not None and o._base.is_leaf and o._base.requires_grad
         )
         calls.shared_leaves = leaves_sharing_storage(pairs)
-        calls.flag_dropped = set()
+        calls.own_flags = {}
         calls.flag_kept_by_base = frozenset(
             id(a) for a, o in pairs if id(a) in calls.leaves and requires_grad_by_base(o)
         )
@@ -344,7 +346,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             )
             if refusal is not None:
                 raise refusal
+        self._noted(func, args, kwargs, result)
+        return result
+
+    def _noted(self, func: Any, args: Any, kwargs: Any, result: Any) -> None:
+        """After ``func`` ran: its result noted by the trackers that follow reads."""
         self.earlier.note(result)
+        if self.metadata_steps.relaid_leaves and torch.is_grad_enabled():
+            self.metadata_steps.refuse_read(args, result)
         if self.restrides.reachers:
             self.restrides.reachers.note_result(args, result)
         written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs or {})
@@ -353,7 +362,6 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             and getattr(func, "__name__", "") not in METADATA_WRITES
         ):
             keep_layout(written)
-        return result
 
     def _with_relaid_input_views(
         self, error: Exception, func: Any, types: Any, args: Any, kwargs: Any
@@ -466,6 +474,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         else:
             result = write_metadata(func, args, kwargs, eager_view=self._eager_view(args[0]))
         self.metadata_steps.note(args[0])
+        self.metadata_steps.note_relaid_leaf(args[0], self.leaves, self.views)
         return result
 
     def _register_hook(self, func: Any, args: Any, kwargs: dict) -> Any:
@@ -549,6 +558,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             rebase = rebase and fresh is not None
             result = write_metadata(func, (t, size, stride, offset), {}, fresh, view, rebase)
             self.metadata_steps.note(t)
+            self.metadata_steps.note_relaid_leaf(t, self.leaves, self.views)
             return result
         if not agree or not from_base(t) or not within(t, size, stride, at):
             view = func(t, size, stride, offset)
@@ -632,10 +642,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         t = args[0]
         if id(t) in self.leaves:
             flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-            if not flag and id(t) in self.flag_kept_by_base:
-                # eager's own flag goes off; its base keeps it requiring grad, without an
-                # accumulator: the runtime turns the caller's flag off before the graph
-                self.flag_dropped.add(id(t))
+            if id(t) in self.flag_kept_by_base:
+                # eager's own flag goes off or on; its base keeps it requiring grad, with
+                # an accumulator only while the flag is on: the runtime sets the caller's
+                # flag before the graph (123079)
+                self.own_flags[id(t)] = bool(flag)
                 return t
             if not flag and t.requires_grad:
                 self._leaf_written_before(t)

@@ -373,6 +373,11 @@ def retain_grads(
     (``written``: forward-value index → input), also gets the gradient of that part
     (``RetainedThrough``), filled by the compiled backward (``fwd[k]``'s node)."""
     written = written or {}
+    for k in retained[0]:
+        t = outs[k]
+        if t.requires_grad and t.grad_fn is not None and t.output_nr > 0 and not t._is_view():
+            own = _OwnNode.apply(t)
+            outs[:] = [own if o is t else o for o in outs]
     for slot, (k, tangents) in enumerate(retained[2].items()):
         t = args[written[k]] if k in written else outs[k]
         node = fwd[k].grad_fn if k < len(fwd) else t.grad_fn
@@ -382,6 +387,23 @@ def retain_grads(
     for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
         if t.requires_grad:
             t.retain_grad()
+
+
+class _OwnNode(torch.autograd.Function):
+    """The identity, through a node of its own (output 0; the same storage and version
+    counter). For an output the function retains grad on that is the compiled Function's
+    output 1 or later: an in-place write to it after ``retain_grad()`` trips torch's
+    assert "out != nullptr" (``update_tensor_hooks_on_new_gradfn`` moves the retain
+    hook from the output number the write already reset to 0; soak 121126), where eager's
+    tensor is its node's output 0."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor) -> torch.Tensor:
+        return t.detach()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad
 
 
 def retained_written_inputs(

@@ -92,7 +92,7 @@ def _views_read_by_node(metadata: Any) -> dict[str, list[int]]:
     """Leaf views whose own flag the function turned off, and views of ``split`` /
     ``unbind`` whose node it never reads: autograd must not read it either."""
     return {
-        "requires_grad_dropped": metadata.requires_grad_dropped,
+        "own_requires_grad": metadata.own_requires_grad,
         "node_unread_views": metadata.node_unread_views,
     }
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .alias.views import ViewSpec
+from .errors import EagerRefusal
 
 __all__ = ["MetadataSteps"]
 
@@ -37,6 +38,8 @@ class MetadataSteps:
         #: (``rebuilt``): a synthetic base's member is replayed as changed unrecorded
         #: (``alias.synthetic_base``).
         self.rebuilt_ids: set[int] = set()
+        #: Leaf inputs that require grad relaid under no_grad (``note_relaid_leaf``), by id.
+        self.relaid_leaves: set[int] = set()
 
     def note(self, t: Any) -> None:
         """``t`` had its metadata changed in place: if an input, its layout now, and
@@ -71,3 +74,28 @@ class MetadataSteps:
             if len(merged) > 1:
                 out[position] = merged
         return out
+
+    def note_relaid_leaf(self, t: Any, leaves: frozenset[int], views: frozenset[int]) -> None:
+        """``t``, a leaf input that requires grad and is no view (``leaves``, ``views``: the
+        stand-ins' ids; a leaf view's change is replayed on its base, ``synthetic_base``),
+        had its metadata changed under no_grad: a later read of it with grad is refused
+        (``refuse_read``)."""
+        if id(t) in leaves and id(t) not in views and not torch.is_grad_enabled():
+            self.relaid_leaves.add(id(t))
+
+    def refuse_read(self, args: Any, result: Any) -> None:
+        """Raises ``EagerRefusal`` where ``result`` was computed with grad from a leaf input
+        relaid under no_grad (``note_relaid_leaf``): eager's gradient for that read has the
+        leaf's new layout (its accumulator's metadata is taken then), the compiled
+        Function's the layout it was called with (soak 124227). The call runs eagerly."""
+        if not (isinstance(result, torch.Tensor) and result.grad_fn is not None):
+            return
+        if any(isinstance(a, torch.Tensor) and id(a) in self.relaid_leaves for a in args):
+            if result._is_view():  # (an output view is made of the caller's tensor)
+                self.relaid_leaves.add(id(result))
+                return
+            raise EagerRefusal(
+                "a leaf input that requires grad, its metadata changed in place under "
+                "no_grad, is read with grad after: its gradient would be laid out as the "
+                "call found it, not as eager's"
+            )

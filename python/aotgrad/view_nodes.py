@@ -67,10 +67,13 @@ def views_only(t: torch.Tensor) -> bool:
 def from_base(t: Any) -> bool:
     """Whether ``as_strided`` of the view ``t`` may be taken from ``t._base`` instead
     (``EagerCalls._as_strided``): requiring grad as its base does or not at all, through
-    view ops only."""
+    view ops only, reading the base's bytes as it does (not ``view_as_real(x)``: its
+    ``as_strided`` is of float elements, soak 122223)."""
     return (
         isinstance(t, torch.Tensor)
         and t._base is not None
+        and (t.dtype, t.is_conj(), t.is_neg())
+        == (t._base.dtype, t._base.is_conj(), t._base.is_neg())
         and (t.requires_grad == t._base.requires_grad or not t.requires_grad)
         and views_only(t)
     )

@@ -203,6 +203,27 @@ def _unreached_to_none(
     )
 
 
+def _unshared(grads: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``grads``, those that are views of a storage another one holds copied: autograd's
+    accumulator keeps a gradient it is the only holder of as the input's ``.grad`` and
+    adds later ones to it in place, so two views of one buffer (the graph's
+    ``t.t()`` and ``t.t().expand(())`` for two inputs) became two ``.grad`` sharing it,
+    and the second backward added each one's gradient to both (soak 130846). Eager's
+    engine passes one view per input of a buffer it holds."""
+    if not any(isinstance(g, torch.Tensor) and g._is_view() for g in grads):
+        return grads
+    seen: set[int] = set()
+    out = list(grads)
+    for k, g in enumerate(grads):
+        if not isinstance(g, torch.Tensor) or g.layout != torch.strided:
+            continue
+        ptr = g.untyped_storage().data_ptr()
+        if ptr in seen and g._is_view():
+            out[k] = g.clone()
+        seen.add(ptr)
+    return tuple(out)
+
+
 def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: Any) -> None:
     """Copy the backward's new values into the inputs it wrote; version counters as eager's."""
     for t, value, delta in zip(inputs, values, deltas):
@@ -415,9 +436,10 @@ class _TrainingPlan:
             for slot, total in zip(ctx.retained_through, totals):
                 if slot is not None:
                     slot.fill(total, missing)
+        grads = _unshared(outs[:n])
         if missing:
-            return _unreached_to_none(outs[:n], self.grad_tangents, set(missing))
-        return outs[:n]
+            return _unreached_to_none(grads, self.grad_tangents, set(missing))
+        return grads
 
     def _tangents(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[list[Any], Sequence[int]]:
         """The backward's tangents, and the differentiable outputs the caller's backward

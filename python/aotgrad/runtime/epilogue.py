@@ -122,8 +122,8 @@ class Epilogue(InputWrites):
             elif i in self.layout.requires_grad_flag_off and not args[i].requires_grad:
                 # on for a while inside the function: on while the graph runs, off after
                 args[i].requires_grad_(True)
-        for i in self.layout.requires_grad_dropped:
-            args[i].requires_grad_(False)
+        for i, flag in self.layout.own_requires_grad.items():
+            args[i].requires_grad_(flag)
         for i in self.layout.storage_resizes:
             t = args[i]
             if t.untyped_storage().nbytes() == 0 and t.numel():
@@ -163,7 +163,7 @@ class Epilogue(InputWrites):
         made = {}
         for a in self.before_requires_grad:
             view = spec(a.view) if a.before_requires_grad == 1 else None
-            made[a.index] = _view_of(args[a.source], view)
+            made[a.index] = (_view_of(args[a.source], view), view, args[a.source]._version)
         _made_early.views = made
 
     def __call__(
@@ -416,7 +416,7 @@ class Epilogue(InputWrites):
         _made_early.views = {}
         for a in self.aliases_first:
             if a.index in early:  # (``early_views``) of it, or a view of it
-                e = early[a.index]
+                e = _unwritten_since(args[a.source], *early[a.index])
                 with torch.enable_grad():
                     outs[a.index] = e if a.before_requires_grad == 1 else _view_of(e, spec(a.view))
             elif a.index in self.no_grad_roots:
@@ -531,6 +531,20 @@ def in_old_layouts(args: Sequence[Any], old: dict[int, tuple]) -> Sequence[Any]:
         for i, layout in old.items():
             out[i] = args[i].as_strided(*layout)
     return out
+
+
+def _unwritten_since(source: Any, e: Any, view: Any, version: int) -> Any:
+    """An early view (``Epilogue.early_views``) of ``source``, made again while ``source``
+    does not require grad where the epilogue wrote it since: eager's was taken after the
+    write, and its node is not rebuilt for it (ours would be, from the now grad-requiring
+    leaf: an ``AsStridedBackward0`` where eager's view has none, soak 124519)."""
+    if source._version == version or not (source.requires_grad and source.is_leaf):
+        return e
+    source.requires_grad_(False)
+    try:
+        return _view_of(source, view)
+    finally:
+        source.requires_grad_(True)
 
 
 def _view_of(t: Any, view: Any) -> Any:

@@ -150,9 +150,10 @@ class ForwardLayout:
     #: Of those turned off, the ones by ``requires_grad_(False)`` (the others:
     #: ``detach_()``, a no-op on autograd under inference mode, as in eager).
     requires_grad_flag_off: list[int] = field(default_factory=list)
-    #: Leaf views whose own flag the function turned off (their base keeps them requiring
-    #: grad): turned off before the graph, so autograd gives them no accumulator.
-    requires_grad_dropped: list[int] = field(default_factory=list)
+    #: Leaf views requiring grad through their base whose own flag the function set
+    #: (``requires_grad_(flag)``): set before the graph, so autograd gives them an
+    #: accumulator (on) or none (off), as eager's.
+    own_requires_grad: dict[int, bool] = field(default_factory=dict)
     #: Inputs that are views of ``split``/``unbind`` (or made under ``no_grad``) whose
     #: node the function never reads: passed to autograd detached where it cannot be
     #: read (``runtime._readable_inputs``), as eager never reads it.
@@ -259,7 +260,7 @@ class ForwardLayout:
             any(self.requires_grad_changes.values())
             or self.left_then_written
             or self.requires_grad_flag_off
-            or self.requires_grad_dropped
+            or self.own_requires_grad
             or self.storage_resizes
         )
 
@@ -277,7 +278,7 @@ class ForwardLayout:
             or self.merged_outputs
             or self.output_versions
             or self.requires_grad_changes
-            or self.requires_grad_dropped
+            or self.own_requires_grad
             or self.storage_resizes
             or self.stale_views
             or self.custom_views

@@ -128,9 +128,8 @@ class TraceMetadata:
     #: run as leaves of the joint trace (``autocast_casts``).
     cached_casts: list[int] = field(default_factory=list)
     #: Leaf inputs that require grad through their base (views made under ``no_grad``)
-    #: whose own flag ``requires_grad_(False)`` turned off: they still require grad, with
-    #: no accumulator (``EagerCalls.flag_dropped``).
-    requires_grad_dropped: list[int] = field(default_factory=list)
+    #: whose own flag ``requires_grad_(flag)`` set: the last flag (``EagerCalls.own_flags``).
+    own_requires_grad: dict[int, bool] = field(default_factory=dict)
     #: Inputs that are views autograd cannot rebuild once written whose node the function
     #: never reads (``StaleInputViews.unread``).
     node_unread_views: list[int] = field(default_factory=list)

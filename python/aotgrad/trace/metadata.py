@@ -598,14 +598,18 @@ def _hooks_of_relaid_inputs_returned(
     """``(output, hook)`` for an input returned itself whose metadata the function changed
     (``t_()``) and whose hook stays in the trace: the runtime replays the change on the
     caller's tensor, a node of its own that the output's gradient reaches outside the
-    graph; eager's hook, registered after the change, sits on it."""
+    graph; eager's hook, registered after the change, sits on it. One output per input:
+    an input returned twice is one object, whose hook eager registered once (121437)."""
     relaid = set(plan.facts.input_view) & traced
+    first: dict[int, int] = {}
+    for k, v in enumerate(plan.outputs):
+        if v is alias.OutputVerdict.IS_INPUT and plan.facts.output_input[k] in relaid:
+            first.setdefault(plan.facts.output_input[k], k)
     return [
         (k, h)
-        for k, v in enumerate(plan.outputs)
-        if v is alias.OutputVerdict.IS_INPUT and plan.facts.output_input[k] in relaid
-        for i, h in hooks
-        if i == plan.facts.output_input[k] and not isinstance(h, PostAccumulate)
+        for i, k in first.items()
+        for j, h in hooks
+        if j == i and not isinstance(h, PostAccumulate)
     ]
 
 
@@ -632,9 +636,9 @@ def _with_hooks(
     metadata.traced_hook_inputs = sorted(traced)
     metadata.cached_casts = cached_cast_inputs(calls, wrapped)
     metadata.node_unread_views = calls.stale_views.unread(wrapped)
-    metadata.requires_grad_dropped = [
-        i for i, w in enumerate(wrapped) if id(w) in calls.flag_dropped
-    ]
+    metadata.own_requires_grad = {
+        i: calls.own_flags[id(w)] for i, w in enumerate(wrapped) if id(w) in calls.own_flags
+    }
     rebuilt = [
         k
         for k, v in enumerate(plan.outputs)

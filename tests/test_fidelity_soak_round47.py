@@ -1,0 +1,260 @@
+"""Soak round 47 (``tests/fidelity_programs.py SEED aot_function_mincut`` replays each
+seed), one family per section, each program compared with eager
+(``eager_oracle.assert_like_eager``).
+
+- A hook on an input returned several times after ``t_()`` (121437): registered once per
+  output, eager's once (the gradient was doubled per extra output).
+- ``requires_grad_()`` on a view made under no_grad of a tensor that requires grad
+  (123079): it requires grad through its base with no accumulator until its own flag is
+  set; then eager's gradient fills the view's ``.grad`` (ours: none).
+- A leaf that requires grad relaid under no_grad inside the function (124227): eager's
+  gradient takes the new layout; the call runs eagerly, with a warning.
+- A view of an input taken after a write and before ``requires_grad_()`` (124519): made
+  before the runtime's write, its node was rebuilt from the now grad-requiring input.
+- ``retain_grad()`` on an output then written in place (121126): torch's assert
+  "out != nullptr" for a multi-output node's output 1 or later.
+- ``as_strided`` of ``view_as_real(x)`` (122223): taken from the complex base, the output
+  came out complex.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import aotgrad
+from eager_oracle import COMPILERS, assert_like_eager, leaf_clone
+
+DT = torch.float64
+C128 = torch.complex128
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+# ------------------------------------------ a hook on an input returned thrice (121437)
+
+
+def _hook_after_t_returned_thrice(x):
+    x.t_()
+    x.register_hook(lambda g: g * 2)
+    return x.dim(), x, x, x
+
+
+def _hook_after_t_returned_with_view(x):
+    x.t_()
+    x.register_hook(lambda g: g * 3)
+    return x, x, x.reshape(-1)
+
+
+def _gradless_leaf() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn(4, 4, dtype=DT, requires_grad=True)
+    return [x], [x]
+
+
+@pytest.mark.parametrize("fn", [_hook_after_t_returned_thrice, _hook_after_t_returned_with_view])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_hook_on_an_input_returned_several_times_runs_once(fn: Callable, compiler: str) -> None:
+    # a leaf under no_grad (t_() on it with grad raises in eager), a clone with grad
+    assert_like_eager(fn, _gradless_leaf, COMPILERS[compiler], ctx=torch.no_grad)
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler])
+
+
+# ------------------------- requires_grad_() on a no_grad view of a grad base (123079)
+
+
+def _flag_on(x0, x1):
+    x0.requires_grad_(True)
+    return torch.cat([x0, x1 * 2])
+
+
+def _flag_on_then_off(x0, x1):
+    x0.requires_grad_(True)
+    x0.requires_grad_(False)
+    return torch.cat([x0, x1 * 2])
+
+
+def _flag_untouched(x0, x1):
+    return torch.cat([x0, x1 * 2])
+
+
+def _flag_on_after_use(x0, x1):
+    t = x0 * 3
+    x0.requires_grad_()
+    return t + x0, x1
+
+
+def _no_grad_chunks() -> tuple[list[Any], list[torch.Tensor]]:
+    leaf = torch.randn(4, 8, dtype=DT, requires_grad=True)
+    with torch.no_grad():
+        x0, x1 = leaf.clone().chunk(2, 1)
+    return [x0, x1], [leaf, x0, x1]
+
+
+@pytest.mark.parametrize("fn", [_flag_on, _flag_on_then_off, _flag_untouched, _flag_on_after_use])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_own_flag_of_a_no_grad_view_gives_it_a_gradient(fn: Callable, compiler: str) -> None:
+    assert_like_eager(fn, _no_grad_chunks, COMPILERS[compiler], calls=2)
+
+
+# ------------------------------------------- a leaf relaid under no_grad (124227)
+
+
+def _unsqueezed_then_read(x, s):
+    with torch.no_grad():
+        s.unsqueeze_(0)
+    return (s.clamp(-0.5, 0.5) * x).sum(0)
+
+
+def _transposed_then_read(x, s):
+    with torch.no_grad():
+        x.t_()
+    return x * s
+
+
+def _relaid_leaves() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn(4, 3, dtype=DT, requires_grad=True)
+    s = torch.tensor(0.3, dtype=DT, requires_grad=True)
+    return [x, s], [x, s]
+
+
+@pytest.mark.parametrize("fn", [_unsqueezed_then_read, _transposed_then_read])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_leaf_relaid_under_no_grad_gets_a_gradient_of_its_new_shape(
+    fn: Callable, compiler: str
+) -> None:
+    assert_like_eager(fn, _relaid_leaves, COMPILERS[compiler], calls=2)
+
+
+def test_leaf_relaid_under_no_grad_runs_eagerly_with_a_warning() -> None:
+    x, s = _relaid_leaves()[0]
+    with pytest.warns(UserWarning, match="ran .* eagerly"):
+        out = aotgrad.aot_function(_unsqueezed_then_read, aotgrad.nop)(x, s)
+    out.sum().backward()
+    assert s.grad is not None and s.grad.shape == (1,)
+
+
+# --------------------------- a view taken after a write, before requires_grad_ (124519)
+
+
+def _view_then_flag(x):
+    x.transpose_(0, 1)
+    v = x.narrow(-1, 1, 2)
+    x.requires_grad_(True)
+    return v, v * 2
+
+
+def _write_view_then_flag(x):
+    with torch.no_grad():
+        x.diagonal().add_(1)
+    v = x[1:3]
+    x.requires_grad_(True)
+    return v, v.sum() * x
+
+
+def _plain_input() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn(4, 4, dtype=DT)
+    return [x], [x]
+
+
+@pytest.mark.parametrize("fn", [_view_then_flag, _write_view_then_flag])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_view_before_requires_grad_keeps_no_node_after_a_write(fn: Callable, compiler: str) -> None:
+    assert_like_eager(fn, _plain_input, COMPILERS[compiler], calls=2)
+
+
+# -------------------------------------- retain_grad() then an in-place write (121126)
+
+
+def _retained_beside_detached(x):
+    t = x * 2
+    t.retain_grad()
+    return t.detach(), t
+
+
+def _retained_second_of_three(x):
+    a = x.sin()
+    t = x * 2
+    t.retain_grad()
+    return a, t, x.t_()
+
+
+def _write_second(outs: list[Any]) -> None:
+    outs[1].mul_(2)
+
+
+@pytest.mark.parametrize("fn", [_retained_beside_detached, _retained_second_of_three])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_retained_output_written_in_place(fn: Callable, compiler: str, request: Any) -> None:
+    if compiler.startswith("dynamo") and fn is _retained_second_of_three:
+        # Dynamo calls retain_grad() itself, after the compiled call, on the Function's
+        # output 1: the assert is torch's (backend="aot_eager" trips it the same way)
+        request.applymarker(pytest.mark.xfail(strict=True, reason="torch assert, known"))
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], after=_write_second)
+
+
+# ----------------------------------------- as_strided of view_as_real (122223)
+
+
+def _as_strided_of_real(x):
+    return torch.view_as_real(x).as_strided((2, 2), (1, 2))
+
+
+def _as_strided_of_real_offset(x):
+    return torch.view_as_real(x).as_strided((2, 2), (1, 2), 3), x
+
+
+def _as_strided_of_imag(x):
+    return x.imag.as_strided((2, 2), (2, 4), 1) * 2
+
+
+def _complex() -> tuple[list[Any], list[torch.Tensor]]:
+    x = torch.randn(4, 4, dtype=C128, requires_grad=True)
+    return [x.clone()], [x]
+
+
+@pytest.mark.parametrize(
+    "fn", [_as_strided_of_real, _as_strided_of_real_offset, _as_strided_of_imag]
+)
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_as_strided_of_a_reinterpreting_view_keeps_its_dtype(fn: Callable, compiler: str) -> None:
+    assert_like_eager(fn, _complex, COMPILERS[compiler], calls=2)
+
+
+# ------------------------- two gradients that are views of one buffer (130846)
+
+
+def _sum_beside_view_of_sum(x0, x1):
+    return (x0 + x1.sum()).t()
+
+
+def _sum_beside_unsqueezed(x0, x1):
+    return (x0 + x1.sum())[None]
+
+
+def _zero_dim_pair() -> tuple[list[Any], list[torch.Tensor]]:
+    x0 = torch.randn((), dtype=DT, requires_grad=True)
+    x1 = torch.randn((), dtype=DT, requires_grad=True)
+    return [x0, x1], [x0, x1]
+
+
+@pytest.mark.parametrize("fn", [_sum_beside_view_of_sum, _sum_beside_unsqueezed])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_gradients_viewing_one_buffer_accumulate_apart(fn: Callable, compiler: str) -> None:
+    """The second backward (``retain_graph``) added each input's gradient to both
+    ``.grad``s: 3 where eager has 2 (torch's ``backend="aot_eager"`` too)."""
+    assert_like_eager(fn, _zero_dim_pair, COMPILERS[compiler], calls=2)
+    x0, x1 = _zero_dim_pair()[0]
+    out = COMPILERS[compiler](fn)(x0, x1)
+    out.sum().backward(retain_graph=True)
+    out.sum().backward()
+    assert x0.grad.item() == 2.0 and x1.grad.item() == 2.0
+    assert x0.grad.untyped_storage().data_ptr() != x1.grad.untyped_storage().data_ptr()
