@@ -32,6 +32,9 @@ def layout_of_trace(
         i: facts.input_view[i] for i, v in enumerate(plan.inputs) if v in alias.METADATA_WRITE
     }
     specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
+    # (custom-Function and stale views too: their specs are read at each call, soak 72438)
+    routed = [*facts.custom_view_of_input.values(), *facts.stale_view_of_output.values()]
+    specs += [view for _, view in routed if view is not None]
     bindings = _view_bindings(specs, fake_args)
     return ForwardLayout(
         num_user_outputs=len(metadata.outputs),

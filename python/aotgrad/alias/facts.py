@@ -484,8 +484,9 @@ def _note_reinterpreted(
     alias) of an input or intermediate that reads its bytes otherwise (another dtype, a
     conj or neg bit: ``view_as_real(t)``, ``t.conj()``, ``x.imag.detach()``) which the
     runtime rebuilds of the real base (``output_view``, with a ``Reinterpret``): eager's
-    shares the base's bytes and counter, and is its view. Of an input only where the
-    function left the input's layout as it was. ``inputs``: the input ``o`` aliases, the
+    shares the base's bytes and counter, and is its view. Of an input the function
+    relaid too (``x.unsqueeze_(0)``, written after: soak 72049), whose views the runtime
+    makes of it as the call found it (the spec's place is in its storage). ``inputs``: the input ``o`` aliases, the
     fake inputs and their wrappers; ``inference``: traced for a call under inference
     mode, where one taken of an input through ``view(dtype)`` is eager's inference tensor
     (``_inference_dtype_view``)."""
@@ -495,7 +496,7 @@ def _note_reinterpreted(
         return flags
     if flags & OUT_ALIASES_INPUT:
         base, now = originals[inp], wrapped[inp]
-        if not isinstance(now, torch.Tensor) or _layout(now) != _layout(base):
+        if not isinstance(now, torch.Tensor):
             return flags
     elif flags & OUT_VIEW_OF_INTERMEDIATE:
         base = o._base
