@@ -65,9 +65,11 @@ from .view_metadata_writes import (
     write_metadata,
 )
 from .view_nodes import (
+    PAST_REINTERPRETED,
     from_base,
     gradless_view,
     inherits_requires_grad,
+    reads_as_base,
     requires_grad_by_base,
     restrided_view,
 )
@@ -552,7 +554,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             # beyond t's elements, eager's gradient drops the others (an as_strided of t),
             # unless unrecorded: t's next node is then an as_strided of its base
             past = not within(t, size, stride, at) and not gradless
-            fresh = None if past else restrided_view
+            if past and t._is_view() and not reads_as_base(t):
+                raise EagerRefusal(PAST_REINTERPRETED)
+            fresh = None if past or (t._is_view() and not reads_as_base(t)) else restrided_view
             view = self._eager_view(t)
             self.earlier.changed(t, not view, restride=True)
             rebase = rebase and fresh is not None

@@ -31,11 +31,7 @@ def layout_of_trace(
     metadata_mutations = {
         i: facts.input_view[i] for i, v in enumerate(plan.inputs) if v in alias.METADATA_WRITE
     }
-    specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
-    # (custom-Function and stale views too: their specs are read at each call, soak 72438)
-    routed = [*facts.custom_view_of_input.values(), *facts.stale_view_of_output.values()]
-    specs += [view for _, view in routed if view is not None]
-    bindings = _view_bindings(specs, fake_args)
+    bindings = _view_bindings(_specs(aliases, metadata_mutations, facts), fake_args)
     return ForwardLayout(
         num_user_outputs=len(metadata.outputs),
         mutated_inputs=plan.mutated_inputs,
@@ -257,6 +253,14 @@ def _untracked_view(k: int, facts: Any) -> bool:
     return meta == _CM.IN_CUSTOM_FUNCTION and (
         k in facts.output_tracked_view or k not in facts.output_has_grad_fn
     )
+
+
+def _specs(aliases: Sequence[Any], metadata_mutations: dict, facts: Any) -> list[Any]:
+    """Every view spec the runtime evaluates at each call: the output aliases', the
+    inputs' new metadata, the custom-Function and stale views' (soak 72438)."""
+    specs = [a.view for a in aliases if a.view is not None] + list(metadata_mutations.values())
+    routed = [*facts.custom_view_of_input.values(), *facts.stale_view_of_output.values()]
+    return specs + [view for _, view in routed if view is not None]
 
 
 def _view_bindings(specs: list[Any], fake_args: Sequence[Any]) -> list[Any]:

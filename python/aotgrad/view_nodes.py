@@ -10,9 +10,11 @@ from typing import Any
 import torch
 
 __all__ = [
+    "PAST_REINTERPRETED",
     "VIEW_NODES",
     "from_base",
     "inherits_requires_grad",
+    "reads_as_base",
     "requires_grad_by_base",
     "restrided_view",
     "views_only",
@@ -72,8 +74,7 @@ def from_base(t: Any) -> bool:
     return (
         isinstance(t, torch.Tensor)
         and t._base is not None
-        and (t.dtype, t.is_conj(), t.is_neg())
-        == (t._base.dtype, t._base.is_conj(), t._base.is_neg())
+        and reads_as_base(t)
         and (t.requires_grad == t._base.requires_grad or not t.requires_grad)
         and views_only(t)
     )
@@ -107,6 +108,23 @@ def gradless_view(t: torch.Tensor) -> bool:
     return (
         base is not None and base.dtype == t.dtype and not (t.requires_grad or base.requires_grad)
     )
+
+
+#: ``x.real.as_strided_(...)`` with grad past the view's elements: eager's gradient
+#: reaches only the view's elements (``as_strided``'s backward), the trace's (of the
+#: base's bytes as floats) the others too (soak 141884). The call runs eagerly.
+PAST_REINTERPRETED = (
+    "as_strided_ with grad on a view that reads its base's bytes as another dtype "
+    "(x.real, view_as_real(x)) reaches elements outside the view"
+)
+
+
+def reads_as_base(t: torch.Tensor) -> bool:
+    """The view ``t`` reads its base's bytes as the base does (same dtype, conj and neg
+    bits): an ``as_strided`` of the base can stand for it (not of ``x.real`` or
+    ``view_as_real(x)``: float elements of a complex base, soak 122223, 141884)."""
+    base = t._base
+    return (t.dtype, t.is_conj(), t.is_neg()) == (base.dtype, base.is_conj(), base.is_neg())
 
 
 def restrided_view(t: torch.Tensor) -> torch.Tensor:
