@@ -486,8 +486,8 @@ def _note_reinterpreted(
     runtime rebuilds of the real base (``output_view``, with a ``Reinterpret``): eager's
     shares the base's bytes and counter, and is its view. Of an input the function
     relaid too (``x.unsqueeze_(0)``, written after: soak 72049), whose views the runtime
-    makes of it as the call found it (the spec's place is in its storage). ``inputs``: the input ``o`` aliases, the
-    fake inputs and their wrappers; ``inference``: traced for a call under inference
+    makes of it as the call found it (the spec's place is in its storage). ``inputs``:
+    the input ``o`` aliases, the fake inputs and their wrappers; ``inference``: traced for a call under inference
     mode, where one taken of an input through ``view(dtype)`` is eager's inference tensor
     (``_inference_dtype_view``)."""
     inp, originals, wrapped = inputs

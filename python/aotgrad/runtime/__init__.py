@@ -210,13 +210,13 @@ def _unshared(grads: tuple[Any, ...]) -> tuple[Any, ...]:
     ``t.t()`` and ``t.t().expand(())`` for two inputs) became two ``.grad`` sharing it,
     and the second backward added each one's gradient to both (soak 130846). Eager's
     engine passes one view per input of a buffer it holds."""
-    if not any(isinstance(g, torch.Tensor) and g._is_view() for g in grads):
+    if not any(type(g) is torch.Tensor and g._is_view() for g in grads):
         return grads
     seen: set[int] = set()
     out = list(grads)
     for k, g in enumerate(grads):
-        if not isinstance(g, torch.Tensor) or g.layout != torch.strided:
-            continue
+        if type(g) is not torch.Tensor or g.layout != torch.strided:
+            continue  # (a subclass's storage is its inner tensors')
         ptr = g.untyped_storage().data_ptr()
         if ptr in seen and g._is_view():
             out[k] = g.clone()
