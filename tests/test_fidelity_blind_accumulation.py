@@ -18,9 +18,8 @@ from eager_oracle import COMPILERS, _differences, _error, assert_like_eager
 F64 = torch.float64
 # What differs from eager, for all three compilers (program name -> the difference).
 KNOWN: dict[str, str] = {
-    "independent_outputs_backward_separately": "(x.sin(), w.cos()): a.sum().backward() then "
-    "b.sum().backward() (no retain_graph) raises RuntimeError 'backward through the graph a "
-    "second time', eager runs and fills w.grad",
+    # (passes through outputs whose gradients reach disjoint inputs now run:
+    # runtime.partial_backward; these two share x, and eager frees per node)
     "grad_of_each_loss_separately": "(y=x.exp(), (y*w).sum()): grad(y.sum(), [x]) then "
     "grad(loss, [w]) raises RuntimeError (graph freed), eager runs",
     "grad_tensor_written_after_view_output": "x.view(-1): eager's x.grad is the user's "

@@ -23,6 +23,7 @@ from ..alias.views import node_unreadable
 from ..errors import UnsupportedError, mark_raised_by_graph
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
+from .partial_backward import IndependentOutputs, tangent_components
 from .saved_tensors import (
     aliases_of_written_inputs,
     copies_of_mutated_inputs,
@@ -203,6 +204,11 @@ def _unreached_to_none(
     )
 
 
+def _keeps_graph() -> bool:
+    """Whether the running backward was asked to ``retain_graph``."""
+    return bool(torch._C._autograd._get_current_graph_task_keep_graph())
+
+
 def _unshared(grads: tuple[Any, ...]) -> tuple[Any, ...]:
     """``grads``, those that are views of a storage another one holds copied: autograd's
     accumulator keeps a gradient it is the only holder of as the input's ``.grad`` and
@@ -309,6 +315,16 @@ class _TrainingPlan:
             self.track_unreached = True
         if any(set(ts) != every for ts in self.retained_through.values()):
             self.track_unreached = True
+        self.independent = self._independent_outputs(layout)
+
+    def _independent_outputs(self, layout: ForwardLayout) -> IndependentOutputs | None:
+        """Outputs whose gradients reach disjoint inputs, which backward passes may go
+        through one by one (``partial_backward``); None where there are none."""
+        components = tangent_components(self.grad_tangents, len(self.tangent_outputs))
+        plain = not (self.bw_written or self.retained_through or layout.watched_outputs)
+        if self.track_unreached and len(components) > 1 and plain:
+            return IndependentOutputs(components)
+        return None
 
     def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         # the stand-ins of inner leaves come last: inputs of the Function, not of the graph
@@ -414,7 +430,11 @@ class _TrainingPlan:
             _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
-        saved = saved_tensors(ctx)
+        reached = set(range(len(tangents))) - set(missing)
+        kept = self.independent.kept(ctx, reached) if self.independent else None
+        saved = saved_tensors(ctx) if kept is None else kept
+        if self.independent and missing and not _keeps_graph():
+            self.independent.keep(ctx, saved, reached)
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
         args = [*saved, *ctx.symints, *tangents]

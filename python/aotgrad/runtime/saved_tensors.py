@@ -176,7 +176,7 @@ def saved_tensors(ctx: Any) -> list[Any]:
     (a later backward then raises autograd's error, as reading freed ones does)."""
     saved = list(ctx.saved_tensors) if ctx.saves else []
     if ctx.loose is _FREED:
-        raise RuntimeError(_BACKWARD_TWICE)
+        raise RuntimeError(BACKWARD_TWICE)
     if ctx.loose is not None:
         for j in sorted(ctx.loose):
             saved.insert(j, ctx.loose[j])
@@ -186,7 +186,7 @@ def saved_tensors(ctx: Any) -> list[Any]:
 
 
 _FREED: dict[int, Any] = {}
-_BACKWARD_TWICE = (
+BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "
     "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
