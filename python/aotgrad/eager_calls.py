@@ -554,9 +554,10 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             # beyond t's elements, eager's gradient drops the others (an as_strided of t),
             # unless unrecorded: t's next node is then an as_strided of its base
             past = not within(t, size, stride, at) and not gradless
-            if past and t._is_view() and not reads_as_base(t):
+            reinterpreting = t._is_view() and not reads_as_base(t)
+            if past and reinterpreting:
                 raise EagerRefusal(PAST_REINTERPRETED)
-            fresh = None if past or (t._is_view() and not reads_as_base(t)) else restrided_view
+            fresh = None if past or reinterpreting else restrided_view
             view = self._eager_view(t)
             self.earlier.changed(t, not view, restride=True)
             rebase = rebase and fresh is not None

@@ -430,11 +430,7 @@ class _TrainingPlan:
             _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
-        reached = set(range(len(tangents))) - set(missing)
-        kept = self.independent.kept(ctx, reached) if self.independent else None
-        saved = saved_tensors(ctx) if kept is None else kept
-        if self.independent and missing and not _keeps_graph():
-            self.independent.keep(ctx, saved, reached)
+        saved = self._saved(ctx, len(tangents), missing)
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
         args = [*saved, *ctx.symints, *tangents]
@@ -460,6 +456,19 @@ class _TrainingPlan:
         if missing:
             return _unreached_to_none(grads, self.grad_tangents, set(missing))
         return grads
+
+    def _saved(self, ctx: Any, n_tangents: int, missing: Sequence[int]) -> list[Any]:
+        """The saved tensors for this pass: autograd's, or those kept across passes
+        through independent outputs (``partial_backward``), kept again where this pass
+        leaves one unreached."""
+        if self.independent is None:
+            return saved_tensors(ctx)
+        reached = set(range(n_tangents)) - set(missing)
+        kept = self.independent.kept(ctx, reached)
+        saved = saved_tensors(ctx) if kept is None else kept
+        if missing and not _keeps_graph():
+            self.independent.keep(ctx, saved, reached)
+        return saved
 
     def _tangents(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[list[Any], Sequence[int]]:
         """The backward's tangents, and the differentiable outputs the caller's backward
