@@ -32,7 +32,7 @@ from fidelity_vocabulary import (
     suffixes_for,
     views_for,
 )
-from fidelity_vocabulary_extra import Extra, caller_write
+from fidelity_vocabulary_extra import Extra, backward_how, caller_write
 
 
 class Gen:
@@ -608,7 +608,7 @@ class Gen:
             own = random.Random(seed * 37 + 11)
             wi = own.randrange(len(self.args)) if own.random() < 0.15 else None
             cw = caller_write(seed, len(self.args))
-            calls.append(Call(seed, rg, mode, scal, pm, twice, wi, cw))
+            calls.append(Call(seed, rg, mode, scal, pm, twice, wi, cw, backward_how(seed)))
         return calls
 
 
@@ -641,6 +641,7 @@ def generate(seed: int) -> Program:
         twice = ", twice=True" if c.twice else ""
         twice += f", write_input={c.write_input}" if c.write_input is not None else ""
         twice += f", caller_write={c.caller_write!r}" if c.caller_write else ""
+        twice += f", backward_how={c.backward_how!r}" if c.backward_how else ""
         calls_src += f"    dict(seed={c.seed}, rg={c.rg}, mode={c.mode!r}, scalars={c.scalars}, post_mutate={c.post_mutate}{twice}),\n"
     calls_src += "]\n"
     source = PRELUDE + "\n" + head + g.inputs_src + "\n\n" + fn_src + "\n\n" + calls_src

@@ -446,6 +446,7 @@ def _observe(prog: Program, entry: str, eager: bool) -> Obs:
                     call.twice,
                     call.write_input,
                     call.caller_write,
+                    call.backward_how,
                 )
             _observe_call(obs, prog, runner, ns, ci, call)
     obs.info["warnings"] = [
@@ -539,18 +540,72 @@ def _observe_call(obs, prog, runner, ns, ci, call):
     diff, cots = _cotangents(earlier + outs)
     if not diff:
         return
-    try:
-        torch.autograd.backward(diff, cots, retain_graph=True)
-        obs.add(f"{pre}.bw1.raise", "raise", None)
-    except Exception as e:
-        _show(e)
-        obs.add(f"{pre}.bw1.raise", "raise", _exc(e))
+    if call.backward_how == "autograd_grad" and not _autograd_grad(obs, pre, watch, diff, cots):
+        return
+    if call.backward_how == "per_output":
+        ok = _backward_per_output(obs, pre, diff, cots)
+    else:
+        ok = _backward(obs, f"{pre}.bw1", diff, cots, retain_graph=True)
+    if not ok:
         return
     _record_grads(obs, f"{pre}.bw1", watch, outs, "grad")
-    try:
-        torch.autograd.backward(diff, cots)
-        obs.add(f"{pre}.bw2.raise", "raise", None)
-    except Exception as e:
-        obs.add(f"{pre}.bw2.raise", "raise", _exc(e))
+    if not _backward(obs, f"{pre}.bw2", diff, cots, retain_graph=False):
         return
     _record_grads(obs, f"{pre}.bw2", watch, outs, "grad_second_backward")
+
+
+def _backward(obs, key, diff, cots, retain_graph) -> bool:
+    """One ``backward`` over ``diff``; False: it raised (recorded under ``key``)."""
+    try:
+        torch.autograd.backward(diff, cots, retain_graph=retain_graph)
+    except Exception as e:
+        _show(e)
+        obs.add(f"{key}.raise", "raise", _exc(e))
+        return False
+    obs.add(f"{key}.raise", "raise", None)
+    return True
+
+
+def _backward_per_output(obs, pre, diff, cots) -> bool:
+    """One ``backward(retain_graph=True)`` per differentiable output, in order (a loss per
+    head, a backward pass per output): each pass reaches part of the graph."""
+    for o, c in zip(diff, cots, strict=True):
+        try:
+            torch.autograd.backward([o], [c], retain_graph=True)
+        except Exception as e:
+            _show(e)
+            obs.add(f"{pre}.bw1.raise", "raise", _exc(e))
+            return False
+    obs.add(f"{pre}.bw1.raise", "raise", None)
+    return True
+
+
+def _autograd_grad(obs, pre, watch, diff, cots) -> bool:
+    """``torch.autograd.grad`` of the outputs for every watched tensor that requires grad
+    (leaves and non-leaf inputs alike; nothing accumulates into ``.grad``): each result's
+    value, dtype and strides; False: it raised."""
+    names = [
+        n
+        for n, w in watch.items()
+        if isinstance(w, torch.Tensor) and _safe(lambda w=w: w.requires_grad) is True
+    ]
+    if not names:
+        return True
+    seen: dict[int, str] = {}
+    names = [seen.setdefault(id(watch[n]), n) for n in names if id(watch[n]) not in seen]
+    try:
+        got = torch.autograd.grad(
+            diff, [watch[n] for n in names], cots, retain_graph=True, allow_unused=True
+        )
+    except Exception as e:
+        _show(e)
+        obs.add(f"{pre}.autograd_grad.raise", "raise", _exc(e))
+        return False
+    obs.add(f"{pre}.autograd_grad.raise", "raise", None)
+    for n, g in zip(names, got, strict=True):
+        key = f"{pre}.autograd_grad.{n}"
+        obs.add(key, "autograd_grad", None if g is None else _val(g))
+        if g is not None:
+            obs.add(f"{key}.dtype", "autograd_grad_dtype", str(g.dtype))
+            obs.add(f"{key}.stride", "out_stride", _safe(g.stride))
+    return True

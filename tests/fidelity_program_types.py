@@ -28,6 +28,11 @@ class Call:
     # a ``detach()``) between the call and the backward: ("x" | "out", index, how), how
     # in ``fidelity_vocabulary_extra.CALLER_WRITES``; its own stream, like write_input
     caller_write: tuple | None = None
+    # how the caller runs the backward: None (one ``backward`` over every differentiable
+    # output), "per_output" (one ``backward(retain_graph=True)`` per output, in order)
+    # or "autograd_grad" (``torch.autograd.grad`` for the inputs that require grad, then
+    # the ``backward``); its own stream, like write_input
+    backward_how: str | None = None
 
 
 @dataclass

@@ -39,6 +39,12 @@ def caller_write(call_seed: int, n_args: int):
     return (where, i, own.choice(CALLER_WRITES))
 
 
+def backward_how(call_seed: int):
+    """How the caller runs one call's backward (``Call.backward_how``); its own stream."""
+    x = random.Random(call_seed * 83 + 17).random()
+    return "per_output" if x < 0.12 else "autograd_grad" if x < 0.24 else None
+
+
 def _w(rng, items):
     """Weighted choice from [(item, weight)] with ``rng``."""
     items = [(i, w) for i, w in items if w > 0]

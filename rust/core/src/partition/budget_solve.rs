@@ -24,7 +24,9 @@
 //! [`DESCEND_MAX`] candidates, also a greedy descent ([`Solver::descend`])
 //! from the cheapest points over budget, by bytes freed per unit of cost.
 //! Both start from everything the point computes in the backward (recomputed
-//! or backward-only), so that a step changes one decision only.
+//! or backward-only), so that a step changes one decision only. On graphs of
+//! any size, a lazy greedy descent whose step unsaves one saved value and
+//! recomputes its cone ([`Solver::descend_cones`], `budget_solve/cones.rs`).
 //!
 //! **Exact** ([`Solver::exact`]): every subset of the `k` recompute candidates
 //! (forward nodes the backward needs that may be recomputed), `O(2^k (N + E))`;
@@ -33,6 +35,8 @@
 //! Reference: the Lagrangian view of checkpointing is the one of "Checkmate"
 //! (Jain et al., `MLSys` 2020); torch's `activation_memory_budget` solves a
 //! knapsack over the min-cut's saved values instead.
+
+mod cones;
 
 use super::classify::NodeInfo;
 use super::cost::{recompute_costs, CostModel};
@@ -136,6 +140,8 @@ pub(crate) struct Solver<'a> {
     priced: Vec<NodeId>,
     /// Forward nodes the backward needs that may be recomputed.
     pub candidates: Vec<NodeId>,
+    /// Per node: one of [`Self::candidates`].
+    is_candidate: Vec<bool>,
 }
 
 impl<'a> Solver<'a> {
@@ -153,15 +159,20 @@ impl<'a> Solver<'a> {
             .map(|&(v, _)| v)
             .filter(|&v| !banned(v))
             .collect();
-        let candidates = priced
+        let candidates: Vec<NodeId> = priced
             .iter()
             .copied()
             .filter(|v| matches!(store.kind[v.index()], NodeKind::Call | NodeKind::GetAttr))
             .collect();
+        let mut is_candidate = vec![false; store.len()];
+        for v in &candidates {
+            is_candidate[v.index()] = true;
+        }
         Ok(Self {
             store,
             rules,
             info,
+            is_candidate,
             roots,
             cost,
             base: edges,
