@@ -510,6 +510,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
     try:
         target, cargs, watch = runner.prepare(ci, args, watch, call.scalars, call.mode)
         before_dp = {n: _dp(w) for n, w in watch.items()}
+        versions = {n: _safe(lambda w=w: w._version) for n, w in watch.items()}
         with _mode(call.mode):
             first = target(*cargs) if call.twice else None
             out = target(*cargs)
@@ -540,7 +541,9 @@ def _observe_call(obs, prog, runner, ns, ci, call):
     diff, cots = _cotangents(earlier + outs)
     if not diff:
         return
-    if call.backward_how == "autograd_grad" and not _autograd_grad(obs, pre, watch, diff, cots):
+    if call.backward_how == "autograd_grad" and not _autograd_grad(
+        obs, pre, watch, diff, cots, versions
+    ):
         return
     if call.backward_how == "per_output":
         ok = _backward_per_output(obs, pre, diff, cots)
@@ -554,10 +557,19 @@ def _observe_call(obs, prog, runner, ns, ci, call):
     _record_grads(obs, f"{pre}.bw2", watch, outs, "grad_second_backward")
 
 
+def _fresh(cots):
+    """The cotangents copied for one backward: eager's ``AccumulateGrad`` may make a leaf's
+    ``.grad`` a view of the cotangent it was handed (a ``reshape`` output's gradient is a
+    view of its cotangent, and a grad that is not otherwise referenced is stolen), so a
+    later accumulation writes into the caller's cotangent and a second pass reusing it
+    reads other values: eager's aliasing of a caller's buffer, not a gradient rule."""
+    return [c.clone() for c in cots]
+
+
 def _backward(obs, key, diff, cots, retain_graph) -> bool:
     """One ``backward`` over ``diff``; False: it raised (recorded under ``key``)."""
     try:
-        torch.autograd.backward(diff, cots, retain_graph=retain_graph)
+        torch.autograd.backward(diff, _fresh(cots), retain_graph=retain_graph)
     except Exception as e:
         _show(e)
         obs.add(f"{key}.raise", "raise", _exc(e))
@@ -571,7 +583,7 @@ def _backward_per_output(obs, pre, diff, cots) -> bool:
     head, a backward pass per output): each pass reaches part of the graph."""
     for o, c in zip(diff, cots, strict=True):
         try:
-            torch.autograd.backward([o], [c], retain_graph=True)
+            torch.autograd.backward([o], _fresh([c]), retain_graph=True)
         except Exception as e:
             _show(e)
             obs.add(f"{pre}.bw1.raise", "raise", _exc(e))
@@ -580,10 +592,16 @@ def _backward_per_output(obs, pre, diff, cots) -> bool:
     return True
 
 
-def _autograd_grad(obs, pre, watch, diff, cots) -> bool:
+def _autograd_grad(obs, pre, watch, diff, cots, versions) -> bool:
     """``torch.autograd.grad`` of the outputs for every watched tensor that requires grad
     (leaves and non-leaf inputs alike; nothing accumulates into ``.grad``): each result's
-    value, dtype and strides; False: it raised."""
+    value, dtype and strides; False: it raised.
+
+    A tensor whose version count the call moved (the function wrote it, an alias of it,
+    or changed its metadata) is asked for under its own category,
+    ``autograd_grad_after_write``: eager's gradient with respect to it is what reached
+    the node it has *now*, through the reads made after the write; the compiled call
+    connects every read to the node it had when called (a known open family)."""
     names = [
         n
         for n, w in watch.items()
@@ -595,7 +613,7 @@ def _autograd_grad(obs, pre, watch, diff, cots) -> bool:
     names = [seen.setdefault(id(watch[n]), n) for n in names if id(watch[n]) not in seen]
     try:
         got = torch.autograd.grad(
-            diff, [watch[n] for n in names], cots, retain_graph=True, allow_unused=True
+            diff, [watch[n] for n in names], _fresh(cots), retain_graph=True, allow_unused=True
         )
     except Exception as e:
         _show(e)
@@ -604,8 +622,10 @@ def _autograd_grad(obs, pre, watch, diff, cots) -> bool:
     obs.add(f"{pre}.autograd_grad.raise", "raise", None)
     for n, g in zip(names, got, strict=True):
         key = f"{pre}.autograd_grad.{n}"
-        obs.add(key, "autograd_grad", None if g is None else _val(g))
+        written = versions.get(n) != _safe(lambda n=n: watch[n]._version)
+        cat = "autograd_grad_after_write" if written else "autograd_grad"
+        obs.add(key, cat, None if g is None else _val(g))
         if g is not None:
-            obs.add(f"{key}.dtype", "autograd_grad_dtype", str(g.dtype))
+            obs.add(f"{key}.dtype", f"{cat}_dtype", str(g.dtype))
             obs.add(f"{key}.stride", "out_stride", _safe(g.stride))
     return True

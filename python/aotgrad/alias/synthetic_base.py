@@ -30,7 +30,7 @@ from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..input_hooks import hooks_on_members, register_hooks, remake_views_of
 from ..view_metadata_writes import METADATA_WRITES, leaf_view_of_gradless
 from .storage import overlap_groups
-from .views import eager_layout, set_metadata
+from .views import eager_layout, set_metadata, starts_with
 
 #: (size, stride, absolute storage offset) of a member.
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
@@ -328,6 +328,57 @@ def _views_of_detached(
     return found
 
 
+def _remakeable(out: Any, member: Any) -> bool:
+    """Whether output ``out`` (``SyntheticBase.member_grad_views``) is remade of ``member``:
+    the call records grad, both require grad, and ``out`` is a plain view (the default
+    creation meta, no hooks, not retaining its gradient)."""
+    return (
+        torch.is_grad_enabled()
+        and isinstance(out, torch.Tensor)
+        and member.requires_grad
+        and out.requires_grad
+        and out.grad_fn is not None
+        and out._is_view()
+        and not out._backward_hooks
+        and not out.retains_grad
+        and torch._C._autograd._get_creation_meta(out) == torch._C._autograd.CreationMeta.DEFAULT
+    )
+
+
+def _views_of_members(
+    groups: Sequence[_Group], built: dict[int, Any], bases: Sequence[Any], outs: Sequence[Any]
+) -> dict[int, tuple[int, Layout]]:
+    """Outputs that are views, requiring grad, taken through a member that is not detached
+    (``return x1[0]``): eager's pass through that member's node, which is what
+    ``autograd.grad(out, x1)`` asks for; the graph's are views of the group's base. Output
+    index → (member position, eager's layout); static layouts only."""
+    from torch._C import _functionalization
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    members = []
+    for g, base in zip(groups, bases):
+        detached = g.detached or (False,) * len(g.members)
+        members += [(i, built[i], base) for i, d in zip(g.members, detached) if not d]
+    found = {}
+    for j, o in enumerate(outs):
+        if not isinstance(o, FunctionalTensor) or not o.requires_grad or not o._is_view():
+            continue
+        sequence = _functionalization.get_view_meta_sequence(o.elem)
+        for i, m, base in members:
+            if o is m or not isinstance(m, FunctionalTensor):
+                continue
+            own = _functionalization.get_view_meta_sequence(m.elem)
+            if own and len(sequence) > len(own) and starts_with(sequence, own):
+                shown, through = eager_layout(o, base)
+                layout = _layout(shown)
+                if not through and all(
+                    isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])
+                ):
+                    found[j] = (i, layout)
+                break
+    return found
+
+
 @dataclass(frozen=True)
 class SyntheticBase:
     groups: tuple[_Group, ...]
@@ -336,6 +387,9 @@ class SyntheticBase:
     #: (``return x0[0]``): output index → (member position, its layout). Traced as views of
     #: the member's detached stand-in; the caller's are views of the member itself.
     member_views: dict[int, tuple[int, Layout]] = field(default_factory=dict, compare=False)
+    #: Outputs that view a member that is not detached and require grad
+    #: (``_views_of_members``): remade of the caller's member when the call records grad.
+    member_grad_views: dict[int, tuple[int, Layout]] = field(default_factory=dict, compare=False)
     #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
     #: layout: recorded while tracing, replayed on the real ones.
     new_views: dict[int, Layout] = field(default_factory=dict, compare=False)
@@ -439,7 +493,9 @@ class SyntheticBase:
                 tensors[i].requires_grad_(flag)
         for i in self.retained:  # (after the writes that gave it a history, as in eager)
             tensors[i].retain_grad()
-        if not self.member_outputs and not self.member_views and not self.member_hooks:
+        if not (
+            self.member_outputs or self.member_views or self.member_hooks or self.member_grad_views
+        ):
             return outs
         outs = list(outs)
         self._hooks_on_members(tensors, outs)
@@ -448,6 +504,9 @@ class SyntheticBase:
         for j, (i, view) in self.member_views.items():
             if not tensors[i].requires_grad and not outs[j].requires_grad:
                 outs[j] = tensors[i].as_strided(*view)  # eager's ``._base``: the caller's
+        for j, (i, view) in self.member_grad_views.items():
+            if _remakeable(outs[j], tensors[i]):
+                outs[j] = tensors[i].as_strided(*view)  # through the member's node
         return outs
 
     def _hooks_on_members(self, tensors: Sequence[Any], outs: list[Any]) -> None:
@@ -481,6 +540,7 @@ class SyntheticBase:
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
         member_views, layout_first = self.member_views, self.layout_first
+        member_grad_views = self.member_grad_views
         requires_grad_changes = self.requires_grad_changes
         changed_with_grad, retained = self.changed_with_grad, self.retained
         unrecorded = self.unrecorded_layout
@@ -515,6 +575,9 @@ class SyntheticBase:
                 member_hooks.update(hooks)
                 views_through.update(through)
             member_views.update(_views_of_detached(groups, built, out))
+            bases = graph_inputs[: len(groups)]
+            views = _views_of_members(groups, built, bases, out)
+            member_grad_views.update((j, v) for j, v in views.items() if j not in member_outputs)
             for g in groups:  # (the members' new values too: written, they are outputs)
                 _interior_leaves(g, built, [*out, *built.values()])
             for i, t in built.items():

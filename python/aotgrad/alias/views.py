@@ -124,7 +124,7 @@ def eager_layout(view: Any, base: torch.Tensor) -> tuple[Any, list[Any]]:
             # if it was taken after the change (before it, its ops start from the storage
             # as it was laid out then: its own metadata is eager's)
             own = _functionalization.get_view_meta_sequence(base.elem)
-            if not _starts_with(sequence, own):
+            if not starts_with(sequence, own):
                 return view, []
             sequence = sequence[len(own) :]
         if not sequence or any(vm.has_symbolic_inputs for vm in sequence):
@@ -210,7 +210,7 @@ class Evaluator:
         )
 
 
-def _starts_with(sequence: Sequence[Any], prefix: Sequence[Any]) -> bool:
+def starts_with(sequence: Sequence[Any], prefix: Sequence[Any]) -> bool:
     """Whether the view ops ``sequence`` begin with those of ``prefix`` (same op, same
     arguments)."""
     if len(prefix) > len(sequence):
