@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS
+from eager_oracle import COMPILERS, assert_like_eager
 
 DT = torch.float64
 
@@ -110,3 +110,40 @@ def test_autograd_grad_of_an_input_written_then_read(compiler: str, request: Any
     got = _grads_asked(COMPILERS[compiler](_write_then_read), _clone_of_leaf)
     torch.testing.assert_close(got[-1], want[-1])  # the leaf's .grad agrees
     _assert_same(got, want)
+
+
+# ------------------------------ a custom Function's view of a written member (140073)
+
+
+class _AsIs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 0.5
+
+
+def _custom_view_then_written(x0, x1, x2):
+    x1.t().copy_(x0)
+    out = _AsIs.apply(x2)
+    x2.t().zero_()  # eager's ``out.grad_fn`` raises from here on
+    return (out,)
+
+
+def _overlapping_with_leaf() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    g = torch.Generator().manual_seed(5)
+    x0 = torch.randn(4, 4, dtype=DT, generator=g).requires_grad_()
+    l1 = torch.randn(8, 4, dtype=DT, generator=g).requires_grad_()
+    b1 = l1.clone()
+    x2 = b1[2:6].t()
+    x2.requires_grad_()
+    return [x0, b1[0:4], x2], [x0, l1]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_custom_functions_view_of_a_written_member(compiler: str) -> None:
+    """The remaking of member views (above) read such an output's ``grad_fn``, which raises:
+    the call raised where eager's does not (aot_module 140073)."""
+    assert_like_eager(_custom_view_then_written, _overlapping_with_leaf, COMPILERS[compiler])

@@ -331,18 +331,21 @@ def _views_of_detached(
 def _remakeable(out: Any, member: Any) -> bool:
     """Whether output ``out`` (``SyntheticBase.member_grad_views``) is remade of ``member``:
     the call records grad, both require grad, and ``out`` is a plain view (the default
-    creation meta, no hooks, not retaining its gradient)."""
-    return (
+    creation meta, no hooks, not retaining its gradient). Reading the ``grad_fn`` of
+    another view (one a custom Function made, its base since written) raises: not one."""
+    if not (
         torch.is_grad_enabled()
         and isinstance(out, torch.Tensor)
         and member.requires_grad
         and out.requires_grad
-        and out.grad_fn is not None
         and out._is_view()
-        and not out._backward_hooks
-        and not out.retains_grad
         and torch._C._autograd._get_creation_meta(out) == torch._C._autograd.CreationMeta.DEFAULT
-    )
+    ):
+        return False
+    try:
+        return out.grad_fn is not None and not out._backward_hooks and not out.retains_grad
+    except RuntimeError:
+        return False
 
 
 def _views_of_members(
