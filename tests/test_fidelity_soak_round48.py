@@ -46,6 +46,12 @@ def _write_other_return_slice_and_t(x1, x2):
     return x1[1:3].t(), x1.diagonal()  # (a value read of x1 here is the open family below)
 
 
+def _write_other_return_view_twice(x1, x2):
+    x2.sub_(1)
+    d = x1.diagonal()
+    return d, d  # (eager's out0 is out1: soak 120956)
+
+
 def _overlapping() -> tuple[list[torch.Tensor], torch.Tensor]:
     l1 = torch.randn(8, 4, dtype=DT, generator=torch.Generator().manual_seed(3))
     l1.requires_grad_()
@@ -75,7 +81,12 @@ def _assert_same(got: list[Any], want: list[Any]) -> None:
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize(
     "fn",
-    [_write_other_return_view, _write_other_return_both, _write_other_return_slice_and_t],
+    [
+        _write_other_return_view,
+        _write_other_return_both,
+        _write_other_return_slice_and_t,
+        _write_other_return_view_twice,
+    ],
     ids=lambda f: f.__name__.strip("_"),
 )
 def test_autograd_grad_of_a_member_an_output_views(fn: Callable, compiler: str) -> None:
@@ -83,6 +94,12 @@ def test_autograd_grad_of_a_member_an_output_views(fn: Callable, compiler: str) 
     got = _grads_asked(COMPILERS[compiler](fn), _overlapping)
     _assert_same(got, want)
     assert want[0] is not None  # (the program asks what it means to: x1 is reached)
+    assert_like_eager(fn, lambda: _overlapping_leaves(), COMPILERS[compiler])
+
+
+def _overlapping_leaves() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    args, leaf = _overlapping()
+    return args, [leaf]
 
 
 def _write_then_read(x):

@@ -507,9 +507,12 @@ class SyntheticBase:
         for j, (i, view) in self.member_views.items():
             if not tensors[i].requires_grad and not outs[j].requires_grad:
                 outs[j] = tensors[i].as_strided(*view)  # eager's ``._base``: the caller's
+        remade: dict[int, Any] = {}  # (one output returned twice stays one tensor)
         for j, (i, view) in self.member_grad_views.items():
-            if _remakeable(outs[j], tensors[i]):
-                outs[j] = tensors[i].as_strided(*view)  # through the member's node
+            o = outs[j]
+            if id(o) not in remade and _remakeable(o, tensors[i]):
+                remade[id(o)] = tensors[i].as_strided(*view)  # through the member's node
+            outs[j] = remade.get(id(o), o)
         return outs
 
     def _hooks_on_members(self, tensors: Sequence[Any], outs: list[Any]) -> None:
