@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import aotgrad
-from aotgrad.errors import AotgradError, TraceError, UnsupportedError
+from aotgrad.errors import AotgradError, EagerReplayWarning, TraceError, UnsupportedError
 from aotgrad.partition import default_partition, min_cut_rematerialization_partition
 
 PARTITIONERS = [default_partition, min_cut_rematerialization_partition]
@@ -196,14 +196,21 @@ def test_inference_graph_only_when_no_grad():
     assert out.requires_grad and len(calls) == 3
 
 
-def test_untraceable_function_names_the_problem():
+def test_data_dependent_control_flow_runs_eagerly_naming_the_problem():
+    """A branch on a tensor's value cannot be traced: the call runs as eager runs it, with
+    a warning that names the problem and where it is (the graph would be wrong for the
+    other value; eager's answer is right for both)."""
+
     def fn(x):
         if x.sum() > 0:  # data-dependent control flow
             return x * 2
         return x
 
-    with pytest.raises(TraceError, match=r"test_aot_function\.py"):
-        aotgrad.aot_function(fn, aotgrad.nop)(torch.randn(3, requires_grad=True))
+    compiled = aotgrad.aot_function(fn, aotgrad.nop)
+    with pytest.warns(EagerReplayWarning, match=r"data-dependent control flow.*test_aot_"):
+        for v in (1.0, -1.0):
+            x = torch.full((3,), v, requires_grad=True)
+            torch.testing.assert_close(compiled(x), fn(x))
     assert issubclass(TraceError, AotgradError)
 
 

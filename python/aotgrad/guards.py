@@ -4,7 +4,7 @@ A compiled graph is specialised on
 
 * the modes of the call: grad mode, inference mode, autocast (per device type,
   with its dtype) and the default dtype — all four change what gets traced;
-* per tensor input: dtype, device, requires_grad (and, for one that does, whether it
+* per tensor input: dtype (and for a complex one, its conjugate bit), device, requires_grad (and, for one that does, whether it
   is a leaf: eager refuses an in-place write to a leaf, and whether a non-leaf retains
   grad: the compiled backward fills its ``.grad`` where the function writes it), sizes
   and strides (under
@@ -167,10 +167,13 @@ def call_key(
             rg = a.requires_grad
             leaf = rg and _is_leaf(a)
             kept = leaf is False and a.retains_grad
+            dt = a.dtype
+            if dt.is_complex and a.is_conj():  # (a lazily conjugated view: ``x.is_conj()``)
+                dt = (dt, "conjugated")
             if dynamic:
-                parts.append((a.dtype, a.device, rg, leaf, kept, _dynamic_shape(a)))
+                parts.append((dt, a.device, rg, leaf, kept, _dynamic_shape(a)))
             else:
-                parts.append((a.dtype, a.device, rg, leaf, kept, a.shape, a.stride()))
+                parts.append((dt, a.device, rg, leaf, kept, a.shape, a.stride()))
             try:
                 p = a.data_ptr()
             except RuntimeError:  # no storage: a sparse layout, which aotgrad does not trace

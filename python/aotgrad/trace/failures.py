@@ -134,17 +134,21 @@ def _translated(fn: Callable[..., Any]):
             f"called at {_user_frame(e.__traceback__)}"
         ) from e
     except (DataDependentOutputException, DynamicOutputShapeException) as e:
-        raise TraceError(
+        # a value the trace cannot know (``bool(t)``, ``t.item()``): eager runs the function,
+        # and so does the call (``eager_replay``, with a warning naming this)
+        error = TraceError(
             f"cannot trace {name}: op {_failing_op(e)} has a data-dependent output; "
             f"called at {_user_frame(e.__traceback__)}"
-        ) from e
+        )
+        mark_raised_while_tracing(error)
+        raise error from e
     except GuardOnDataDependentSymNode as e:
+        # (a Python float Dynamo passed as a 0-dim tensor, read back: ``_on_dynamos_float``)
         error = TraceError(
             f"cannot trace {name}: data-dependent control flow (a Python branch or "
             f"conversion on a tensor's value) at {_user_frame(e.__traceback__)}"
         )
-        if _on_dynamos_float(e):
-            mark_raised_while_tracing(error)
+        mark_raised_while_tracing(error)
         raise error from e
     except RuntimeError as e:
         worded = _runtime_error(name, e)
