@@ -1807,10 +1807,6 @@ for _n, _r in {
     "branch_retains_grad": "x.retains_grad not guarded: after retain_grad() gives x*3, eager x*2",
 }.items():
     KNOWN[_n, "dynamo-aotgrad_eager"] = _r + _DYN_UPSTREAM
-KNOWN["mod_python_attr_scale", "aot_module"] = (
-    "a plain Python attribute of the module (self.scale = 5.0, self.use_bias = False) changed between calls"
-    " is not seen: the first call's values are reused (out uses scale 2.0, with bias)"
-)
 KNOWN["mod_replace_param_with_tensor", "aot_module"] = (
     "refusal: after `del m.weight; m.weight = torch.full((3,), 4.0)` (a plain tensor attribute) the call raises"
     " UnsupportedError 'reads a tensor that is not one of its arguments'; eager runs"

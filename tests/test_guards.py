@@ -649,3 +649,33 @@ def test_guard_check_is_cheap():
         guards.call_key(flat, dynamic=False)
     per_call_us = (time.perf_counter() - t0) / n * 1e6
     assert per_call_us < 50  # generous: a shared 2-core machine
+
+
+def test_a_modules_plain_settings_are_guarded():
+    """``Dropout.p`` and a plain attribute (``self.scale``) are read as constants by the
+    trace: changed between calls, the call compiles again (the first call's values were
+    reused: blind recompile suite, mod_python_attr_scale), and the limit names them."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.drop = torch.nn.Dropout(0.0)
+            self.scale = 2.0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.drop(self.lin(x)) * self.scale
+
+    mod = Scaled()
+    c = aotgrad.aot_module(mod, aotgrad.nop)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(c(x), mod(x))
+    mod.scale = 5.0
+    torch.testing.assert_close(c(x), mod(x))
+    mod.drop.p = 1.0
+    torch.testing.assert_close(c(x), torch.zeros(3, 4))
+    limited = aotgrad.aot_module(mod, aotgrad.nop, recompile_limit=1)
+    limited(x)
+    mod.scale = 3.0
+    with pytest.raises(GuardError, match=r"submodule 0 settings \(plain attributes\)"):
+        limited(x)
