@@ -566,10 +566,13 @@ def _fresh(cots):
     return [c.clone() for c in cots]
 
 
-def _backward(obs, key, diff, cots, retain_graph) -> bool:
-    """One ``backward`` over ``diff``; False: it raised (recorded under ``key``)."""
+def _backward(obs, key, diff, cots, retain_graph, passes=None) -> bool:
+    """One ``backward`` over ``diff`` (or one per ``passes``: lists of positions in it);
+    False: one raised (recorded under ``key``)."""
     try:
-        torch.autograd.backward(diff, _fresh(cots), retain_graph=retain_graph)
+        for p in passes or [range(len(diff))]:
+            sub = [diff[i] for i in p]
+            torch.autograd.backward(sub, _fresh([cots[i] for i in p]), retain_graph=retain_graph)
     except Exception as e:
         _show(e)
         obs.add(f"{key}.raise", "raise", _exc(e))
@@ -581,15 +584,8 @@ def _backward(obs, key, diff, cots, retain_graph) -> bool:
 def _backward_per_output(obs, pre, diff, cots) -> bool:
     """One ``backward(retain_graph=True)`` per differentiable output, in order (a loss per
     head, a backward pass per output): each pass reaches part of the graph."""
-    for o, c in zip(diff, cots, strict=True):
-        try:
-            torch.autograd.backward([o], _fresh([c]), retain_graph=True)
-        except Exception as e:
-            _show(e)
-            obs.add(f"{pre}.bw1.raise", "raise", _exc(e))
-            return False
-    obs.add(f"{pre}.bw1.raise", "raise", None)
-    return True
+    passes = [[i] for i in range(len(diff))]
+    return _backward(obs, f"{pre}.bw1", diff, cots, retain_graph=True, passes=passes)
 
 
 def _autograd_grad(obs, pre, watch, diff, cots, versions) -> bool:
