@@ -4,9 +4,12 @@ at a depth straddling a 16 KiB frame-chunk boundary stop mapping a chunk each ti
 from __future__ import annotations
 
 import resource
+import sys
 
 import pytest
+import torch
 
+from aotgrad import frame_stack
 from aotgrad.frame_stack import with_frame_room
 
 
@@ -46,3 +49,41 @@ def test_arguments_results_and_exceptions_pass_through():
 
 def test_nested_rooms_and_deep_recursion_inside_work():
     assert with_frame_room(lambda: with_frame_room(_down)(900))() == 900
+
+
+_seen_room: list[bool] = []
+
+
+def _record_room(x: torch.Tensor) -> torch.Tensor:
+    """A graph node that notes whether a frame with room is below it on the stack."""
+    f = sys._getframe()
+    room = False
+    while f is not None:
+        room = room or f.f_code.co_stacksize >= frame_stack.ROOM_SLOTS
+        f = f.f_back
+    _seen_room.append(room)
+    return x
+
+
+def _graph(calls: int) -> torch.fx.GraphModule:
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x = g.call_function(_record_room, (x,))
+    for _ in range(calls - 1):
+        x = g.call_function(torch.ops.aten.add.Tensor, (x, 1))
+    g.output((x,))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+@pytest.mark.skipif(not frame_stack.APPLIES, reason="no frame chunks before CPython 3.11")
+def test_long_graphs_run_op_by_op_get_room_short_ones_not() -> None:
+    """A GraphModule of ``ROOMY_CALLS`` op calls or more (``aotgrad_eager``'s graphs) runs
+    with room (each op is a Python call: at an unlucky depth each mapped a fresh chunk);
+    a shorter one runs as it is (the room's mapping would cost more than it saves)."""
+    from aotgrad.compile import ROOMY_CALLS, boxed
+
+    _seen_room.clear()
+    for calls in (ROOMY_CALLS, ROOMY_CALLS - 1):
+        out = boxed(_graph(calls))([torch.zeros(2)])
+        torch.testing.assert_close(out[0], torch.full((2,), float(calls - 1)))
+    assert _seen_room == [True, False]
