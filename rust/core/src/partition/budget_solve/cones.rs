@@ -25,7 +25,7 @@
 //! saved values, `T` steps, `r` re-evaluations per step and `F` finishing moves.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 
 use super::{better, Point, Solver};
 use crate::ids::NodeId;
@@ -208,9 +208,10 @@ impl Solver<'_> {
     /// not save, that may be recomputed.
     fn cone(&self, s: NodeId, d: &Descent) -> Vec<NodeId> {
         let mut out = Vec::new();
+        let mut seen = HashSet::new();
         let mut stack = vec![s];
         while let Some(v) = stack.pop() {
-            if !self.is_candidate[v.index()] || out.contains(&v) {
+            if !self.is_candidate[v.index()] || !seen.insert(v) {
                 continue;
             }
             out.push(v);
