@@ -7,9 +7,6 @@ comparing outputs, gradients and written inputs leaf by leaf."""
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -207,37 +204,3 @@ def test_plain_input_with_subclass_gradient_is_refused() -> None:
     f = aotgrad.aot_function(lambda x, w: x * w, aotgrad.nop)
     with pytest.raises(UnsupportedError, match="TwoTensor"):
         f(_two(3, grad=False), torch.randn(3, requires_grad=True))
-
-
-NESTED_SCRIPT = textwrap.dedent(
-    """
-    import warnings, torch, aotgrad
-    from aotgrad.errors import UnsupportedError
-    nt = torch.nested.nested_tensor(
-        [torch.randn(2, 4), torch.randn(3, 4)], layout=torch.jagged, requires_grad=True
-    )
-    f = lambda x: (x * 2).sin()
-    try:
-        aotgrad.aot_function(f, aotgrad.nop)(nt)
-    except UnsupportedError as e:
-        assert "NestedTensor" in str(e), e
-        print("refused")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for backend in ("aotgrad_eager", "aotgrad"):
-            torch._dynamo.reset()
-            out = torch.compile(f, backend=backend)(nt)
-            ref = f(nt)
-            assert all(torch.equal(a, b) for a, b in zip(out.unbind(), ref.unbind()))
-    assert any("NestedTensor" in str(w.message) for w in caught)
-    print("survived")
-    """
-)
-
-
-def test_jagged_nested_tensor_is_refused_without_killing_the_process() -> None:
-    run = subprocess.run(
-        [sys.executable, "-c", NESTED_SCRIPT], capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "refused" in run.stdout and "survived" in run.stdout

@@ -166,7 +166,13 @@ class AotFunction:
 
     def key(self, flat: Sequence[Any], shape: Any) -> tuple:
         state = None if self.state is None else self.state()
-        return guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
+        return guards.call_key(
+            flat,
+            dynamic=self.options.dynamic,
+            state=state,
+            extra=shape,
+            static_dims=self.options.static_dims,
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.prefix:
@@ -183,7 +189,13 @@ class AotFunction:
         they are positional leaves; ``state`` is the extra guarded state (or None)."""
         if subclasses.any_subclass(flat):
             return subclasses.call(self, flat, shape, state, AotFunction)
-        key = guards.call_key(flat, dynamic=self.options.dynamic, state=state, extra=shape)
+        key = guards.call_key(
+            flat,
+            dynamic=self.options.dynamic,
+            state=state,
+            extra=shape,
+            static_dims=self.options.static_dims,
+        )
         if self.eager.keys and key in self.eager.keys:
             return self.eager.run(key, flat, shape)
         entry = self.cache.get(key)

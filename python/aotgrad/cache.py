@@ -137,6 +137,7 @@ def _describe_options(options: AotOptions) -> str:
             decomp_names,
             str(options.keep_inference_input_mutations),
             str(options.dynamic),
+            repr(sorted((options.static_dims or {}).items())),
         ]
     )
 

@@ -80,7 +80,9 @@ def aot_module_simplified(
     if tc is None or tc.fake_mode is None:
         return _guarded_outside_dynamo(lifted, args, graph_inputs, options)
     if subclasses.any_subclass(graph_inputs):
-        # Tensor subclasses are flattened at the call (aotgrad.subclasses), per layout.
+        # Tensor subclasses are flattened at the call (aotgrad.subclasses), per layout;
+        # a graph Dynamo made for dynamic sizes compiles nested tensors' children so.
+        options.dynamic = options.dynamic or any(map(_dynamic_example, args))
         return _guarded(lifted, options)
     return _compiled_under_dynamo(lifted, graph_inputs, tc, options, cache=cache)
 
@@ -299,6 +301,18 @@ def _cache_slot(
 
 def _as_tuple(out: Any) -> Any:
     return tuple(out) if isinstance(out, list) else out
+
+
+def _dynamic_example(a: Any) -> bool:
+    """An example input of a graph Dynamo made for dynamic sizes: a SymInt, or a tensor
+    (a subclass: one of its leaves) of symbolic size."""
+    if isinstance(a, torch.SymInt):
+        return True
+    if not isinstance(a, torch.Tensor):
+        return False
+    if subclasses.is_subclass(a):
+        return any(_symbolic(x) for x in subclasses.leaves(a, subclasses.layout_of(a), []))
+    return _symbolic(a)
 
 
 def _symbolic(t: torch.Tensor) -> bool:

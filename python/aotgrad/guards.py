@@ -72,12 +72,13 @@ def _autocast_state() -> tuple[Any, ...]:
     return tuple(state)
 
 
-def _dynamic_shape(t: torch.Tensor) -> tuple[Any, ...]:
-    # Sizes 0 and 1 are specialised; equal sizes share one symbol (duck sizing).
+def _dynamic_shape(t: torch.Tensor, static: tuple[int, ...] = ()) -> tuple[Any, ...]:
+    # Sizes 0 and 1 are specialised; equal sizes share one symbol (duck sizing); the
+    # ``static`` dimensions are sizes of their own.
     first: dict[int, int] = {}
     pattern = []
     for d, s in enumerate(t.shape):
-        if s < 2:
+        if s < 2 or d in static:
             pattern.append(("const", s))
         else:
             pattern.append(("sym", first.setdefault(s, d)))
@@ -146,6 +147,10 @@ def storage_layout(
 
 
 def _const(a: Any) -> tuple[Any, ...]:
+    if type(a) is torch.SymInt and a.node.is_nested_int():
+        # a nested tensor's ragged size (Dynamo passes it to a graph over a jagged input):
+        # new for every offsets tensor; the offsets themselves are guarded as a leaf
+        return ("nested int", a.node.nested_int_coeff())
     if type(a) is float and (a != a or a == 0.0):
         return ("const", float, repr(a))  # nan == nan for the key; -0.0 != 0.0
     try:
@@ -156,10 +161,16 @@ def _const(a: Any) -> tuple[Any, ...]:
 
 
 def call_key(
-    flat_args: Sequence[Any], *, dynamic: bool, state: Any = None, extra: Any = ()
+    flat_args: Sequence[Any],
+    *,
+    dynamic: bool,
+    state: Any = None,
+    extra: Any = (),
+    static_dims: dict[int, tuple[int, ...]] | None = None,
 ) -> tuple:
     """The guard key of one call (see the module docstring):
-    ``(modes, per-argument facts, alias groups, storage layout, state, extra)``."""
+    ``(modes, per-argument facts, alias groups, storage layout, state, extra)``;
+    ``static_dims``: under ``dynamic``, per tensor argument, the sizes kept static."""
     tensors: list[torch.Tensor] = []
     parts: list[Any] = []
     bases: dict[int, int] = {}  # storage base address -> first tensor on it
@@ -173,7 +184,8 @@ def call_key(
             if dt.is_complex and a.is_conj():  # (a lazily conjugated view: ``x.is_conj()``)
                 dt = (dt, "conjugated")
             if dynamic:
-                parts.append((dt, a.device, rg, leaf, kept, _dynamic_shape(a)))
+                static = static_dims.get(len(tensors), ()) if static_dims else ()
+                parts.append((dt, a.device, rg, leaf, kept, _dynamic_shape(a, static)))
             else:
                 parts.append((dt, a.device, rg, leaf, kept, a.shape, a.stride()))
             try:

@@ -83,6 +83,9 @@ class AotOptions:
     #: Graph inputs that are parameters/buffers (free for the partitioner to save);
     #: None: the first ``num_params_buffers``.
     static_input_indices: list[int] | None = None
+    #: Under ``dynamic``, the dimensions kept static, per tensor input (its index among
+    #: the tensor inputs): a nested tensor's leaves keep all but their ragged dimension.
+    static_dims: dict[int, tuple[int, ...]] | None = None
 
     @property
     def static_inputs(self) -> list[int]:
@@ -551,7 +554,9 @@ def compile_for(
     writes inputs that overlap in memory (``alias.NeedsSyntheticBase``) it is compiled
     again over one synthetic base, the members' layout baked into the graph."""
     fake_mode = trace.make_fake_mode(options.dynamic)
-    fake_args = trace.fakify(fake_mode, tensors, dynamic=options.dynamic)
+    fake_args = trace.fakify(
+        fake_mode, tensors, dynamic=options.dynamic, static_dims=options.static_dims
+    )
     try:
         artifact = compile_flat(flat_fn, fake_args, fake_mode, options, training=training)
         return Specialization(artifact, fake_mode, fake_args)

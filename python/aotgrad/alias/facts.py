@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..autograd_walks import accumulated_variable, walk_finds
 from ..inference_views import through_dtype_view
@@ -682,7 +683,9 @@ def _output_row(
             flags |= OUT_REINTERPRETED
         return flags | OUT_ALIASES_INPUT, k, -1, -1
     base = o._base
-    if base is None:
+    if base is None or is_traceable_wrapper_subclass(base):
+        # (a view of a subclass intermediate, ``nt.values()``: the subclass is flattened
+        # at the boundary of the trace, so its leaves are the outputs that share memory)
         return flags, -1, -1, -1
     flags |= OUT_VIEW_OF_INTERMEDIATE
     if _reinterprets(o, base):

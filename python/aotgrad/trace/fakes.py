@@ -25,22 +25,50 @@ def make_fake_mode(dynamic: bool) -> FakeTensorMode:
     )
 
 
-def fakify(fake_mode: FakeTensorMode, flat_args: Sequence[Any], *, dynamic: bool) -> list[Any]:
-    """Real tensors → fakes of ``fake_mode``; fakes and SymInts of that mode pass through."""
+def fakify(
+    fake_mode: FakeTensorMode,
+    flat_args: Sequence[Any],
+    *,
+    dynamic: bool,
+    static_dims: dict[int, tuple[int, ...]] | None = None,
+) -> list[Any]:
+    """Real tensors → fakes of ``fake_mode``; fakes and SymInts of that mode pass through.
+    ``static_dims``: under ``dynamic``, per tensor (its index among the tensors), the
+    sizes kept static."""
     out: list[Any] = []
+    n = 0
     for a in flat_args:
         if isinstance(a, torch.Tensor) and not isinstance(a, torch._subclasses.FakeTensor):
-            out.append(_fake_of(fake_mode, a, dynamic))
+            static = static_dims.get(n, ()) if static_dims and dynamic else ()
+            out.append(_fake_of(fake_mode, a, dynamic, static))
         else:
             out.append(a)
+        n += isinstance(a, torch.Tensor)
     return out
 
 
-def _fake_of(fake_mode: FakeTensorMode, a: torch.Tensor, dynamic: bool) -> Any:
-    """The fake of ``a``; of a view written since its node was recorded (a ``split``
-    output, say), marked so: reading that node raises in eager."""
+def _symbolic_context(a: torch.Tensor, static: tuple[int, ...]) -> Any:
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    return StatelessSymbolicContext(
+        dynamic_sizes=[
+            DimDynamic.STATIC if d in static else DimDynamic.DYNAMIC for d in range(a.dim())
+        ],
+        constraint_sizes=[None] * a.dim(),
+    )
+
+
+def _fake_of(
+    fake_mode: FakeTensorMode, a: torch.Tensor, dynamic: bool, static: tuple[int, ...] = ()
+) -> Any:
+    """The fake of ``a`` (``static``: its dimensions kept static under ``dynamic``); of a
+    view written since its node was recorded (a ``split`` output, say), marked so: reading
+    that node raises in eager."""
     if not node_unreadable(a):
-        fake = fake_mode.from_tensor(a, static_shapes=not dynamic)
+        if static:
+            fake = fake_mode.from_tensor(a, symbolic_context=_symbolic_context(a, static))
+        else:
+            fake = fake_mode.from_tensor(a, static_shapes=not dynamic)
         if a.requires_grad and not a.is_leaf and a.retains_grad:
             setattr(fake, CALLER_RETAINS, True)  # (input_hooks.retained_written_inputs)
         return fake

@@ -1,0 +1,262 @@
+"""The child: a call holding subclasses runs an ordinary ``AotFunction`` over their
+leaves, one per input layout; the plain function it traces rebuilds the subclasses,
+calls the user's function and flattens what it returns; the call's written subclass
+arguments are brought up to date afterwards (values, autograd history, versions)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from .boundary import (
+    PlainGradient,
+    as_traced,
+    flatten_args,
+    flatten_differentiably,
+    unflatten_values,
+)
+from .layout import Layout, is_subclass, layout_of, leaves, ragged
+
+# ---------------------------------------------------------------- the child function
+
+
+@dataclass
+class _Outputs:
+    """What the traced function returned: its pytree spec and each output's layout."""
+
+    spec: Any = None
+    layouts: tuple[Layout | None, ...] = ()
+    #: Per subclass argument, how the traced backward laid out its gradient.
+    grad_layouts: dict[int, Layout] = dataclasses.field(default_factory=dict)
+    #: Per subclass argument the function wrote, how far the write moved the rebuilt
+    #: wrapper's version counter in the trace (its leaves' own counters are the child's).
+    input_writes: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Per grad mode of the call, the written subclass arguments whose autograd history
+    #: the write changed (made with grad on): their values after the call, which the
+    #: child returns after the function's outputs (one per written argument), are
+    #: written into the caller's wrapper with autograd.
+    history_writes: dict[bool, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    #: Outputs that are a subclass argument itself (``return x``), by output position.
+    output_inputs: dict[int, int] = dataclasses.field(default_factory=dict)
+
+
+_INPLACE_DUNDERS = frozenset(
+    {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"}
+)
+
+
+class _LeafWrites(torch.overrides.TorchFunctionMode):
+    """While the traced function runs: an in-place op with grad on, on a subclass
+    argument that is a leaf requiring grad (or on a view of one), raises eager's error
+    at the write. (Rebuilt from its leaves, the argument is no leaf inside the trace.)"""
+
+    def __init__(self, leaves: set[int]) -> None:
+        super().__init__()
+        self.leaves = leaves
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if self.leaves and args and torch.is_grad_enabled() and _writes(func, kwargs):
+            t = args[0]
+            if id(t) in self.leaves:
+                raise RuntimeError(
+                    "a leaf Variable that requires grad is being used in an in-place operation."
+                )
+            if isinstance(t, torch.Tensor) and id(t._base) in self.leaves:
+                raise RuntimeError(
+                    "a view of a leaf Variable that requires grad is being used in an "
+                    "in-place operation."
+                )
+        return func(*args, **kwargs)
+
+
+#: Methods named like in-place ops that do not write the tensor's values.
+_NOT_WRITES = frozenset({"requires_grad_", "detach_", "share_memory_"})
+
+
+def _writes(func: Any, kwargs: dict[str, Any]) -> bool:
+    name = getattr(func, "__name__", "")
+    if name in _INPLACE_DUNDERS or "out" in kwargs:
+        return True
+    return name.endswith("_") and not name.endswith("__") and name not in _NOT_WRITES
+
+
+def _flatten_outputs(
+    out_flat: Sequence[Any], args: Sequence[Any]
+) -> tuple[tuple[Layout | None, ...], list[Any]]:
+    """The traced function's outputs as plain tensors (differentiably where they require
+    grad), and each output's layout (None: plain)."""
+    given = {id(x) for x in args if isinstance(x, torch.Tensor)}
+
+    def fresh(x: Any) -> Any:
+        # An inner tensor the function received (``return x``) or one that requires
+        # grad itself: a view, so the flatten node does not take over its history.
+        if id(x) in given or x.requires_grad:
+            return x.view_as(x)
+        return x
+
+    out_layouts: list[Layout | None] = []
+    plain_outs: list[Any] = []
+    for o in out_flat:
+        if not is_subclass(o):
+            out_layouts.append(None)
+            plain_outs.append(o)
+            continue
+        layout = layout_of(o)
+        out_layouts.append(layout)
+        if torch.is_grad_enabled() and o.requires_grad:
+            plain_outs.extend(flatten_differentiably(layout, fresh, as_traced, o))
+        else:
+            plain_outs.extend(leaves(o, layout, []))
+    return tuple(out_layouts), plain_outs
+
+
+def _plain_function(
+    fn: Callable[..., Any],
+    shape: Any,
+    layouts: tuple[Layout | None, ...],
+    record: _Outputs,
+    leaf_inputs: frozenset[int],
+) -> Callable[..., list[Any]]:
+    """The function the child traces: rebuilds the subclass arguments from their
+    leaves, calls ``fn`` (through the caller's pytree ``shape``), flattens its outputs
+    to plain tensors and records their layouts in ``record``. ``leaf_inputs``: the
+    subclass arguments that are leaves requiring grad (writing one raises, as in eager)."""
+
+    def plain(*args: Any) -> list[Any]:
+        full = unflatten_values(args, layouts, record.grad_layouts)
+        if torch.is_grad_enabled():
+            full = [
+                PlainGradient.apply(x)
+                if layout is None and isinstance(x, torch.Tensor) and x.requires_grad
+                else x
+                for x, layout in zip(full, layouts, strict=True)
+            ]
+        if isinstance(shape, int):
+            a, kw = full, {}
+        else:
+            a, kw = pytree.tree_unflatten(full, shape)
+        wrappers = [x if layout is not None else None for x, layout in zip(full, layouts)]
+        nodes = [None if x is None else x.grad_fn for x in wrappers]
+        with _LeafWrites({id(full[k]) for k in leaf_inputs}):
+            out_flat, record.spec = pytree.tree_flatten(fn(*a, **kw))
+        record.input_writes = {
+            k: x._version for k, x in enumerate(wrappers) if x is not None and x._version
+        }
+        record.history_writes[torch.is_grad_enabled()] = tuple(
+            k for k in record.input_writes if wrappers[k].grad_fn is not nodes[k]
+        )
+        record.output_inputs = {
+            j: k for j, o in enumerate(out_flat) for k, x in enumerate(wrappers) if o is x
+        }
+        written = [full[k] for k in record.input_writes]
+        record.layouts, outs = _flatten_outputs([*out_flat, *written], args)
+        return outs
+
+    plain.__qualname__ = getattr(fn, "__qualname__", type(fn).__qualname__)
+    return plain
+
+
+@dataclass
+class _Child:
+    compiled: Any  # an api.AotFunction over the leaves
+    outputs: _Outputs
+
+
+#: A jagged nested tensor's leaves and their ragged (dynamic) dimension; the values'
+#: is its ``ragged_idx - 1``.
+_RAGGED_LEAF_DIM = {"_offsets": 0, "_lengths": 0, "_min_seqlen_tensor": 0, "_max_seqlen_tensor": 0}
+
+
+def _dynamic_dims(layout: Layout) -> list[tuple[int, ...]]:
+    """Per leaf of ``layout``, the dimensions a dynamic child leaves symbolic: a nested
+    tensor's ragged ones (the values' ragged dimension, the offsets' length, the seqlen
+    metadata); every other size is static (the layout key covers the outer sizes)."""
+    is_ragged = ragged([layout])
+    out: list[tuple[int, ...]] = []
+    for attr, sub in zip(layout.attrs, layout.inner, strict=True):
+        if isinstance(sub, Layout):
+            out.extend(_dynamic_dims(sub))
+        elif sub is None and not is_ragged:
+            out.append(())
+        elif sub is None:
+            dim = layout.ctx["ragged_idx"] - 1 if attr == "_values" else _RAGGED_LEAF_DIM.get(attr)
+            out.append(() if dim is None else (dim,))
+    return out
+
+
+def _child_options(options: Any, flat: Sequence[Any], layouts: Sequence[Layout | None]) -> Any:
+    """The parent's options for the child: static inputs (parameters, buffers) mapped
+    to their leaves; shapes static (outer sizes are part of the layout key) but for a
+    nested tensor's ragged sizes when the parent is dynamic."""
+    static = set(options.static_inputs)
+    mapped: list[int] = []
+    static_dims: dict[int, tuple[int, ...]] = {}
+    tensor_index = 0
+    for x, layout in zip(flat, layouts, strict=True):
+        if not isinstance(x, torch.Tensor):
+            continue
+        inner = [x] if layout is None else leaves(x, layout, [])
+        dynamic = [()] if layout is None else _dynamic_dims(layout)
+        for leaf, dims in zip(inner, dynamic, strict=True):
+            if tensor_index in static:
+                mapped.append(len(static_dims))
+            static_dims[len(static_dims)] = tuple(d for d in range(leaf.dim()) if d not in dims)
+        tensor_index += 1
+    return dataclasses.replace(
+        options,
+        dynamic=options.dynamic and ragged(layouts),
+        static_input_indices=mapped,
+        static_dims=static_dims,
+        num_params_buffers=0,
+    )
+
+
+def call(parent: Any, flat: list[Any], shape: Any, state: Any, make_child: Any) -> Any:
+    """Run ``parent`` (an ``api.AotFunction``) on a call holding subclasses: through the
+    child compiled for this layout of its arguments (``make_child(fn, options)``: the
+    api's ``AotFunction``, passed in so that this stage does not import the api)."""
+    layouts = tuple(layout_of(x) if is_subclass(x) else None for x in flat)
+    leaf_inputs = frozenset(
+        k
+        for k, x in enumerate(flat)
+        if layouts[k] is not None and x.requires_grad and x.is_leaf and torch.is_grad_enabled()
+    )
+    key = (tuple(None if lay is None else lay.key for lay in layouts), shape, leaf_inputs)
+    children: dict[Any, _Child] = parent.__dict__.setdefault("subclass_children", {})
+    child = children.get(key)
+    if child is None:
+        record = _Outputs()
+        fn = _plain_function(parent.fn, shape, layouts, record, leaf_inputs)
+        options = _child_options(parent.options, flat, layouts)
+        child = _Child(make_child(fn, options), record)
+        children[key] = child
+    plain = flatten_args(flat, layouts, child.outputs.grad_layouts)
+    outs = child.compiled.call_flat(plain, len(plain), state)
+    record = child.outputs
+    rebuilt = unflatten_values(outs, record.layouts)
+    n = len(rebuilt) - len(record.input_writes)
+    _rewrite_inputs(flat, record, rebuilt[n:])
+    for j, k in record.output_inputs.items():
+        rebuilt[j] = flat[k]
+    return pytree.tree_unflatten(rebuilt[:n], record.spec)
+
+
+def _rewrite_inputs(flat: Sequence[Any], record: _Outputs, values: Sequence[Any]) -> None:
+    """The written subclass arguments: their leaves hold the new values already (the
+    child wrote them); a wrapper whose history the write changed takes them with
+    autograd too (a ``copy_``, as aotgrad writes a plain input), so that the caller's
+    later uses of it differentiate through the function's write; each wrapper's version
+    counter moves as eager's in-place ops on it moved it."""
+    history = record.history_writes.get(torch.is_grad_enabled(), ())
+    for k, new in zip(record.input_writes, values, strict=True):
+        x = flat[k]
+        version = x._version + record.input_writes[k]
+        if k in history and x.requires_grad:
+            x.copy_(new)
+        torch._C._autograd._unsafe_set_version_counter((x,), (version,))
