@@ -113,7 +113,7 @@ class StaleInputViews:
 
     def unread(self, wrapped: Sequence[Any]) -> list[int]:
         """The watched inputs (by position among ``wrapped``) whose node the function
-        never read: the runtime may pass them to autograd detached (``_readable_inputs``)."""
+        never read: the runtime may pass them to autograd detached (``runtime.call_inputs.readable_inputs``)."""
         return [
             i
             for i, w in enumerate(wrapped)

@@ -156,11 +156,11 @@ class ForwardLayout:
     own_requires_grad: dict[int, bool] = field(default_factory=dict)
     #: Inputs that are views of ``split``/``unbind`` (or made under ``no_grad``) whose
     #: node the function never reads: passed to autograd detached where it cannot be
-    #: read (``runtime._readable_inputs``), as eager never reads it.
+    #: read (``runtime.call_inputs.readable_inputs``), as eager never reads it.
     node_unread_views: list[int] = field(default_factory=list)
     #: Inputs (not written by the function) whose gradient the backward never computes:
     #: no output's history reaches them. Passed to autograd detached where another input
-    #: keeps the compiled node in the graph (``runtime._edgeless_inputs``): an edge to
+    #: keeps the compiled node in the graph (``runtime.call_inputs.edgeless_inputs``): an edge to
     #: one would make the caller's backward run the node of its history (another
     #: compiled graph's, which checks what it saved), which eager's never reaches.
     gradless_inputs: list[int] = field(default_factory=list)
