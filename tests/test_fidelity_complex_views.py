@@ -284,3 +284,25 @@ THROUGH_OTHERS: dict[str, Callable] = {
 def test_view_made_of_another_tensor_over_the_input(name: str, compiler: str, grad: bool) -> None:
     make = _complex_pair((grad, True))
     assert_like_eager(THROUGH_OTHERS[name], make, COMPILERS[compiler], calls=2)
+
+
+# ``as_strided`` of a real view of complex bytes (soak 150496): eager's backward gives
+# gradient only to the elements the as_strided's input covered (``x.imag``'s: the
+# imaginary parts); rebuilt of the whole reinterpreted base, it reached the real parts.
+
+AS_STRIDED_OF_REINTERPRETED: dict[str, Callable] = {
+    "imag_of_input": lambda x, y: (x.imag.as_strided((2, 2), (1, 2)), y * 2),
+    "real_of_input_offset": lambda x, y: (x.real.as_strided((2, 2), (1, 3), 1), y.sin()),
+    "imag_of_input_twice": lambda x, y: (x.imag.as_strided((2, 2), (1, 2)), x.imag, y),
+    "imag_of_intermediate": lambda x, y: ((x * 2).imag.as_strided((2, 2), (1, 2)), y),
+    "real_of_intermediate": lambda x, y: ((x + y).real.as_strided((2, 2), (1, 2), 3),),
+    "conj_imag_of_input": lambda x, y: (x.conj().imag.as_strided((2, 2), (1, 2)), y),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(INPUT_KINDS))
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("name", sorted(AS_STRIDED_OF_REINTERPRETED))
+def test_as_strided_of_a_reinterpreted_view(name: str, compiler: str, kind: str) -> None:
+    fn = AS_STRIDED_OF_REINTERPRETED[name]
+    assert_like_eager(fn, INPUT_KINDS[kind], COMPILERS[compiler], calls=2)

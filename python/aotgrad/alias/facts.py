@@ -503,7 +503,9 @@ def _note_reinterpreted(
         base = o._base
     else:
         return flags
-    shown = eager_layout(o, base)[0] if flags & OUT_ALIASES_INPUT else None
+    shown, through = eager_layout(o, base)
+    if not flags & OUT_ALIASES_INPUT:
+        shown = None  # (an intermediate's view: as functionalization laid it out)
     if shown is o and facts.input_flags[inp] & IN_MUTATES_DATA:
         return flags  # (not replayed, symbolic: its layout is the written value's)
     spec = reinterpreted_spec(
@@ -512,6 +514,7 @@ def _note_reinterpreted(
         check_base=not flags & OUT_ALIASES_INPUT,
         shown=shown,
         dtype_view=dtype_view or by_view_dtype(o),
+        through=through,
     )
     if spec is None and not dtype_view:
         spec = reinterpreted_spec(o, base, check_base=not flags & OUT_ALIASES_INPUT, shown=shown)

@@ -80,7 +80,10 @@ def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
         at,
     ):
         return seen if seen._is_view() or seen is base else seen.view(seen.shape)
-    return seen.as_strided(spec.size, spec.stride, at)
+    t = seen
+    for m in spec.through:  # (what eager's as_strided was taken of: ``views.eager_layout``)
+        t = t.as_strided(m.size, m.stride, seen.storage_offset() + m.offset)
+    return t.as_strided(spec.size, spec.stride, at)
 
 
 def view_over(t: torch.Tensor, spec: ViewSpec, base: torch.Tensor) -> torch.Tensor:
@@ -105,7 +108,13 @@ def view_over(t: torch.Tensor, spec: ViewSpec, base: torch.Tensor) -> torch.Tens
 
 
 def reinterpreted_spec(
-    view: Any, base: Any, *, check_base: bool, shown: Any = None, dtype_view: bool = False
+    view: Any,
+    base: Any,
+    *,
+    check_base: bool,
+    shown: Any = None,
+    dtype_view: bool = False,
+    through: Any = (),
 ) -> ViewSpec | None:
     """The ``ViewSpec`` (with a ``Reinterpret``) of ``view``, which reinterprets ``base``'s
     bytes (its entries sympy expressions where sizes are symbolic); None where it is not
@@ -114,7 +123,10 @@ def reinterpreted_spec(
     tried on a meta tensor laid out as ``base`` (at the sizes traced). ``shown``: the
     view as eager lays it out (``eager_layout``; taken after a write, the functional
     view's own layout is a new value's), of the view's element size; ``dtype_view``:
-    rebuilt through ``base.view(dtype)`` (``Reinterpret.dtype_view``)."""
+    rebuilt through ``base.view(dtype)`` (``Reinterpret.dtype_view``); ``through``: the
+    layouts eager's ``as_strided`` s were taken of (``eager_layout``), kept where they read
+    the bytes as the view does (``x.imag.as_strided(...)``: its backward reaches only the
+    imaginary parts, as eager's)."""
     from .views import ViewSpec, _plain
 
     laid = view
@@ -126,6 +138,11 @@ def reinterpreted_spec(
         tuple(_plain(s) for s in laid.stride()),
         _plain(laid.storage_offset() - start),
         tuple(_plain(s) for s in base.stride()) if check_base else None,
+        tuple(
+            ViewSpec.at(m, start)
+            for m in through
+            if (m.dtype, m.is_conj(), m.is_neg()) == (view.dtype, view.is_conj(), view.is_neg())
+        ),
         reinterpret=Reinterpret(view.dtype, view.is_conj(), view.is_neg(), dtype_view),
     )
     hinted = _hints(laid), _hints(base)
