@@ -278,3 +278,36 @@ def test_a_view_of_an_intermediate_laid_out_again_keeps_its_count(ctx: Any, comp
         COMPILERS[compiler],
         ctx=ctx,
     )
+
+
+# Views of an intermediate whose eager kernel lays it out otherwise than its meta kernel
+# (``angle`` of a non-contiguous complex tensor: eager's is contiguous, the trace's keeps
+# the input's strides; soak 150642): eager's views share their base's storage and stride
+# it as eager laid it out. They were each taken of a copy of their own, laid out as traced.
+
+
+def _views_of_an_angle(x0):
+    t = (x0 * (1 + 1j)).angle()
+    return t.expand(2, 4, 4), t[:, 1], t[1:3].t()
+
+
+def _views_of_an_angle_with_grad(x0):
+    t = (x0.sigmoid() * (1 + 1j)).angle()
+    return t.expand(2, 4, 4), t[:, 1], x0.sum()
+
+
+def _transposed(rg: bool) -> Any:
+    def make() -> tuple[list[Any], list[torch.Tensor]]:
+        leaf = torch.randn(4, 4, dtype=torch.float64, requires_grad=rg)
+        return [leaf.t()], [leaf] if rg else []
+
+    return make
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("rg", [False, True])
+@pytest.mark.parametrize("fn", [_views_of_an_angle, _views_of_an_angle_with_grad])
+def test_views_of_an_intermediate_eager_lays_out_otherwise(
+    fn: Any, rg: bool, compiler: str
+) -> None:
+    assert_like_eager(fn, _transposed(rg), COMPILERS[compiler], calls=2)

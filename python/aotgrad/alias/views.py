@@ -9,6 +9,7 @@ few attribute reads (static specs are plain ints and cost nothing).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -221,6 +222,95 @@ def starts_with(sequence: Sequence[Any], prefix: Sequence[Any]) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def _relaid(spec: ViewSpec, shape: tuple[int, ...], actual: tuple[int, ...]) -> ViewSpec | None:
+    """The view ``spec`` (of a base traced with strides ``spec.base_stride``) taken of
+    the same base laid out with strides ``actual``, where both lay it out densely (a
+    permutation of its dimensions: an eager kernel whose meta kernel lays its output out
+    otherwise, ``angle`` of a non-contiguous complex tensor) and the view's elements stay
+    evenly strided: eager's view of eager's base. None otherwise (not static, a view that
+    reinterprets or passes through other layouts, one no strides express)."""
+    traced = spec.base_stride
+    if spec.reinterpret is not None or spec.through or not spec.static or traced is None:
+        return None
+    if not (_dense(shape, traced) and _dense(shape, actual)):
+        return None
+
+    def moved(offset: int) -> int:  # a traced storage offset, in the actual layout
+        return sum(((offset // t) % n) * a for n, t, a in zip(shape, traced, actual) if n > 1)
+
+    start = moved(spec.offset)
+    stride = tuple(
+        moved(spec.offset + st) - start if n > 1 else st for n, st in zip(spec.size, spec.stride)
+    )
+    relaid = ViewSpec(spec.size, stride, start)
+    n = 1
+    for d in spec.size:
+        n *= d
+    if n > _CHECKED_ELEMENTS or not _same_elements(spec, relaid, moved):
+        return None
+    return relaid
+
+
+#: Views up to this many elements are relaid (each element's place is checked once).
+_CHECKED_ELEMENTS = 1 << 16
+
+
+def _dense(shape: tuple[int, ...], stride: tuple[Any, ...]) -> bool:
+    """Strides that lay ``shape`` out densely, without overlap: a permutation of the
+    contiguous ones (size-1 dimensions ignored)."""
+    dims = sorted((st, n) for n, st in zip(shape, stride) if n > 1)
+    expected = 1
+    for st, n in dims:
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _same_elements(spec: ViewSpec, relaid: ViewSpec, moved: Any) -> bool:
+    """Every element of the view ``spec`` sits where ``relaid`` puts it (``moved``)."""
+    import itertools
+
+    for index in itertools.product(*(range(n) for n in spec.size)):
+        was = spec.offset + sum(i * st for i, st in zip(index, spec.stride))
+        now = relaid.offset + sum(i * st for i, st in zip(index, relaid.stride))
+        if moved(was) != now:
+            return False
+    return True
+
+
+#: Per base a graph returned laid out otherwise than traced, its copy laid out as traced
+#: (one per base and layout: the views of one base share the copy, as eager's share it).
+_LAID_OUT: Any = None
+
+
+def _laid_out_as_traced(base: torch.Tensor, stride: tuple[Any, ...]) -> torch.Tensor:
+    """A compiler (or an eager kernel whose meta kernel lays its output out otherwise:
+    ``angle`` of a non-contiguous complex tensor) laid ``base`` out otherwise than traced:
+    the views are taken of a copy laid out as traced (right values and gradients; it
+    shares no storage with the base the graph returned, but every view of this base
+    shares it)."""
+    global _LAID_OUT
+    if _LAID_OUT is None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        _LAID_OUT = WeakIdKeyDictionary()
+    copies = _LAID_OUT.setdefault(base, {})
+    copy = copies.get(stride)
+    if copy is not None:
+        return copy
+    laid_out = torch.empty_strided(base.shape, stride, dtype=base.dtype, device=base.device)
+    version = None if base.is_inference() else base._version
+    with torch.set_grad_enabled(base.requires_grad and torch.is_grad_enabled()):
+        copy = laid_out.copy_(base)
+    # (eager's base is the one it computed: its count, not the copy's write)
+    if version is not None and not copy.is_inference():
+        torch._C._autograd._unsafe_set_version_counter((copy,), (version,))
+    copies[stride] = copy
+    return copy
+
+
 def regenerate(
     base: torch.Tensor, spec: ViewSpec, requires_grad: bool, *, no_grad: bool = False
 ) -> torch.Tensor:
@@ -228,18 +318,11 @@ def regenerate(
     version counter, and autograd differentiates through it into ``base``. ``no_grad``:
     eager made the view under no_grad: a view autograd does not track (as eager's)."""
     if spec.base_stride is not None and tuple(base.stride()) != spec.base_stride:
-        # A compiler laid the base out otherwise than traced (Inductor may): the view is
-        # taken of a copy laid out as traced (right values and gradients; it shares no
-        # storage with the base the graph returned).
-        laid_out = torch.empty_strided(
-            base.shape, spec.base_stride, dtype=base.dtype, device=base.device
-        )
-        version = None if base.is_inference() else base._version
-        with torch.set_grad_enabled(base.requires_grad and torch.is_grad_enabled()):
-            base = laid_out.copy_(base)
-        # (eager's base is the one it computed: its count, not the copy's write)
-        if version is not None and not base.is_inference():
-            torch._C._autograd._unsafe_set_version_counter((base,), (version,))
+        relaid = _relaid(spec, tuple(base.shape), tuple(base.stride()))
+        if relaid is None:
+            base = _laid_out_as_traced(base, spec.base_stride)
+        else:
+            spec = relaid
     if no_grad:
         with torch.no_grad():
             return _view(base, spec)
