@@ -28,6 +28,11 @@ ENTRIES = ["aot_function", "aotgrad_eager"]
 # (program, entry) -> why it differs from eager (filled from the runs)
 XFAIL: dict[tuple[str, str], str] = {
     (
+        "n_sdpa",
+        "aot_function",
+    ): "SDPA on a jagged NT (CPU): TraceError (no fake for _nested_tensor_from_tensor_list)",
+    ("n_sdpa", "aotgrad_eager"): "Dynamo refuses SDPA on a jagged NT (Unsupported); aot_eager too",
+    (
         "t_duplicate_written_input",
         "aot_function",
     ): "same TwoTensor passed twice and written: UnsupportedError (plain: runs)",
@@ -1295,6 +1300,33 @@ def _same_twice(seed: int = 0) -> Callable[[], tuple[list[Any], list[Any]]]:
 def t_duplicate_written_input(x, y):
     x.add_(1)
     return x * y
+
+
+@program(_nested4(), _nested4(seed=1, grad=False))
+def n_sdpa(q):
+    t = q.transpose(1, 2)
+    return F.scaled_dot_product_attention(t, t, t).transpose(1, 2)
+
+
+@program(mk("N"), mk("N0"))
+def n_chunk_last_dim(x):
+    a, b = x.chunk(2, -1)
+    return a, a * b
+
+
+def _narrowed(seed: int = 0) -> Callable[[], tuple[list[Any], list[Any]]]:
+    def make() -> tuple[list[Any], list[Any]]:
+        torch.manual_seed(seed)
+        base = torch.randn(3, 5, 2)
+        starts, lens = torch.tensor([0, 1, 2]), torch.tensor([3, 2, 1])
+        return [torch.nested.narrow(base, 1, starts, lens, layout=torch.jagged)], []
+
+    return make
+
+
+@program(_narrowed())
+def n_with_lengths(x):
+    return torch.nested.to_padded_tensor(x.sin() * 2, 0.0)
 
 
 # ----------------------------------------------------------------------------- tests
