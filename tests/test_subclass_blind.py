@@ -37,22 +37,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "aot_function",
     ): "same TwoTensor passed twice and written: UnsupportedError (plain: runs)",
     (
-        "t_write_value_requiring_grad",
-        "aot_function",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written (eager: it does; later uses lose the gradient)",
-    (
-        "t_write_value_requiring_grad",
-        "aotgrad_eager",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written (eager: it does; later uses lose the gradient)",
-    (
-        "t_write_slice_value_requiring_grad",
-        "aot_function",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written",
-    (
-        "t_write_slice_value_requiring_grad",
-        "aotgrad_eager",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written",
-    (
         "t_meta_t_",
         "aot_function",
     ): "t_ on a TwoTensor input raises RuntimeError (internal overlap); eager runs",
@@ -130,10 +114,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "aotgrad_eager",
     ): "leaf's grad is zeros where eager leaves it None (TwoTensor built inside)",
     (
-        "t_second_call_writes",
-        "aot_function",
-    ): "3rd call (grad after a no-grad call): written input's later use misses the write (wrong gradient)",
-    (
         "tt_nested_write",
         "aot_function",
     ): "view output of a subclass input: _base is None (eager: the input)",
@@ -159,14 +139,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "n_from_jagged_inside",
         "aotgrad_eager",
     ): "nested_tensor_from_jagged inside: BackendCompilerFailed (aot_eager passes)",
-    (
-        "n_write_value_requiring_grad",
-        "aot_function",
-    ): "written no-grad NT input does not pick up requires_grad/grad_fn from the value written",
-    (
-        "n_write_value_requiring_grad",
-        "aotgrad_eager",
-    ): "written no-grad NT input does not pick up requires_grad/grad_fn from the value written",
     (
         "n_detached_outputs",
         "aot_function",
@@ -207,14 +179,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "t_aliased_inputs_write_view",
         "aotgrad_eager",
     ): "TwoTensor base and its view as inputs, view written: UnsupportedError (not seen as views of one tensor)",
-    (
-        "t_second_call_leaf_raises_then_not",
-        "aot_function",
-    ): "written no-grad input does not pick up requires_grad from the value written",
-    (
-        "t_second_call_leaf_raises_then_not",
-        "aotgrad_eager",
-    ): "written no-grad input does not pick up requires_grad from the value written",
     (
         "t_two_tensor_of_wrappers",
         "aot_function",
@@ -1421,252 +1385,7 @@ class _WithBuffer(torch.nn.Module):
 MODULES = {"flat": lambda: _TwoLinear(False), "nested": lambda: _TwoLinear(True)}
 MODULES["buffer"] = _WithBuffer
 MODULES["nested_block"] = _NestedBlock
-MODULE_XFAIL: dict[tuple[str, str], str] = {
-    (
-        "t_write_value_requiring_grad",
-        "aot_function",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written (eager: it does; later uses lose the gradient)",
-    (
-        "t_write_value_requiring_grad",
-        "aotgrad_eager",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written (eager: it does; later uses lose the gradient)",
-    (
-        "t_write_slice_value_requiring_grad",
-        "aot_function",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written",
-    (
-        "t_write_slice_value_requiring_grad",
-        "aotgrad_eager",
-    ): "written no-grad input does not pick up requires_grad/grad_fn from the value written",
-    (
-        "t_meta_t_",
-        "aot_function",
-    ): "t_ on a TwoTensor input raises RuntimeError (internal overlap); eager runs",
-    ("t_meta_t_", "aotgrad_eager"): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_meta_transpose_",
-        "aot_function",
-    ): "transpose_ on a TwoTensor input: the input's shape is not changed after the call",
-    (
-        "t_meta_transpose_",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_meta_unsqueeze_",
-        "aot_function",
-    ): "unsqueeze_ on a TwoTensor input raises RuntimeError (internal overlap); eager runs",
-    (
-        "t_meta_unsqueeze_",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_meta_and_write",
-        "aot_function",
-    ): "t_ then a write on a TwoTensor input: the input's shape is not changed after the call",
-    (
-        "t_meta_and_write",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_view_as",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_view_as",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_index0",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_index0",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_transpose_out",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_transpose_out",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_requires_grad_on_output",
-        "aot_function",
-    ): "requires_grad_() on an output made in the function: output is not a leaf (eager: leaf)",
-    (
-        "t_requires_grad_on_output",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_with_wrapper_subclass",
-        "aot_function",
-    ): "backward raises UnsupportedError: gradient of WrapperSubclass output arrives as TwoTensor",
-    (
-        "t_with_wrapper_subclass",
-        "aotgrad_eager",
-    ): "backward raises UnsupportedError: gradient of WrapperSubclass output arrives as TwoTensor",
-    (
-        "t_nested_two_tensor_mm",
-        "aot_function",
-    ): "leaf's grad is zeros where eager leaves it None (TwoTensor built inside)",
-    (
-        "t_nested_two_tensor_mm",
-        "aotgrad_eager",
-    ): "leaf's grad is zeros where eager leaves it None (TwoTensor built inside)",
-    (
-        "t_second_call_writes",
-        "aot_function",
-    ): "3rd call (grad after a no-grad call): written input's later use misses the write (wrong gradient)",
-    (
-        "tt_nested_write",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "tt_nested_write",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "tt_nested_views",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "tt_nested_views",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    ("n_unbind", "aot_function"): "unbind of a NT: UnsupportedError (data-dependent sizes)",
-    ("n_unbind", "aotgrad_eager"): "unbind of a NT: UnsupportedError (data-dependent sizes)",
-    (
-        "n_from_jagged_inside",
-        "aot_function",
-    ): "nested_tensor_from_jagged inside the function: EagerReplayWarning / BackendCompilerFailed",
-    (
-        "n_from_jagged_inside",
-        "aotgrad_eager",
-    ): "nested_tensor_from_jagged inside: BackendCompilerFailed (aot_eager passes)",
-    (
-        "n_write_value_requiring_grad",
-        "aot_function",
-    ): "written no-grad NT input does not pick up requires_grad/grad_fn from the value written",
-    (
-        "n_write_value_requiring_grad",
-        "aotgrad_eager",
-    ): "written no-grad NT input does not pick up requires_grad/grad_fn from the value written",
-    (
-        "n_detached_outputs",
-        "aot_function",
-    ): "x.detach() of a NT output requires grad (eager: False)",
-    (
-        "n_detached_outputs",
-        "aotgrad_eager",
-    ): "x.detach() of a NT output requires grad (eager: False)",
-    (
-        "n_requires_grad_on_output",
-        "aot_function",
-    ): "requires_grad_() on a NT output made in the function: UnsupportedError",
-    (
-        "n_requires_grad_on_output",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_caller_writes_returned_view",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_caller_writes_returned_view",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "n_caller_writes_returned_values",
-        "aot_function",
-    ): "caller's write to returned x.values(): input's version not bumped, later use raises RuntimeError (_Detached view)",
-    (
-        "n_caller_writes_returned_values",
-        "aotgrad_eager",
-    ): "caller's write to returned x.values(): input's version not bumped, later use raises RuntimeError (_Detached view)",
-    (
-        "t_aliased_inputs_write_view",
-        "aot_function",
-    ): "TwoTensor base and its view as inputs, view written: UnsupportedError (not seen as views of one tensor)",
-    (
-        "t_aliased_inputs_write_view",
-        "aotgrad_eager",
-    ): "TwoTensor base and its view as inputs, view written: UnsupportedError (not seen as views of one tensor)",
-    (
-        "t_second_call_leaf_raises_then_not",
-        "aot_function",
-    ): "written no-grad input does not pick up requires_grad from the value written",
-    (
-        "t_second_call_leaf_raises_then_not",
-        "aotgrad_eager",
-    ): "written no-grad input does not pick up requires_grad from the value written",
-    (
-        "t_two_tensor_of_wrappers",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_two_tensor_of_wrappers",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_no_grad_write_and_view",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_no_grad_write_and_view",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_custom_function_mark_dirty",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "n_custom_function_mark_dirty",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_same_output_twice",
-        "aot_function",
-    ): "return y, y on TwoTensor: two distinct objects, and y[0]._base is not y",
-    (
-        "t_same_output_twice",
-        "aotgrad_eager",
-    ): "return y, y on TwoTensor: two distinct objects, and y[0]._base is not y",
-    (
-        "t_requires_grad_on_input",
-        "aot_function",
-    ): "x.requires_grad_() on a TwoTensor input: the caller's x stays requires_grad=False",
-    (
-        "t_requires_grad_on_input",
-        "aotgrad_eager",
-    ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "n_write_values_slice",
-        "aot_function",
-    ): "x.values()[:2].mul_ on a NT input: EagerReplayWarning (new_empty_strided)",
-    (
-        "n_write_values_slice",
-        "aotgrad_eager",
-    ): "x.values()[:2].mul_ on a NT input: EagerReplayWarning (new_empty_strided)",
-    (
-        "t_write_then_view_output",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_write_then_view_output",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    ("t_meta_t_", "aotgrad"): "Dynamo refuses t_ on a TwoTensor input (Unsupported); aot_eager too",
-    (
-        "t_caller_writes_returned_view_with_grad",
-        "aot_function",
-    ): "caller's write to a returned view of a TwoTensor: input's version/grad_fn miss it (silent wrong gradient)",
-    (
-        "t_caller_writes_returned_view_with_grad",
-        "aotgrad_eager",
-    ): "caller's write to a returned view of a TwoTensor: input's version/grad_fn miss it (silent wrong gradient)",
-}
+MODULE_XFAIL: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("entry", ["aot_module", "aotgrad_eager"])

@@ -26,23 +26,47 @@ from .layout import Layout, is_subclass, layout_of, leaves, ragged
 
 
 @dataclass
-class _Outputs:
-    """What the traced function returned: its pytree spec and each output's layout."""
+class _Traced:
+    """What one trace of the function returned and wrote, for the calls of its grad
+    signature (``_signature``): the child compiles one graph per signature, and what it
+    returns (its outputs' layouts, the written inputs it appends) is that graph's."""
 
     spec: Any = None
     layouts: tuple[Layout | None, ...] = ()
-    #: Per subclass argument, how the traced backward laid out its gradient.
-    grad_layouts: dict[int, Layout] = dataclasses.field(default_factory=dict)
     #: Per subclass argument the function wrote, how far the write moved the rebuilt
     #: wrapper's version counter in the trace (its leaves' own counters are the child's).
     input_writes: dict[int, int] = dataclasses.field(default_factory=dict)
-    #: Per grad mode of the call, the written subclass arguments whose autograd history
-    #: the write changed (made with grad on): their values after the call, which the
-    #: child returns after the function's outputs (one per written argument), are
-    #: written into the caller's wrapper with autograd.
-    history_writes: dict[bool, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    #: The written subclass arguments whose autograd history the write changed (made
+    #: with grad on): their values after the call, which the child returns after the
+    #: function's outputs (one per written argument), are written into the caller's
+    #: wrapper with autograd.
+    history_writes: tuple[int, ...] = ()
     #: Outputs that are a subclass argument itself (``return x``), by output position.
     output_inputs: dict[int, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclass
+class _Outputs:
+    """What the traced function returned, per grad signature of its calls."""
+
+    traces: dict[Any, _Traced] = dataclasses.field(default_factory=dict)
+    last: _Traced | None = None
+    #: Per subclass argument, how the traced backward laid out its gradient.
+    grad_layouts: dict[int, Layout] = dataclasses.field(default_factory=dict)
+
+    def of(self, args: Sequence[Any]) -> _Traced:
+        traced = self.traces.get(_signature(args), self.last)
+        assert traced is not None, "the child ran without tracing the function"
+        return traced
+
+
+def _signature(args: Sequence[Any]) -> tuple[Any, ...]:
+    """The grad mode and which of the child's arguments require grad: what decides which
+    graph the child runs (and so what it returns)."""
+    return (
+        torch.is_grad_enabled(),
+        tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args),
+    )
 
 
 _INPLACE_DUNDERS = frozenset(
@@ -144,18 +168,20 @@ def _plain_function(
         wrappers = [x if layout is not None else None for x, layout in zip(full, layouts)]
         nodes = [None if x is None else x.grad_fn for x in wrappers]
         with _LeafWrites({id(full[k]) for k in leaf_inputs}):
-            out_flat, record.spec = pytree.tree_flatten(fn(*a, **kw))
-        record.input_writes = {
+            out_flat, spec = pytree.tree_flatten(fn(*a, **kw))
+        traced = _Traced(spec)
+        traced.input_writes = {
             k: x._version for k, x in enumerate(wrappers) if x is not None and x._version
         }
-        record.history_writes[torch.is_grad_enabled()] = tuple(
-            k for k in record.input_writes if wrappers[k].grad_fn is not nodes[k]
+        traced.history_writes = tuple(
+            k for k in traced.input_writes if wrappers[k].grad_fn is not nodes[k]
         )
-        record.output_inputs = {
+        traced.output_inputs = {
             j: k for j, o in enumerate(out_flat) for k, x in enumerate(wrappers) if o is x
         }
-        written = [full[k] for k in record.input_writes]
-        record.layouts, outs = _flatten_outputs([*out_flat, *written], args)
+        written = [full[k] for k in traced.input_writes]
+        traced.layouts, outs = _flatten_outputs([*out_flat, *written], args)
+        record.traces[_signature(args)] = record.last = traced
         return outs
 
     plain.__qualname__ = getattr(fn, "__qualname__", type(fn).__qualname__)
@@ -238,25 +264,25 @@ def call(parent: Any, flat: list[Any], shape: Any, state: Any, make_child: Any) 
         children[key] = child
     plain = flatten_args(flat, layouts, child.outputs.grad_layouts)
     outs = child.compiled.call_flat(plain, len(plain), state)
-    record = child.outputs
-    rebuilt = unflatten_values(outs, record.layouts)
-    n = len(rebuilt) - len(record.input_writes)
-    _rewrite_inputs(flat, record, rebuilt[n:])
-    for j, k in record.output_inputs.items():
+    traced = child.outputs.of(plain)
+    rebuilt = unflatten_values(outs, traced.layouts)
+    n = len(rebuilt) - len(traced.input_writes)
+    _rewrite_inputs(flat, traced, rebuilt[n:])
+    for j, k in traced.output_inputs.items():
         rebuilt[j] = flat[k]
-    return pytree.tree_unflatten(rebuilt[:n], record.spec)
+    return pytree.tree_unflatten(rebuilt[:n], traced.spec)
 
 
-def _rewrite_inputs(flat: Sequence[Any], record: _Outputs, values: Sequence[Any]) -> None:
+def _rewrite_inputs(flat: Sequence[Any], traced: _Traced, values: Sequence[Any]) -> None:
     """The written subclass arguments: their leaves hold the new values already (the
     child wrote them); a wrapper whose history the write changed takes them with
     autograd too (a ``copy_``, as aotgrad writes a plain input), so that the caller's
     later uses of it differentiate through the function's write; each wrapper's version
-    counter moves as eager's in-place ops on it moved it."""
-    history = record.history_writes.get(torch.is_grad_enabled(), ())
-    for k, new in zip(record.input_writes, values, strict=True):
+    counter moves as eager's in-place ops on it moved it. (A wrapper without grad written
+    with a value that requires grad requires grad afterwards, as eager's.)"""
+    for k, new in zip(traced.input_writes, values, strict=True):
         x = flat[k]
-        version = x._version + record.input_writes[k]
-        if k in history and x.requires_grad:
+        version = x._version + traced.input_writes[k]
+        if k in traced.history_writes:
             x.copy_(new)
         torch._C._autograd._unsafe_set_version_counter((x,), (version,))
