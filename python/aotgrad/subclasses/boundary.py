@@ -43,7 +43,12 @@ def _flatten_gradient(
 
 
 def _differentiable(x: Any) -> bool:
-    return isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+    """A leaf that carries gradient: floating or complex, and not empty (a jagged
+    ``NestedTensor``'s seqlen metadata are float tensors of shape ``(n, 0)``, kept as they
+    are, as its offsets)."""
+    return (
+        isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and x.numel() > 0
+    )
 
 
 def _rebuild_gradient(
@@ -61,7 +66,13 @@ def _rebuild_gradient(
         torch.zeros(shape, dtype=dtype, device=device) if g is None else g
         for g, (shape, dtype) in zip(grads, metas, strict=True)
     )
-    return rebuild(layout, [next(diff) if k is None else k for k in kept])
+    full = [next(diff) if k is None else k for k in kept]
+    if torch.is_grad_enabled() and any(g.requires_grad for g in given):
+        # a backward with create_graph: the gradient keeps its leaves' history (a double
+        # backward reaches the compiled backward, which says it does not support it;
+        # rebuilt plainly, the wrapper had none and the second pass found nothing)
+        return _Unflatten.apply(layout, None, *full)
+    return rebuild(layout, full)
 
 
 class _Flatten(torch.autograd.Function):
@@ -185,7 +196,7 @@ def unflatten_values(
             continue
         part = values[i : i + layout.n_leaves]
         i += layout.n_leaves
-        if grad and any(isinstance(p, torch.Tensor) and p.requires_grad for p in part):
+        if grad and any(_differentiable(p) and p.requires_grad for p in part):
             seen = None if grad_layouts is None else functools.partial(grad_layouts.__setitem__, k)
             out.append(_Unflatten.apply(layout, seen, *part))
         else:
