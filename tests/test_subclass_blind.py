@@ -66,30 +66,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "aotgrad_eager",
     ): "Dynamo refuses the program (Unsupported); aot_eager too",
     (
-        "t_view_as",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_view_as",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_index0",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_index0",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_transpose_out",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_transpose_out",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
         "t_requires_grad_on_output",
         "aot_function",
     ): "requires_grad_() on an output made in the function: output is not a leaf (eager: leaf)",
@@ -113,22 +89,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "t_nested_two_tensor_mm",
         "aotgrad_eager",
     ): "leaf's grad is zeros where eager leaves it None (TwoTensor built inside)",
-    (
-        "tt_nested_write",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "tt_nested_write",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "tt_nested_views",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "tt_nested_views",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
     ("n_unbind", "aot_function"): "unbind of a NT: UnsupportedError (data-dependent sizes)",
     ("n_unbind", "aotgrad_eager"): "unbind of a NT: UnsupportedError (data-dependent sizes)",
     (
@@ -148,14 +108,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "aotgrad_eager",
     ): "Dynamo refuses the program (Unsupported); aot_eager too",
     (
-        "t_caller_writes_returned_view",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_caller_writes_returned_view",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
         "n_caller_writes_returned_values",
         "aot_function",
     ): "caller's write to returned x.values(): input's version not bumped, later use raises RuntimeError (_Detached view)",
@@ -171,22 +123,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "t_aliased_inputs_write_view",
         "aotgrad_eager",
     ): "TwoTensor base and its view as inputs, view written: UnsupportedError (not seen as views of one tensor)",
-    (
-        "t_two_tensor_of_wrappers",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_two_tensor_of_wrappers",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_no_grad_write_and_view",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_no_grad_write_and_view",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
     (
         "t_custom_function_mark_dirty",
         "aotgrad_eager",
@@ -195,14 +131,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "n_custom_function_mark_dirty",
         "aotgrad_eager",
     ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_same_output_twice",
-        "aot_function",
-    ): "return y, y on TwoTensor: two distinct objects, and y[0]._base is not y",
-    (
-        "t_same_output_twice",
-        "aotgrad_eager",
-    ): "return y, y on TwoTensor: two distinct objects, and y[0]._base is not y",
     (
         "t_requires_grad_on_input",
         "aot_function",
@@ -219,24 +147,8 @@ XFAIL: dict[tuple[str, str], str] = {
         "n_write_values_slice",
         "aotgrad_eager",
     ): "x.values()[:2].mul_ on a NT input: EagerReplayWarning (new_empty_strided)",
-    (
-        "t_write_then_view_output",
-        "aot_function",
-    ): "view output of a subclass input: _base is None (eager: the input)",
-    (
-        "t_write_then_view_output",
-        "aotgrad_eager",
-    ): "view output of a subclass input: _base is None (eager: the input)",
     ("t_meta_t_", "aotgrad"): "Dynamo refuses t_ on a TwoTensor input (Unsupported); aot_eager too",
     (
-        "t_caller_writes_returned_view_with_grad",
-        "aot_function",
-    ): "caller's write to a returned view of a TwoTensor: input's version/grad_fn miss it (silent wrong gradient)",
-    (
-        "t_caller_writes_returned_view_with_grad",
-        "aotgrad_eager",
-    ): "caller's write to a returned view of a TwoTensor: input's version/grad_fn miss it (silent wrong gradient)",
-    (
         "n_values_and_input_returned",
         "aot_function",
     ): "x.values() of a non-leaf NT: _base is None (eager: x); aot_eager too",
@@ -244,14 +156,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "n_values_and_input_returned",
         "aotgrad_eager",
     ): "x.values() of a non-leaf NT: _base is None (eager: x); aot_eager too",
-    (
-        "t_view_of_no_grad_input",
-        "aot_function",
-    ): "view output of a no-grad TwoTensor input: _base is None (eager: the input)",
-    (
-        "t_view_of_no_grad_input",
-        "aotgrad_eager",
-    ): "view output of a no-grad TwoTensor input: _base is None (eager: the input)",
     (
         "t_chain_of_views",
         "aot_function",

@@ -43,6 +43,11 @@ class _Traced:
     history_writes: tuple[int, ...] = ()
     #: Outputs that are a subclass argument itself (``return x``), by output position.
     output_inputs: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Outputs that are an earlier output itself (``return y, y``): its position.
+    output_repeats: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Outputs that view a subclass argument (``"input"``) or an earlier output
+    #: (``"output"``): which, and the view's outer size, stride and offset.
+    output_views: dict[int, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -140,6 +145,28 @@ def _flatten_outputs(
     return tuple(out_layouts), plain_outs
 
 
+def _note_output_aliases(traced: _Traced, out_flat: Sequence[Any], wrappers: Sequence[Any]) -> None:
+    """Which outputs repeat an earlier one, and which view a subclass argument or an
+    earlier output (rebuilt as views at runtime: ``views_of_inputs``)."""
+    first: dict[int, int] = {}
+    for j, o in enumerate(out_flat):
+        if not isinstance(o, torch.Tensor):
+            continue
+        i = first.setdefault(id(o), j)
+        if i != j:
+            traced.output_repeats[j] = i
+            continue
+        base = o._base if is_subclass(o) else None
+        if base is None or j in traced.output_inputs:
+            continue
+        where = next((("input", k) for k, x in enumerate(wrappers) if x is base), None)
+        if where is None and id(base) in first:
+            where = ("output", first[id(base)])
+        geometry = (tuple(o.shape), tuple(o.stride()), o.storage_offset())
+        if where is not None and all(isinstance(v, int) for v in (*geometry[0], *geometry[1])):
+            traced.output_views[j] = (*where, *geometry)
+
+
 def _plain_function(
     fn: Callable[..., Any],
     shape: Any,
@@ -179,6 +206,7 @@ def _plain_function(
         traced.output_inputs = {
             j: k for j, o in enumerate(out_flat) for k, x in enumerate(wrappers) if o is x
         }
+        _note_output_aliases(traced, out_flat, wrappers)
         written = [full[k] for k in traced.input_writes]
         traced.layouts, outs = _flatten_outputs([*out_flat, *written], args)
         record.traces[_signature(args)] = record.last = traced
@@ -270,7 +298,44 @@ def call(parent: Any, flat: list[Any], shape: Any, state: Any, make_child: Any) 
     _rewrite_inputs(flat, traced, rebuilt[n:])
     for j, k in traced.output_inputs.items():
         rebuilt[j] = flat[k]
+    views_of_inputs(traced, flat, rebuilt)
     return pytree.tree_unflatten(rebuilt[:n], traced.spec)
+
+
+def views_of_inputs(traced: _Traced, flat: Sequence[Any], rebuilt: list[Any]) -> None:
+    """Outputs that repeat an earlier one are that output; outputs that view a subclass
+    argument or an earlier output are taken as views of it (``as_strided`` of the
+    wrapper, which its ``__torch_dispatch__`` applies to its inner tensors): eager's
+    ``._base``, shared version counter, and a later write into one reaches the base's
+    history. Kept as the child returned them where the view does not land on the same
+    inner tensors (a subclass whose ``as_strided`` is no view of its leaves)."""
+    for j in sorted({*traced.output_repeats, *traced.output_views}):
+        if j in traced.output_repeats:
+            rebuilt[j] = rebuilt[traced.output_repeats[j]]
+            continue
+        where, k, size, stride, offset = traced.output_views[j]
+        base = flat[k] if where == "input" else rebuilt[k]
+        got = rebuilt[j]
+        try:
+            view = base.as_strided(size, stride, offset)
+        except Exception:  # (a subclass without as_strided: a nested tensor)
+            continue
+        if view.requires_grad == got.requires_grad and _same_leaves(view, got):
+            rebuilt[j] = view
+
+
+def _same_leaves(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two subclass values hold the same memory, laid out the same way."""
+    if type(a) is not type(b):
+        return False
+    la, lb = leaves(a, layout_of(a), []), leaves(b, layout_of(b), [])
+    return len(la) == len(lb) and all(
+        x.data_ptr() == y.data_ptr()
+        and x.shape == y.shape
+        and x.stride() == y.stride()
+        and x.dtype == y.dtype
+        for x, y in zip(la, lb)
+    )
 
 
 def _rewrite_inputs(flat: Sequence[Any], traced: _Traced, values: Sequence[Any]) -> None:
