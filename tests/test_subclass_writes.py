@@ -132,3 +132,42 @@ def test_returned_input_is_the_input(kind: str, grad: bool) -> None:
     out, doubled = f(x)
     assert out is x
     torch.testing.assert_close(_plain(doubled), _plain(x) * 2)
+
+
+def _transposes(x: torch.Tensor) -> torch.Tensor:
+    x.transpose_(0, 1)
+    return x + 1
+
+
+def _unsqueezes_and_writes(x: torch.Tensor) -> torch.Tensor:
+    x.unsqueeze_(0)
+    x.mul_(2)
+    return x.cos()
+
+
+@pytest.mark.parametrize("fn", [_transposes, _unsqueezes_and_writes], ids=["t", "unsqueeze_write"])
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "clone_of_leaf"])
+def test_metadata_of_a_two_tensor_input(fn: Any, grad: bool) -> None:
+    """``x.transpose_()`` / ``x.unsqueeze_()`` on a TwoTensor argument: the caller's
+    wrapper and its inner tensors take eager's shape and strides, the version moves as
+    eager's, and later uses of it differentiate through the change."""
+    runs = []
+    for f in (fn, _compiled(fn, "aot_function")):
+        leaf = _leaf("two_tensor").requires_grad_(grad)
+        x = leaf.clone() if grad else leaf
+        out = f(x)
+        if grad:
+            (_loss(out) + _loss(x * 3)).backward()
+        runs.append(
+            (
+                [tuple(t.shape) + tuple(t.stride()) for t in (x, x.a, x.b)],
+                x._version,
+                _plain(out),
+                None if leaf.grad is None else _plain(leaf.grad),
+            )
+        )
+    (m1, v1, o1, g1), (m2, v2, o2, g2) = runs
+    assert (m2, v2) == (m1, v1)
+    torch.testing.assert_close(o2, o1)
+    if grad:
+        torch.testing.assert_close(g2, g1)

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from ..errors import UnsupportedError
 from .boundary import (
     PlainGradient,
     as_traced,
@@ -41,6 +42,9 @@ class _Traced:
     #: function's outputs (one per written argument), are written into the caller's
     #: wrapper with autograd.
     history_writes: tuple[int, ...] = ()
+    #: Per subclass argument whose metadata the function changed (``t_``,
+    #: ``transpose_``, ``unsqueeze_``): its outer size, stride and offset afterwards.
+    input_metadata: dict[int, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
     #: Outputs that are a subclass argument itself (``return x``), by output position.
     output_inputs: dict[int, int] = dataclasses.field(default_factory=dict)
     #: Outputs that are an earlier output itself (``return y, y``): its position.
@@ -145,6 +149,10 @@ def _flatten_outputs(
     return tuple(out_layouts), plain_outs
 
 
+def _geometry(t: torch.Tensor) -> tuple[Any, ...]:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+
 def _note_output_aliases(traced: _Traced, out_flat: Sequence[Any], wrappers: Sequence[Any]) -> None:
     """Which outputs repeat an earlier one, and which view a subclass argument or an
     earlier output (rebuilt as views at runtime: ``views_of_inputs``)."""
@@ -194,11 +202,17 @@ def _plain_function(
             a, kw = pytree.tree_unflatten(full, shape)
         wrappers = [x if layout is not None else None for x, layout in zip(full, layouts)]
         nodes = [None if x is None else x.grad_fn for x in wrappers]
+        before = [None if x is None else _geometry(x) for x in wrappers]
         with _LeafWrites({id(full[k]) for k in leaf_inputs}):
             out_flat, spec = pytree.tree_flatten(fn(*a, **kw))
         traced = _Traced(spec)
         traced.input_writes = {
             k: x._version for k, x in enumerate(wrappers) if x is not None and x._version
+        }
+        traced.input_metadata = {
+            k: _geometry(x)
+            for k, x in enumerate(wrappers)
+            if x is not None and _geometry(x) != before[k]
         }
         traced.history_writes = tuple(
             k for k in traced.input_writes if wrappers[k].grad_fn is not nodes[k]
@@ -338,6 +352,20 @@ def _same_leaves(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
+def _relayout(x: torch.Tensor, geometry: tuple[Any, ...]) -> None:
+    """The function changed the metadata of the subclass argument ``x`` (``x.t_()``): the
+    wrapper takes its new size, stride and offset (``as_strided_``, which the subclass
+    applies to its inner tensors too: where the child changed them already, the same
+    geometry again). Recorded by autograd where ``x`` requires grad, as eager's ``t_``."""
+    try:
+        x.as_strided_(*geometry)
+    except Exception as e:
+        raise UnsupportedError(
+            f"the function changed the metadata of a {type(x).__qualname__} argument "
+            f"(to size {geometry[0]}), which its as_strided_ cannot replay: {e}"
+        ) from e
+
+
 def _rewrite_inputs(flat: Sequence[Any], traced: _Traced, values: Sequence[Any]) -> None:
     """The written subclass arguments: their leaves hold the new values already (the
     child wrote them); a wrapper whose history the write changed takes them with
@@ -348,6 +376,8 @@ def _rewrite_inputs(flat: Sequence[Any], traced: _Traced, values: Sequence[Any])
     for k, new in zip(traced.input_writes, values, strict=True):
         x = flat[k]
         version = x._version + traced.input_writes[k]
+        if k in traced.input_metadata:
+            _relayout(x, traced.input_metadata[k])
         if k in traced.history_writes:
             x.copy_(new)
         torch._C._autograd._unsafe_set_version_counter((x,), (version,))
