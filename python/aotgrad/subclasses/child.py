@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import UnsupportedError
+from ..errors import AotgradError, UnsupportedError
 from .boundary import (
     PlainGradient,
     as_traced,
@@ -21,7 +21,7 @@ from .boundary import (
     flatten_differentiably,
     unflatten_values,
 )
-from .layout import Layout, is_subclass, layout_of, leaves, ragged
+from .layout import _TRACING_TYPES, Layout, is_subclass, layout_of, leaves, ragged
 
 # ---------------------------------------------------------------- the child function
 
@@ -47,6 +47,8 @@ class _Traced:
     input_metadata: dict[int, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
     #: Outputs that are a subclass argument itself (``return x``), by output position.
     output_inputs: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Outputs made leaves that require grad inside (``y.requires_grad_()``).
+    output_leaves: tuple[int, ...] = ()
     #: Outputs that are an earlier output itself (``return y, y``): its position.
     output_repeats: dict[int, int] = dataclasses.field(default_factory=dict)
     #: Outputs that view a subclass argument (``"input"``) or an earlier output
@@ -149,6 +151,26 @@ def _flatten_outputs(
     return tuple(out_layouts), plain_outs
 
 
+class _MadeToRequireGrad(AotgradError):
+    """Raised while tracing: the function made these subclass arguments require grad."""
+
+    def __init__(self, inputs: tuple[int, ...]) -> None:
+        super().__init__(f"subclass arguments {inputs} made to require grad")
+        self.inputs = inputs
+
+
+def _made_to_require_grad(wrappers: Sequence[Any], was_rg: Sequence[bool], args: Any) -> None:
+    """While tracing (fake arguments: nothing ran), raises ``_MadeToRequireGrad`` for the
+    subclass arguments the function called ``requires_grad_()`` on: their leaves were
+    traced without grad, so no gradient could reach them."""
+    made = tuple(
+        k for k, x in enumerate(wrappers) if x is not None and x.requires_grad and not was_rg[k]
+    )
+    tracing = any(isinstance(a, _TRACING_TYPES) for a in args)
+    if made and tracing:
+        raise _MadeToRequireGrad(made)
+
+
 def _geometry(t: torch.Tensor) -> tuple[Any, ...]:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
@@ -203,8 +225,10 @@ def _plain_function(
         wrappers = [x if layout is not None else None for x, layout in zip(full, layouts)]
         nodes = [None if x is None else x.grad_fn for x in wrappers]
         before = [None if x is None else _geometry(x) for x in wrappers]
+        was_rg = [x is not None and x.requires_grad for x in wrappers]
         with _LeafWrites({id(full[k]) for k in leaf_inputs}):
             out_flat, spec = pytree.tree_flatten(fn(*a, **kw))
+        _made_to_require_grad(wrappers, was_rg, args)
         traced = _Traced(spec)
         traced.input_writes = {
             k: x._version for k, x in enumerate(wrappers) if x is not None and x._version
@@ -221,6 +245,11 @@ def _plain_function(
             j: k for j, o in enumerate(out_flat) for k, x in enumerate(wrappers) if o is x
         }
         _note_output_aliases(traced, out_flat, wrappers)
+        traced.output_leaves = tuple(
+            j
+            for j, o in enumerate(out_flat)
+            if is_subclass(o) and o.is_leaf and o.requires_grad and j not in traced.output_inputs
+        )
         written = [full[k] for k in traced.input_writes]
         traced.layouts, outs = _flatten_outputs([*out_flat, *written], args)
         record.traces[_signature(args)] = record.last = traced
@@ -296,6 +325,11 @@ def call(parent: Any, flat: list[Any], shape: Any, state: Any, make_child: Any) 
         if layouts[k] is not None and x.requires_grad and x.is_leaf and torch.is_grad_enabled()
     )
     key = (tuple(None if lay is None else lay.key for lay in layouts), shape, leaf_inputs)
+    made = parent.__dict__.setdefault("subclass_made_to_require_grad", {})
+    if key in made:  # (the function calls x.requires_grad_() on these: see below)
+        for k in made[key]:
+            flat[k].requires_grad_()
+        return call(parent, flat, shape, state, make_child)
     children: dict[Any, _Child] = parent.__dict__.setdefault("subclass_children", {})
     child = children.get(key)
     if child is None:
@@ -305,7 +339,14 @@ def call(parent: Any, flat: list[Any], shape: Any, state: Any, make_child: Any) 
         child = _Child(make_child(fn, options), record)
         children[key] = child
     plain = flatten_args(flat, layouts, child.outputs.grad_layouts)
-    outs = child.compiled.call_flat(plain, len(plain), state)
+    try:
+        outs = child.compiled.call_flat(plain, len(plain), state)
+    except _MadeToRequireGrad as e:
+        # the trace found ``x.requires_grad_()`` on subclass arguments without grad,
+        # before anything ran: they are made to require grad first, as the function makes
+        # them, and the call runs the child compiled for that (its leaves differentiable)
+        made[key] = e.inputs
+        return call(parent, flat, shape, state, make_child)
     traced = child.outputs.of(plain)
     rebuilt = unflatten_values(outs, traced.layouts)
     n = len(rebuilt) - len(traced.input_writes)
@@ -323,6 +364,8 @@ def views_of_inputs(traced: _Traced, flat: Sequence[Any], rebuilt: list[Any]) ->
     ``._base``, shared version counter, and a later write into one reaches the base's
     history. Kept as the child returned them where the view does not land on the same
     inner tensors (a subclass whose ``as_strided`` is no view of its leaves)."""
+    for j in traced.output_leaves:  # (a leaf, as eager's: no history through the child)
+        rebuilt[j] = rebuilt[j].detach().requires_grad_()
     for j in sorted({*traced.output_repeats, *traced.output_views}):
         if j in traced.output_repeats:
             rebuilt[j] = rebuilt[traced.output_repeats[j]]
