@@ -29,31 +29,15 @@ XFAIL: dict[tuple[str, str], str] = {
         "t_duplicate_written_input",
         "aot_function",
     ): "same TwoTensor passed twice and written: UnsupportedError (plain: runs)",
-    (
-        "t_meta_t_",
-        "aot_function",
-    ): "t_ on a TwoTensor input raises RuntimeError (internal overlap); eager runs",
     ("t_meta_t_", "aotgrad_eager"): "Dynamo refuses the program (Unsupported); aot_eager too",
     (
         "t_meta_transpose_",
-        "aot_function",
-    ): "transpose_ on a TwoTensor input: the input's shape is not changed after the call",
-    (
-        "t_meta_transpose_",
         "aotgrad_eager",
     ): "Dynamo refuses the program (Unsupported); aot_eager too",
     (
         "t_meta_unsqueeze_",
-        "aot_function",
-    ): "unsqueeze_ on a TwoTensor input raises RuntimeError (internal overlap); eager runs",
-    (
-        "t_meta_unsqueeze_",
         "aotgrad_eager",
     ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_meta_and_write",
-        "aot_function",
-    ): "t_ then a write on a TwoTensor input: the input's shape is not changed after the call",
     (
         "t_meta_and_write",
         "aotgrad_eager",
@@ -94,10 +78,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "t_custom_function_mark_dirty",
         "aotgrad_eager",
     ): "Dynamo refuses the program (Unsupported); aot_eager too",
-    (
-        "t_requires_grad_on_input",
-        "aot_function",
-    ): "x.requires_grad_() on a TwoTensor input: the caller's x stays requires_grad=False",
     (
         "t_requires_grad_on_input",
         "aotgrad_eager",

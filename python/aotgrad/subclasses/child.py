@@ -161,10 +161,13 @@ class _MadeToRequireGrad(AotgradError):
 
 def _made_to_require_grad(wrappers: Sequence[Any], was_rg: Sequence[bool], args: Any) -> None:
     """While tracing (fake arguments: nothing ran), raises ``_MadeToRequireGrad`` for the
-    subclass arguments the function called ``requires_grad_()`` on: their leaves were
+    subclass arguments the function called ``requires_grad_()`` on (leaves that require
+    grad now; one written with a value that requires grad is no leaf): their leaves were
     traced without grad, so no gradient could reach them."""
     made = tuple(
-        k for k, x in enumerate(wrappers) if x is not None and x.requires_grad and not was_rg[k]
+        k
+        for k, x in enumerate(wrappers)
+        if x is not None and x.requires_grad and x.is_leaf and not was_rg[k]
     )
     tracing = any(isinstance(a, _TRACING_TYPES) for a in args)
     if made and tracing:
