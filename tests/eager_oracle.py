@@ -253,6 +253,21 @@ class SavedSquare(torch.autograd.Function):
         return 2 * x * g
 
 
+class SaveOut(torch.autograd.Function):
+    """exp(x), its output saved for backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
 def params_with_known(names: Any, compilers: Any, known: dict[tuple[str, str], str]) -> list[Any]:
     """``pytest.param(name, compiler)`` for each pair, a strict xfail where ``known`` names
     the difference (the blind suites' lists of what still differs from eager)."""

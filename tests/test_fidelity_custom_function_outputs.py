@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, Half, ViewOf, assert_like_eager, leaves
+from eager_oracle import COMPILERS, Half, SaveOut, ViewOf, assert_like_eager, leaves
 
 DT = torch.float64
 AOT = [c for c in COMPILERS if c.startswith("aot_function")]
@@ -136,19 +136,6 @@ class _SavesItsInput(torch.autograd.Function):
         return 2 * x * g + ctx.stashed
 
 
-class _SavesItsOutput(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = x.exp()
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return y * g
-
-
 def _input_saved(x):
     return _SavesItsInput.apply(x), x
 
@@ -158,7 +145,7 @@ def _slice_saved(x):
 
 
 def _output_saved(x):
-    return x * 2, _SavesItsOutput.apply(x)
+    return x * 2, SaveOut.apply(x)
 
 
 @pytest.mark.parametrize("compiler", list(COMPILERS))

@@ -12,6 +12,7 @@ import torch
 from torch.testing._internal.subclasses import WrapperSubclass
 from torch.testing._internal.two_tensor import TwoTensor
 
+from eager_oracle import SaveOut
 from subclass_blind_harness import (
     _Double,
     _DoubleInPlace,
@@ -286,19 +287,6 @@ def t_nested_two_tensor_mm(x):
     return (inner * inner).mm(inner.t())
 
 
-class _Exp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = x.exp()
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y
-
-
 @program(mk("T"))
 def t_custom_function(x):
     return _Double.apply(x).sin()
@@ -306,7 +294,7 @@ def t_custom_function(x):
 
 @program(mk("Tc"))
 def t_custom_function_saving(x):
-    return _Exp.apply(x * 0.5) + x
+    return SaveOut.apply(x * 0.5) + x
 
 
 # TwoTensor: second calls
