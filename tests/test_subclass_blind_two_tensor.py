@@ -26,10 +26,6 @@ from subclass_blind_harness import (
 
 # (program, entry) -> why it differs from eager (filled from the runs)
 XFAIL: dict[tuple[str, str], str] = {
-    (
-        "t_duplicate_written_input",
-        "aot_function",
-    ): "same TwoTensor passed twice and written: UnsupportedError (plain: runs)",
     ("t_meta_t_", "aotgrad_eager"): "Dynamo refuses the program (Unsupported); aot_eager too",
     (
         "t_meta_transpose_",

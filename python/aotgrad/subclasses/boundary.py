@@ -167,15 +167,20 @@ def flatten_args(
     ``grad_layouts`` (per argument, filled when the child traces its backward) says."""
     out: list[Any] = []
     grad = torch.is_grad_enabled()
+    seen: dict[int, list[Any]] = {}  # (one subclass passed twice: the same leaves twice)
     for i, (x, layout) in enumerate(zip(flat, layouts, strict=True)):
         if layout is None:
             out.append(x)
+        elif id(x) in seen:
+            out.extend(seen[id(x)])
         elif grad and x.requires_grad:
-            out.extend(
-                flatten_differentiably(layout, _detached, lambda i=i: grad_layouts.get(i), x)
+            seen[id(x)] = flatten_differentiably(
+                layout, _detached, lambda i=i: grad_layouts.get(i), x
             )
+            out.extend(seen[id(x)])
         else:
-            out.extend(leaves(x, layout, []))
+            seen[id(x)] = leaves(x, layout, [])
+            out.extend(seen[id(x)])
     return out
 
 

@@ -21,7 +21,7 @@ from .boundary import (
     flatten_differentiably,
     unflatten_values,
 )
-from .layout import _TRACING_TYPES, Layout, is_subclass, layout_of, leaves, ragged
+from .layout import TRACING_TYPES, Layout, is_subclass, layout_of, leaves, ragged
 
 # ---------------------------------------------------------------- the child function
 
@@ -169,7 +169,7 @@ def _made_to_require_grad(wrappers: Sequence[Any], was_rg: Sequence[bool], args:
         for k, x in enumerate(wrappers)
         if x is not None and x.requires_grad and x.is_leaf and not was_rg[k]
     )
-    tracing = any(isinstance(a, _TRACING_TYPES) for a in args)
+    tracing = any(isinstance(a, TRACING_TYPES) for a in args)
     if made and tracing:
         raise _MadeToRequireGrad(made)
 

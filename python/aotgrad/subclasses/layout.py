@@ -19,7 +19,7 @@ _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
 
 
 #: The tracer's own tensors: plain values inside a trace.
-_TRACING_TYPES = (
+TRACING_TYPES = (
     torch._subclasses.FakeTensor,
     torch._subclasses.functional_tensor.FunctionalTensor,
 )
@@ -114,7 +114,7 @@ def is_subclass(x: Any) -> bool:
 
 
 def _wrapper(x: torch.Tensor) -> bool:
-    if isinstance(x, _TRACING_TYPES):
+    if isinstance(x, TRACING_TYPES):
         return False
     if is_traceable_wrapper_subclass(x):
         return True
