@@ -504,8 +504,7 @@ def _note_reinterpreted(
     else:
         return flags
     shown, through = eager_layout(o, base)
-    if not flags & OUT_ALIASES_INPUT:
-        shown = None  # (an intermediate's view: as functionalization laid it out)
+    shown = shown if flags & OUT_ALIASES_INPUT else None  # (an intermediate's: as traced)
     if shown is o and facts.input_flags[inp] & IN_MUTATES_DATA:
         return flags  # (not replayed, symbolic: its layout is the written value's)
     spec = reinterpreted_spec(
@@ -686,10 +685,8 @@ def _output_row(
             flags |= OUT_REINTERPRETED
         return flags | OUT_ALIASES_INPUT, k, -1, -1
     base = o._base
-    if base is None or is_traceable_wrapper_subclass(base):
-        # (a view of a subclass intermediate, ``nt.values()``: the subclass is flattened
-        # at the boundary of the trace, so its leaves are the outputs that share memory)
-        return flags, -1, -1, -1
+    if base is None or is_traceable_wrapper_subclass(base):  # (``nt.values()``: its
+        return flags, -1, -1, -1  # wrapper is flattened at the trace's edge, its leaves out)
     flags |= OUT_VIEW_OF_INTERMEDIATE
     if _reinterprets(o, base):
         flags |= OUT_REINTERPRETED
