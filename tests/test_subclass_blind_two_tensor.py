@@ -80,14 +80,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "aotgrad_eager",
     ): "Dynamo refuses the program (Unsupported); aot_eager too",
     ("t_meta_t_", "aotgrad"): "Dynamo refuses t_ on a TwoTensor input (Unsupported); aot_eager too",
-    (
-        "t_chain_of_views",
-        "aot_function",
-    ): "view of another TwoTensor output: _base is None (eager: that output)",
-    (
-        "t_chain_of_views",
-        "aotgrad_eager",
-    ): "view of another TwoTensor output: _base is None (eager: that output)",
 }
 
 PROGRAMS, program = registry()

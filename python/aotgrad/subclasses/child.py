@@ -179,13 +179,16 @@ def _geometry(t: torch.Tensor) -> tuple[Any, ...]:
 
 
 def _note_output_aliases(traced: _Traced, out_flat: Sequence[Any], wrappers: Sequence[Any]) -> None:
-    """Which outputs repeat an earlier one, and which view a subclass argument or an
-    earlier output (rebuilt as views at runtime: ``views_of_inputs``)."""
+    """Which outputs repeat an earlier one, and which view a subclass argument or another
+    output (rebuilt as views at runtime: ``views_of_inputs``)."""
     first: dict[int, int] = {}
+    for j, o in enumerate(out_flat):
+        if isinstance(o, torch.Tensor):
+            first.setdefault(id(o), j)
     for j, o in enumerate(out_flat):
         if not isinstance(o, torch.Tensor):
             continue
-        i = first.setdefault(id(o), j)
+        i = first[id(o)]
         if i != j:
             traced.output_repeats[j] = i
             continue
@@ -193,7 +196,7 @@ def _note_output_aliases(traced: _Traced, out_flat: Sequence[Any], wrappers: Seq
         if base is None or j in traced.output_inputs:
             continue
         where = next((("input", k) for k, x in enumerate(wrappers) if x is base), None)
-        if where is None and id(base) in first:
+        if where is None and first.get(id(base), j) != j:
             where = ("output", first[id(base)])
         geometry = (tuple(o.shape), tuple(o.stride()), o.storage_offset())
         if where is not None and all(isinstance(v, int) for v in (*geometry[0], *geometry[1])):
@@ -369,11 +372,10 @@ def views_of_inputs(traced: _Traced, flat: Sequence[Any], rebuilt: list[Any]) ->
     inner tensors (a subclass whose ``as_strided`` is no view of its leaves)."""
     for j in traced.output_leaves:  # (a leaf, as eager's: no history through the child)
         rebuilt[j] = rebuilt[j].detach().requires_grad_()
-    for j in sorted({*traced.output_repeats, *traced.output_views}):
-        if j in traced.output_repeats:
-            rebuilt[j] = rebuilt[traced.output_repeats[j]]
-            continue
-        where, k, size, stride, offset = traced.output_views[j]
+    views = traced.output_views
+    # views of arguments, then views of outputs (their bases final by then), then repeats
+    for j in sorted(views, key=lambda j: (views[j][0] == "output", views[j][1], j)):
+        where, k, size, stride, offset = views[j]
         base = flat[k] if where == "input" else rebuilt[k]
         got = rebuilt[j]
         try:
@@ -382,6 +384,8 @@ def views_of_inputs(traced: _Traced, flat: Sequence[Any], rebuilt: list[Any]) ->
             continue
         if view.requires_grad == got.requires_grad and _same_leaves(view, got):
             rebuilt[j] = view
+    for j, i in sorted(traced.output_repeats.items()):
+        rebuilt[j] = rebuilt[i]
 
 
 def _same_leaves(a: torch.Tensor, b: torch.Tensor) -> bool:
