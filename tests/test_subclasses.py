@@ -204,3 +204,26 @@ def test_plain_input_with_subclass_gradient_is_refused() -> None:
     f = aotgrad.aot_function(lambda x, w: x * w, aotgrad.nop)
     with pytest.raises(UnsupportedError, match="TwoTensor"):
         f(_two(3, grad=False), torch.randn(3, requires_grad=True))
+
+
+def _made_inside(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    inner = TwoTensor(x, x * 2)
+    return (inner * inner).mm(inner.t()), x.sin()
+
+
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager"])
+def test_subclass_made_inside_from_plain_arguments(entry: str) -> None:
+    """A TwoTensor built inside from plain arguments and returned: eager's values and
+    gradients (the traced output held the trace's own tensors; its backward raised)."""
+    runs = []
+    for f in (_made_inside, _compiled(_made_inside, entry)):
+        torch.manual_seed(0)
+        x = torch.randn(3, 3, requires_grad=True)
+        out, other = f(x)
+        (out.sum() + other.sum()).backward()
+        runs.append((type(out), out.requires_grad, out.a.detach(), out.b.detach(), x.grad))
+    (t1, r1, a1, b1, g1), (t2, r2, a2, b2, g2) = runs
+    assert (t2, r2) == (t1, r1)
+    torch.testing.assert_close(a2, a1)
+    torch.testing.assert_close(b2, b1)
+    _assert_same(g2, g1)

@@ -123,6 +123,8 @@ class _FlatCall:
         out_flat, self.out_spec = pytree.tree_flatten(self.fn(*a, **kw))
         for k, o in enumerate(out_flat):
             _refuse_opaque_output(k, o)
+            if subclasses.is_subclass(o):
+                raise subclasses.SubclassOutputs(k, o)
         return out_flat
 
 
@@ -162,6 +164,9 @@ class AotFunction:
         self.last_key: tuple | None = None
         #: Guard keys whose trace raised the function's own error: run eagerly.
         self.eager = EagerReplays(fn)
+        #: The function returns tensor subclasses made inside: every call goes through
+        #: ``subclasses.call``, which flattens them (found by the first trace).
+        self.subclass_outputs = False
         functools.update_wrapper(self, fn)
 
     def key(self, flat: Sequence[Any], shape: Any) -> tuple:
@@ -187,7 +192,7 @@ class AotFunction:
     def call_flat(self, flat: list[Any], shape: Any, state: Any) -> Any:
         """Run on flattened arguments: ``shape`` is their pytree spec, or their count when
         they are positional leaves; ``state`` is the extra guarded state (or None)."""
-        if subclasses.any_subclass(flat):
+        if self.subclass_outputs or subclasses.any_subclass(flat):
             return subclasses.call(self, flat, shape, state, AotFunction)
         key = guards.call_key(
             flat,
@@ -204,6 +209,9 @@ class AotFunction:
         if entry is None:
             try:
                 entry = self._compile_in_call(flat, key)
+            except subclasses.SubclassOutputs:
+                self.subclass_outputs = True  # (the trace stopped before anything ran)
+                return subclasses.call(self, flat, shape, state, AotFunction)
             except Exception as e:
                 if not EagerReplays.replays(e):
                     raise

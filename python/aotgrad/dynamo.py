@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch.nn.utils.stateless import _reparametrize_module
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from . import alias, guards, subclasses
 from .api import AotFunction
@@ -79,7 +80,7 @@ def aot_module_simplified(
     tc = TracingContext.try_get()
     if tc is None or tc.fake_mode is None:
         return _guarded_outside_dynamo(lifted, args, graph_inputs, options)
-    if subclasses.any_subclass(graph_inputs):
+    if subclasses.any_subclass(graph_inputs) or _subclass_outputs(mod):
         # Tensor subclasses are flattened at the call (aotgrad.subclasses), per layout;
         # a graph Dynamo made for dynamic sizes compiles nested tensors' children so.
         options.dynamic = options.dynamic or any(map(_dynamic_example, args))
@@ -301,6 +302,19 @@ def _cache_slot(
 
 def _as_tuple(out: Any) -> Any:
     return tuple(out) if isinstance(out, list) else out
+
+
+def _subclass_outputs(mod: Any) -> bool:
+    """Whether Dynamo's graph returns a tensor subclass (made inside from plain inputs)."""
+    graph = getattr(mod, "graph", None)
+    if graph is None:
+        return False
+    for node in graph.find_nodes(op="output"):
+        for value in node.args[0] if isinstance(node.args[0], (tuple, list)) else [node.args[0]]:
+            example = getattr(value, "meta", {}).get("example_value")
+            if isinstance(example, torch.Tensor) and is_traceable_wrapper_subclass(example):
+                return True
+    return False
 
 
 def _dynamic_example(a: Any) -> bool:

@@ -53,7 +53,28 @@ tracing so nothing can abort the process): tensor subclasses with a
 ``__torch_dispatch__`` but no flatten protocol.
 """
 
+from typing import Any
+
+from ..errors import AotgradError
 from .child import call
 from .layout import Layout, any_subclass, is_subclass, layout_of, leaves
 
-__all__ = ["Layout", "any_subclass", "call", "is_subclass", "layout_of", "leaves"]
+
+class SubclassOutputs(AotgradError):
+    """Raised by a trace over plain arguments whose function returns a tensor subclass
+    made inside (``TwoTensor(x, x * 2)``): the call is made again through ``call``, which
+    flattens it (traced as is, the output held the trace's own tensors)."""
+
+    def __init__(self, k: int, o: Any) -> None:
+        super().__init__(f"output {k} is a {type(o).__qualname__}")
+
+
+__all__ = [
+    "Layout",
+    "SubclassOutputs",
+    "any_subclass",
+    "call",
+    "is_subclass",
+    "layout_of",
+    "leaves",
+]
