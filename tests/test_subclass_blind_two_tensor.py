@@ -56,14 +56,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "aotgrad_eager",
     ): "backward raises UnsupportedError: gradient of WrapperSubclass output arrives as TwoTensor",
     (
-        "t_nested_two_tensor_mm",
-        "aot_function",
-    ): "leaf's grad is zeros where eager leaves it None (TwoTensor built inside)",
-    (
-        "t_nested_two_tensor_mm",
-        "aotgrad_eager",
-    ): "leaf's grad is zeros where eager leaves it None (TwoTensor built inside)",
-    (
         "t_aliased_inputs_write_view",
         "aot_function",
     ): "TwoTensor base and its view as inputs, view written: UnsupportedError (not seen as views of one tensor)",

@@ -91,6 +91,9 @@ class _Flatten(torch.autograd.Function):
     ) -> Any:
         out = leaves(t, layout, [])
         ctx.layout, ctx.grad_layout = layout, grad_layout
+        # (a leaf no gradient reached arrives as None, not zeros: a value none reached
+        # gets None, as eager's leaf does, where zeros would be accumulated)
+        ctx.set_materialize_grads(False)
         ctx.kept = [None if _differentiable(x) else x for x in out]
         diff = [x for x in out if _differentiable(x)]
         ctx.metas = [(x.shape, x.dtype) for x in diff]
@@ -123,6 +126,7 @@ class _Unflatten(torch.autograd.Function):
         ctx: Any, layout: Layout, seen: Callable[[Layout], None] | None, *flat: torch.Tensor
     ) -> Any:
         ctx.layout, ctx.seen = layout, seen
+        ctx.set_materialize_grads(False)
         return rebuild(layout, flat)
 
     @staticmethod
