@@ -25,25 +25,18 @@ from typing import Any
 
 import torch
 
+from .alias.views import contiguous_strides, dense_order
 from .restrides import value_offset
 
 __all__ = ["call_with_out"]
-
-
-def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(n), 1)
-    return tuple(reversed(strides))
 
 
 def _eager_strides(result: torch.Tensor) -> tuple[int, ...]:
     """The strides eager gives the resized ``out=`` tensor: the result's own where they
     are dense (module docstring), contiguous otherwise."""
     strides = tuple(int(s) for s in result.stride())
-    if _dense_order(result.shape, strides) is None:
-        return _contiguous_strides(result.shape)
+    if dense_order(result.shape, strides) is None:
+        return contiguous_strides(result.shape)
     return strides
 
 
@@ -105,16 +98,6 @@ def call_with_out(
     return out
 
 
-def _dense_order(shape: torch.Size, strides: tuple[int, ...]) -> list[int] | None:
-    """The dims of a dense, non-overlapping layout from the outermost in; None if the
-    layout is not one (a permutation of contiguous strides)."""
-    order = sorted(range(len(shape)), key=lambda d: -strides[d])
-    permuted = torch.Size([shape[d] for d in order])
-    want = _contiguous_strides(permuted)
-    ok = all(int(shape[d]) == 1 or strides[d] == w for d, w in zip(order, want, strict=True))
-    return order if ok else None
-
-
 def _same_bytes(
     t: torch.Tensor, offset: int, shape: torch.Size, strides: tuple[int, ...]
 ) -> torch.Tensor | None:
@@ -124,7 +107,7 @@ def _same_bytes(
     its first step): ``t``'s dims by falling stride, the leading ones at index 0, the
     contiguous rest flattened, sliced, viewed and permuted. None where those elements
     are not all ``t``'s own, or the layout is not dense."""
-    order = _dense_order(shape, strides)
+    order = dense_order(shape, strides)
     n = 1
     for d in shape:
         n *= int(d)

@@ -233,7 +233,7 @@ def _relaid(spec: ViewSpec, shape: tuple[int, ...], actual: tuple[int, ...]) -> 
     traced = spec.base_stride
     if spec.reinterpret is not None or spec.through or not spec.static or traced is None:
         return None
-    if not (_dense(shape, traced) and _dense(shape, actual)):
+    if dense_order(shape, traced) is None or dense_order(shape, actual) is None:
         return None
 
     def moved(offset: int) -> int:  # a traced storage offset, in the actual layout
@@ -256,16 +256,22 @@ def _relaid(spec: ViewSpec, shape: tuple[int, ...], actual: tuple[int, ...]) -> 
 _CHECKED_ELEMENTS = 1 << 16
 
 
-def _dense(shape: tuple[int, ...], stride: tuple[Any, ...]) -> bool:
-    """Strides that lay ``shape`` out densely, without overlap: a permutation of the
-    contiguous ones (size-1 dimensions ignored)."""
-    dims = sorted((st, n) for n, st in zip(shape, stride) if n > 1)
-    expected = 1
-    for st, n in dims:
-        if st != expected:
-            return False
-        expected *= n
-    return True
+def contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def dense_order(shape: torch.Size, strides: tuple[int, ...]) -> list[int] | None:
+    """The dims of a dense, non-overlapping layout from the outermost in; None if the
+    layout is not one (a permutation of contiguous strides)."""
+    order = sorted(range(len(shape)), key=lambda d: -strides[d])
+    permuted = torch.Size([shape[d] for d in order])
+    want = contiguous_strides(permuted)
+    ok = all(int(shape[d]) == 1 or strides[d] == w for d, w in zip(order, want, strict=True))
+    return order if ok else None
 
 
 def _same_elements(spec: ViewSpec, relaid: ViewSpec, moved: Any) -> bool:

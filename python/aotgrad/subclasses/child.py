@@ -198,7 +198,7 @@ def _note_output_aliases(traced: _Traced, out_flat: Sequence[Any], wrappers: Seq
         where = next((("input", k) for k, x in enumerate(wrappers) if x is base), None)
         if where is None and first.get(id(base), j) != j:
             where = ("output", first[id(base)])
-        geometry = (tuple(o.shape), tuple(o.stride()), o.storage_offset())
+        geometry = _geometry(o)
         if where is not None and all(isinstance(v, int) for v in (*geometry[0], *geometry[1])):
             traced.output_views[j] = (*where, *geometry)
 
