@@ -7,10 +7,10 @@ Replay one: ``python tests/fidelity_programs.py SEED ENTRY``.
 """
 
 FAMILIES: dict[str, set[int]] = {
-    # torch.autograd.grad with respect to an input the function wrote (or whose alias it
-    # wrote, or whose metadata it changed): eager's reads after the write go through
-    # the input's new node, the compiled call's through the node it had when called
-    # (aot_module_simplified, "autograd_grad" call mode).
+    # torch.autograd.grad with respect to an input the function wrote whose new node the
+    # compiled call does not route the reads after the write through: an input whose
+    # metadata it changed (x2.t_(), seed 109) or one of overlapping views (seed 199).
+    # A plain input written and read is routed (``trace.post_write_reads``, round 50).
     "autograd_grad_after_write": {109, 199},
 }
 

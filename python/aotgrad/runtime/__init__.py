@@ -23,6 +23,7 @@ from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
 from .partial_backward import IndependentOutputs, tangent_components
+from .post_write_link import PostWriteLink
 from .saved_tensors import (
     aliases_of_written_inputs,
     copies_of_mutated_inputs,
@@ -68,6 +69,11 @@ def _under_no_grad(f: BoxedFn) -> BoxedFn:
             return f(args)
 
     return run
+
+
+def _task() -> int:
+    """The backward pass running now (``post_write_grads`` / ``_less_passed_on``)."""
+    return torch._C._current_graph_task_id()
 
 
 def _call(bw: BoxedFn, args: list[Any]) -> Any:
@@ -278,6 +284,8 @@ class _TrainingPlan:
         self.bw_written = layout.backward_mutations
         # outputs whose whole gradient the backward returns, after the written values
         self.retained_through = dict(layout.retained_grads[2])
+        self.n_post_write = len(layout.post_write_inputs)
+        self.post_write_passed = layout.post_write_passed
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
         self.stale = layout.backward_error
@@ -320,7 +328,12 @@ class _TrainingPlan:
         """Outputs whose gradients reach disjoint inputs, which backward passes may go
         through one by one (``partial_backward``); None where there are none."""
         components = tangent_components(self.grad_tangents, len(self.tangent_outputs))
-        plain = not (self.bw_written or self.retained_through or layout.watched_outputs)
+        plain = not (
+            self.bw_written
+            or self.retained_through
+            or layout.watched_outputs
+            or layout.post_write_inputs
+        )
         if self.track_unreached and len(components) > 1 and plain:
             return IndependentOutputs(components)
         return None
@@ -451,10 +464,42 @@ class _TrainingPlan:
             for slot, total in zip(ctx.retained_through, totals):
                 if slot is not None:
                     slot.fill(total, missing)
+        if self.post_write_passed and getattr(ctx, "post_write_task", None) == _task():
+            outs = self._less_passed_on(outs, n)
         grads = _unshared(outs[:n])
         if missing:
             return _unreached_to_none(grads, self.grad_tangents, set(missing))
         return grads
+
+    def _less_passed_on(self, outs: tuple[Any, ...], n: int) -> tuple[Any, ...]:
+        """The gradients less what the written inputs' gradients pass on to them: the
+        link handed those to the inputs' nodes in this pass, and they came back through
+        the writes' nodes into the new values' tangents (``runtime.post_write_link``)."""
+        start = n + len(self.bw_written) + len(self.retained_through) + self.n_post_write
+        less = list(outs)
+        for p, i in enumerate(self.post_write_passed):
+            passed = outs[start + p]
+            if less[i] is not None and passed is not None:
+                less[i] = less[i] - passed
+        return tuple(less)
+
+    def post_write_grads(self, ctx: Any, given: dict[int, Any], metas: list[tuple]) -> list:
+        """The gradient at each ``layout.post_write_inputs`` input's node after its write,
+        from the tangents ``given`` (by position; zeros for the others): the compiled
+        backward's last outputs, read before the Function's own backward runs (its saved
+        tensors kept for it)."""
+        tangents = [
+            _plain_tangent(given[j]) if j in given else torch.zeros(*m[:1], dtype=m[1], device=m[2])
+            for j, m in enumerate(metas)
+        ]
+        saved = saved_tensors(ctx, keep=True)
+        if ctx.input_data:
+            saved = views_of_new_data(saved, ctx.input_data)
+        run_bw = _no_double_backward if torch.is_grad_enabled() else _call
+        outs = tuple(run_bw(self.bw, [*saved, *ctx.symints, *tangents]))
+        ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
+        start = ctx.num_inputs + len(self.bw_written) + len(self.retained_through)
+        return list(outs[start : start + self.n_post_write])
 
     def _saved(self, ctx: Any, n_tangents: int, missing: Sequence[int]) -> list[Any]:
         """The saved tensors for this pass: autograd's, or those kept across passes
@@ -551,7 +596,7 @@ def make_training_function(
             return apply(*args)[:n_user]
 
         return _views_of_no_output(run, layout)
-    epilogue = None if layout.plain else Epilogue(layout)
+    epilogue = None if layout.plain else _epilogue(layout, plan)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         if epilogue is None:
@@ -573,6 +618,15 @@ def make_training_function(
         return outs
 
     return _views_of_no_output(run_and_replay, layout)
+
+
+def _epilogue(layout: ForwardLayout, plan: _TrainingPlan) -> Epilogue:
+    """The training call's epilogue: with the link of outputs onto written inputs' new
+    nodes where the trace found reads after a write (``post_write_link``)."""
+    epilogue = Epilogue(layout)
+    if layout.post_write_inputs:
+        epilogue.link = PostWriteLink(plan.post_write_grads, layout)
+    return epilogue
 
 
 def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:

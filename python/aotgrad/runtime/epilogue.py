@@ -45,6 +45,9 @@ class Epilogue(InputWrites):
     applied to the real inputs, their version counters set as eager's, and aliased
     outputs rebuilt as real views of their inputs or intermediate bases."""
 
+    #: Routes the outputs onto written inputs' new nodes (training only, when needed).
+    link: Any = None
+
     def __init__(self, layout: ForwardLayout) -> None:
         self.layout = layout
         self.n_user = layout.num_user_outputs
@@ -192,6 +195,8 @@ class Epilogue(InputWrites):
             if not (args[i].requires_grad and leaf_if_readable(args[i])) and self._keeps_autograd(i)
         }
         kept = self._write_inputs(args, fwd, spec, before)
+        if self.link is not None:  # (the outputs onto the written inputs' new nodes)
+            fwd = self.link(args, fwd)
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)

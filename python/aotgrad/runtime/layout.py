@@ -176,6 +176,13 @@ class ForwardLayout:
     #: Inputs the backward writes (in-place ops per input): the compiled backward returns
     #: their new values after the gradients, and the runtime copies them in.
     backward_mutations: dict[int, int] = field(default_factory=dict)
+    #: Inputs written with autograd that outputs read after the write: the backward
+    #: returns the gradient at each one's new node last, and the runtime passes it to
+    #: the caller's tensor after its write (``runtime.post_write_link``).
+    post_write_inputs: tuple[int, ...] = ()
+    #: The inputs whose gradients those pass on to: the backward returns that part last,
+    #: taken out in a pass where the link handed the gradients to the inputs' nodes.
+    post_write_passed: tuple[int, ...] = ()
     #: Per input gradient, the tangents it depends on (``program._grad_tangents``).
     grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
     #: Eager's error for a backward that reads a saved tensor written after it was saved.

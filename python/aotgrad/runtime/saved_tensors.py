@@ -170,17 +170,18 @@ def save(ctx: Any, tensors: Sequence[Any]) -> None:
         ctx.save_for_backward(*tensors)
 
 
-def saved_tensors(ctx: Any) -> list[Any]:
+def saved_tensors(ctx: Any, keep: bool = False) -> list[Any]:
     """The saved tensors in the backward graph's order (``keep_loose``'s put back); the
-    loose ones are dropped unless the graph is retained, as autograd frees the others
-    (a later backward then raises autograd's error, as reading freed ones does)."""
+    loose ones are dropped unless the graph is retained (or ``keep``: read before the
+    node's own backward), as autograd frees the others (a later backward then raises
+    autograd's error, as reading freed ones does)."""
     saved = list(ctx.saved_tensors) if ctx.saves else []
     if ctx.loose is _FREED:
         raise RuntimeError(BACKWARD_TWICE)
     if ctx.loose is not None:
         for j in sorted(ctx.loose):
             saved.insert(j, ctx.loose[j])
-        if not torch._C._autograd._get_current_graph_task_keep_graph():
+        if not keep and not torch._C._autograd._get_current_graph_task_keep_graph():
             ctx.loose = _FREED
     return saved
 

@@ -199,8 +199,9 @@ class JointGraph:
     together the ``num_fwd_outputs`` forward outputs — then one gradient per primal
     (``None`` where the primal needs no gradient), then the new values of inputs the
     backward writes (``backward_mutations``), then the whole gradient of each output in
-    ``retained_tangents``, then the backward's effect token if it has
-    effectful ops.
+    ``retained_tangents``, then the gradient at each ``post_write_inputs`` input's node
+    after its write, then what those pass on to each ``post_write_passed`` primal, then
+    the backward's effect token if it has effectful ops.
     """
 
     gm: fx.GraphModule
@@ -218,6 +219,12 @@ class JointGraph:
     #: Outputs the function ``retain_grad()``s and computes more from, and the tangents
     #: that reach each: their whole gradients are backward outputs after those values.
     retained_tangents: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Inputs written with autograd whose new node the outputs' reads after the write
+    #: reach (``trace.post_write_reads``): the gradient at that node is a backward
+    #: output after the retained ones, and the runtime passes it to the caller's tensor.
+    post_write_inputs: tuple[int, ...] = ()
+    #: The primals those gradients pass on to (through the history before the write).
+    post_write_passed: tuple[int, ...] = ()
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.
     backward_error: str | None = None

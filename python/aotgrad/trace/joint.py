@@ -42,6 +42,7 @@ from .functional import (
 )
 from .graphs import JointGraph, TraceMetadata
 from .output_saves import mark_saves_beside_outputs
+from .post_write_reads import PostWrite, initial_nodes, post_write_split, written_with_new_node
 from .saved_reads import SavedReads, reaching, version_sharing
 
 
@@ -147,6 +148,12 @@ class _JointTrace(SavedReads):
     #: gradients (backward outputs), and the tangents that reach each.
     retained_totals: list[Any] = []
     retained_tangents: dict[int, tuple[int, ...]] = {}
+    #: Inputs written with autograd that outputs read after the write (``post_write_reads``).
+    post_write: list[int] = []
+    #: Those linked, the gradients their reads pass to each, and what those pass on
+    #: to each primal (``(primal, value)``): backward outputs, last.
+    post_write_found: PostWrite = PostWrite()
+    post_write_passed: list[tuple[int, Any]] = []
 
     def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
         self.fn = fn
@@ -235,7 +242,7 @@ class _JointTrace(SavedReads):
         self.call = call
         self.primals = fp
         self.relaid_bases = {id(base): i for i, base in bases.items()}
-        outs = self._forward(call)
+        outs = self._forward(call, set(anchors))
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
         saved_outputs = [
@@ -270,7 +277,7 @@ class _JointTrace(SavedReads):
         # Inputs the backward writes (a custom Function's backward updating a saved input):
         # their new values follow the gradients; the runtime copies them in.
         bwd += [from_functional(call[i]) for i in self.written_in_backward]
-        bwd += [from_functional(g) for g in self.retained_totals]
+        bwd += [from_functional(g) for g in [*self.retained_totals, *self._post_write_outputs()]]
         return fwd + fwd_tokens, bwd + chain.finish()
 
     def _seen_as_views(self) -> list[int]:
@@ -313,9 +320,12 @@ class _JointTrace(SavedReads):
             call.append(c)
         return call, copies
 
-    def _forward(self, call: list[Any]) -> list[Any]:
+    def _forward(self, call: list[Any], anchored: set[int]) -> list[Any]:
         """The function, under the caller's grad mode (its own enable_grad / no_grad
-        blocks decide what has autograd history, as in eager), saved tensors checked."""
+        blocks decide what has autograd history, as in eager), saved tensors checked;
+        then the inputs it wrote and read after (``anchored``: written in a layout of
+        their own, not linked)."""
+        initial = initial_nodes(call)
         calls = EagerCalls.for_inputs(call, self.fake_args)
         calls.input_hooks.traced = frozenset(id(call[i]) for i in self.metadata.traced_hook_inputs)
         calls.input_hooks.early = frozenset(id(call[i]) for i, _ in self.metadata.early_input_hooks)
@@ -326,6 +336,11 @@ class _JointTrace(SavedReads):
             custom_function_saves(self._pack, self._unpack),
         ):
             outs = flat_call(self.fn, call, self.fake_args, calls)
+        excluded = {*anchored, *self.relaid, *self.leaf_copies}
+        excluded |= self.metadata.plan.facts.input_storage_set
+        self.post_write = written_with_new_node(
+            self.metadata, call, initial, excluded, self.fake_args
+        )
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
         self.data_reads = calls.data_reads
@@ -431,7 +446,7 @@ class _JointTrace(SavedReads):
             # eager's backward runs where the caller calls it, outside the forward's
             # autocast: its ops keep the dtypes of what they differentiate (an
             # autocast(enabled=False) block's matmul has a float32 backward)
-            grads = self._grad(diff_outs, needs, ft)
+            grads = self._grad_and_post_write(diff_outs, needs, ft, call, fp)
             self._read_dead_ends(diff_outs, needs)
         if self.interior_nodes:  # after the saved tensors' checks, as eager's engine
             self.stale.append(_MOVED_INTO_INTERIOR)
@@ -463,6 +478,47 @@ class _JointTrace(SavedReads):
         for i, _ in earlier:
             per_primal[i] = _summed(per_primal[i], next(it, None))
         return per_primal + per_leaf
+
+    def _grad_and_post_write(
+        self, diff_outs: list[Any], needs: list[Any], ft: list[Any], call: list[Any], fp: list
+    ) -> list[Any]:
+        """``_grad``, and the gradients at written inputs' nodes after their writes
+        (``post_write_reads``): linked only where every gradient asked for is a
+        primal's (``_passed_on``)."""
+        primals = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
+        linked = self.post_write if len(needs) == len(primals) else []
+        grads = self._grad(diff_outs, needs + [call[i] for i in linked], ft)
+        grads, self.post_write_found = post_write_split(
+            self.metadata, linked, call, diff_outs, ft, needs, grads
+        )
+        self.post_write_passed = self._passed_on(fp)
+        return grads
+
+    def grad_routing(self) -> dict[str, Any]:
+        """``JointGraph.retained_tangents``, ``post_write_inputs``, ``post_write_passed``."""
+        return {
+            "retained_tangents": self.retained_tangents,
+            "post_write_inputs": tuple(self.post_write_found.inputs),
+            "post_write_passed": tuple(i for i, _ in self.post_write_passed),
+        }
+
+    def _post_write_outputs(self) -> list[Any]:
+        """The backward's outputs for the link: per linked input its node's gradient,
+        then what those pass on to each primal (``JointGraph.post_write_passed``)."""
+        return [*self.post_write_found.grads, *(g for _, g in self.post_write_passed)]
+
+    def _passed_on(self, fp: list[Any]) -> list[tuple[int, Any]]:
+        """Per primal, what the linked inputs' gradients pass on to it (``PostWrite.
+        passed``, one per primal that requires grad: linked only where those are all
+        the backward asks for), where anything."""
+        passed = iter(self.post_write_found.passed)
+        found = []
+        for i, p in enumerate(fp):
+            if isinstance(p, torch.Tensor) and p.requires_grad:
+                g = next(passed, None)
+                if g is not None:
+                    found.append((i, g))
+        return found
 
     def _retained_through(self, fwd_values: list[Any], diff_outs: list[Any]) -> list[Any]:
         """The outputs the function ``retain_grad()``s and computes more from: the
@@ -545,7 +601,7 @@ def trace_joint(
         num_fwd_outputs=first_value + len(metadata.mutated_inputs) + state.num_tokens,
         num_tokens=state.num_tokens,
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
-        retained_tangents=state.retained_tangents,
+        **state.grad_routing(),
         backward_error=state.stale[0] if state.stale else None,
         backward_error_tangents=state.stale_tangents,
         watched_inputs=state.watched_inputs,

@@ -1,0 +1,117 @@
+"""The outputs routed through the nodes that written inputs get from their write.
+
+``x.mul_(2); return (x * w).sin()``: eager's output reaches ``x``'s new node, so
+``torch.autograd.grad(out, x)``, ``x.retain_grad()`` and hooks registered on ``x`` after
+the call see the gradient the reads after the write pass to it. The compiled Function's
+outputs reach only the node ``x`` had when called. After the epilogue has written the
+inputs (``x.copy_(new)``: ``x``'s new node leads into the Function's new-value output),
+``PostWriteLink`` passes the outputs through ``_ReadsAfterWrite``, an identity whose
+backward hands each such input the gradient the compiled backward computes for its node
+(``trace.post_write_reads``); the Function's own backward then takes what that gradient
+passes on out of its gradients, since it comes back through the writes' nodes: totals
+are unchanged.
+
+Computing that gradient runs the compiled backward once more, so the link hands it on
+only in a pass that can see it (``_observed``): one that asks for some gradients
+(``torch.autograd.grad``, ``backward(inputs=...)``: it may ask for the input's), or where
+the caller's tensor retains its gradient or has hooks. A plain ``backward()`` passes the
+outputs' gradients straight through, at no extra cost, with eager's totals.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.autograd.graph import get_gradient_edge
+
+from .layout import ForwardLayout
+
+__all__ = ["PostWriteLink"]
+
+#: (the Function's node, the tangent positions of the linked outputs, every tangent
+#: output's shape, dtype and device) -> the gradient at each linked input's node
+PostGrads = Callable[[Any, dict[int, Any], list[tuple]], Sequence[Any]]
+
+
+#: A leaf nothing is computed from but the link: a pass that asks for every leaf's
+#: gradient (``backward()``) runs every node it reaches, this one's accumulator too; a
+#: pass that asks for some (``autograd.grad``, ``inputs=``) runs only those on their paths.
+_PROBE = torch.zeros((), requires_grad=True)
+
+
+def _observed(watched: Sequence[Any]) -> bool:
+    """Whether this backward pass can see the gradient at a linked input's node."""
+    if not torch._C._will_engine_execute_node(get_gradient_edge(_PROBE).node):
+        return True
+    for ref in watched:
+        t = ref()
+        if t is not None and (t.retains_grad or t._backward_hooks):
+            return True
+    return False
+
+
+class _ReadsAfterWrite(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, link: tuple, n: int, probe: Any, *ts: Any) -> Any:
+        # link: (post_grads, the Function's node, tangent positions, tangent metadata,
+        # weak references to the caller's written tensors)
+        ctx.link, ctx.n = link, n
+        ctx.set_materialize_grads(False)
+        return tuple(t.detach() for t in ts[n:])
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        post_grads, node, positions, metas, watched = ctx.link
+        given = {p: g for p, g in zip(positions, grads, strict=True) if g is not None}
+        if given and _observed(watched):
+            to_inputs = list(post_grads(node, given, metas))
+        else:
+            to_inputs = [None] * ctx.n
+        return (None, None, None, *to_inputs, *grads)
+
+
+class PostWriteLink:
+    """Per call, after the inputs' writes: the graph's differentiable user outputs and
+    intermediate bases, passed through ``_ReadsAfterWrite`` onto the written inputs'
+    new nodes (``layout.post_write_inputs``)."""
+
+    def __init__(self, post_grads: PostGrads, layout: ForwardLayout) -> None:
+        self.post_grads = post_grads
+        self.inputs = layout.post_write_inputs
+        start = layout.num_user_outputs + layout.num_intermediate_bases
+        self.values = [start + layout.mutated_inputs.index(i) for i in self.inputs]
+        self.tangent_outputs = list(layout.tangent_outputs)
+        self.linked = [(j, k) for j, k in enumerate(self.tangent_outputs) if k < start]
+
+    def __call__(self, args: Sequence[Any], fwd: Sequence[Any]) -> Sequence[Any]:
+        linked = [(j, k) for j, k in self.linked if _differentiable(fwd[k])]
+        if not linked:
+            return fwd
+        node = fwd[linked[0][1]].grad_fn
+        if not hasattr(node, "symints"):  # (not the compiled Function's node: unlinked)
+            return fwd
+        # the write's node, where the epilogue's recorded write made one; else the
+        # Function's new-value output itself (the same total, as before)
+        targets = [
+            args[i] if args[i].requires_grad and args[i].grad_fn is not None else fwd[v]
+            for i, v in zip(self.inputs, self.values, strict=True)
+        ]
+        watched = [weakref.ref(t) for t in targets]
+        metas = [(fwd[k].shape, fwd[k].dtype, fwd[k].device) for k in self.tangent_outputs]
+        positions = [j for j, _ in linked]
+        with torch.enable_grad():
+            link = (self.post_grads, node, positions, metas, watched)
+            outs = _ReadsAfterWrite.apply(
+                link, len(targets), _PROBE, *targets, *(fwd[k] for _, k in linked)
+            )
+        fwd = list(fwd)
+        for (_, k), o in zip(linked, outs, strict=True):
+            fwd[k] = o
+        return fwd
+
+
+def _differentiable(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is not None

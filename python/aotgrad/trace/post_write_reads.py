@@ -1,0 +1,133 @@
+"""Reads of a written input after the write: eager's gradient at the input's new node.
+
+``x.mul_(2); return (x * w).sin()``: in eager, the output's history goes through the
+node the write gave ``x`` (``MulBackward`` of the write), so ``torch.autograd.grad(out,
+x)``, ``x.retain_grad()`` or a hook registered on ``x`` after the call see what the
+reads after the write pass back to it. The compiled Function reads ``x`` as it was when
+called: the runtime's write-back (``x.copy_(new)``) gives ``x`` a new node that only the
+new value's gradient reaches, and those observers see nothing.
+
+So the joint trace also differentiates the outputs with respect to each such input as
+the function leaves it (a backward output, computed from the user
+outputs' tangents), and the runtime routes the outputs through a node that passes that
+gradient to the caller's tensor after its write (``runtime.post_write_link``). The total
+gradient stays the same: what that gradient passes on through the history before the
+write is a backward output too (``post_write_split``), which the runtime takes out of
+the gradients in a pass where the link handed it to the input's node, since it then
+comes back through the write's node into the new value's tangent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import alias
+from .graphs import TraceMetadata
+from .saved_reads import reaching
+
+
+def initial_nodes(call: Sequence[Any]) -> list[Any]:
+    """Each input's node before the function runs (compared after it: a recorded write)."""
+    return [c.grad_fn if isinstance(c, torch.Tensor) else None for c in call]
+
+
+def written_with_new_node(
+    meta: TraceMetadata,
+    call: Sequence[Any],
+    initial: Sequence[Any],
+    excluded: set[int],
+    fake_args: Sequence[Any],
+) -> list[int]:
+    """Inputs the function wrote with autograd recording, whose new value is the traced
+    tensor itself, written back by a plain recorded ``copy_`` (no metadata change, no
+    ``requires_grad`` change, not a view in the caller: ``excluded`` and the verdict
+    say), and whose new value gets a tangent."""
+    plan = meta.plan
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    tangents = set(meta.tangent_outputs)
+    skip = {*excluded, *meta.requires_grad_changes, *meta.left_then_written}
+    found = []
+    for m, i in enumerate(meta.mutated_inputs):
+        c = call[i]
+        if (
+            plan.inputs[i] != alias.InputVerdict.DATA_DIFFERENTIABLE
+            or i in skip
+            or start + m not in tangents
+            or getattr(fake_args[i], "_is_view", lambda: True)()
+            or not isinstance(c, torch.Tensor)
+            or not c.requires_grad
+            or c.grad_fn is None
+            or c.grad_fn is initial[i]
+        ):
+            continue
+        found.append(i)
+    return found
+
+
+@dataclass
+class PostWrite:
+    """What ``post_write_split`` found: the inputs linked, the gradient the outputs'
+    reads after the write pass to each one's node, and per entry of ``needs`` what that
+    gradient passes on through the history before the write (None: nothing)."""
+
+    inputs: list[int] = field(default_factory=list)
+    grads: list[Any] = field(default_factory=list)
+    passed: list[Any] = field(default_factory=list)
+
+
+def post_write_split(
+    meta: TraceMetadata,
+    linked: list[int],
+    call: Sequence[Any],
+    diff_outs: Sequence[Any],
+    tangents: Sequence[Any],
+    needs: Sequence[Any],
+    grads: Sequence[Any],
+) -> tuple[list[Any], PostWrite]:
+    """The joint backward's gradients (``grads``: one per ``needs``, then one per linked
+    input's node as the function leaves it) and what the link needs (``PostWrite``).
+
+    The gradient at the node from the reads after the write is what reaches it less the
+    input's own new-value tangent (the new value is the node's tensor); an input another
+    written input's new value reads after the write is left out, and so is one no output
+    reads after the write. What it passes on to ``needs`` is computed beside the
+    gradients: in a backward pass where the link hands it to the input's node, it comes
+    back through the write's node into the new value's tangent, and the runtime takes it
+    out of the gradients (see the module docstring). One pass over the history before
+    the write computes it; where that raises (a checkpointed region differentiates
+    once), nothing is linked."""
+    n_needs = len(needs)
+    base = list(grads[:n_needs])
+    if not linked or len(grads) != n_needs + len(linked):
+        return base, PostWrite()
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    positions = meta.tangent_outputs
+    found = PostWrite()
+    for i, at_node in zip(linked, grads[n_needs:], strict=True):
+        own = positions.index(start + meta.mutated_inputs.index(i))
+        readers = reaching(diff_outs, [call[i].grad_fn])
+        later = [p for p in readers if p != own]
+        if at_node is None or not later or any(positions[p] >= start for p in later):
+            continue
+        found.inputs.append(i)
+        found.grads.append(at_node - tangents[own])
+    if not found.inputs:
+        return base, PostWrite()
+    try:
+        with torch._C._DisableAutocast():
+            found.passed = list(
+                torch.autograd.grad(
+                    [call[i] for i in found.inputs],
+                    needs,
+                    found.grads,
+                    allow_unused=True,
+                    retain_graph=True,
+                )
+            )
+    except (RuntimeError, NotImplementedError):
+        return base, PostWrite()
+    return base, found
