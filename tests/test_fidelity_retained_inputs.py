@@ -186,17 +186,12 @@ def written_twice(x, w):
 @pytest.mark.parametrize("retained", [True, False], ids=["caller_retains", "not_retained"])
 @pytest.mark.parametrize("fn", WRITTEN.values(), ids=WRITTEN)
 def test_retained_written_input_grad_takes_the_graphs_part(
-    fn: Callable, retained: bool, compiler: str, request: pytest.FixtureRequest
+    fn: Callable, retained: bool, compiler: str
 ) -> None:
     """Eager's ``.grad`` of an input retaining grad that the function writes with grad is
     the gradient of its new value: every use's, the function's after the write too (the
     caller's retain hook saw only the caller's part: ``.grad`` came back without the
-    graph's, or None)."""
-    dynamos = fn in (written_then_computed_from, written_computed_from_and_returned, written_twice)
-    if compiler.startswith("dynamo") and retained and dynamos:
-        reason = (
-            "Dynamo compiles on its own fakes and does not key on the caller's "
-            "retain_grad() (torch.compile(backend='aot_eager') differs too)"
-        )
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    graph's, or None). Under Dynamo, which does not key on the caller's retain_grad(),
+    the runtime's link onto the written input's new node fills it (round 50:
+    ``runtime.post_write_link``; ``torch.compile(backend='aot_eager')`` differs)."""
     assert_like_eager(fn, _make("clone", retained), COMPILERS[compiler], calls=2)
