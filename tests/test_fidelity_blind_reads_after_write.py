@@ -188,10 +188,6 @@ VIEW = (
     "known open: an input that is a view in the caller (or one of overlapping views) is "
     "not routed through its new node after the write (post_write_reads excludes views)"
 )
-META = (
-    "known open: an input whose metadata the function changed (t_, unsqueeze_) is not "
-    "routed through its new node (Dynamo passes: it replays the change itself)"
-)
 CROSS = (
     "known open: another written input's new value reads the input after its write: "
     "not routed (its gradient would come back twice)"
@@ -202,6 +198,7 @@ EAGER_ASSERT = (
 )
 EVERY = frozenset(MODES) - {"values"}
 BUT_RETAINED_BEFORE = EVERY - {"retain_before"}
+RETAINED_BEFORE = frozenset({"retain_before"})
 KNOWN_OPEN = {
     "disjoint_views": (
         VIEW,
@@ -240,26 +237,22 @@ KNOWN_OPEN = {
             "aot_mincut": BUT_RETAINED_BEFORE,
         },
     ),
-    "squeeze_": (META, {"aot_nop": EVERY, "aot_default": EVERY, "aot_mincut": EVERY}),
-    "t_": (
-        META,
-        {
-            "aot_nop": BUT_RETAINED_BEFORE,
-            "aot_default": BUT_RETAINED_BEFORE,
-            "aot_mincut": BUT_RETAINED_BEFORE,
-        },
+    "squeeze_": (
+        EAGER_ASSERT,
+        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
     ),
-    "t_then_mul": (META, {"aot_nop": EVERY, "aot_default": EVERY, "aot_mincut": EVERY}),
-    "transpose_": (META, {"aot_nop": EVERY, "aot_default": EVERY, "aot_mincut": EVERY}),
-    "unsqueeze_": (
-        META,
-        {
-            "aot_nop": BUT_RETAINED_BEFORE,
-            "aot_default": BUT_RETAINED_BEFORE,
-            "aot_mincut": BUT_RETAINED_BEFORE,
-        },
+    "t_then_mul": (
+        EAGER_ASSERT,
+        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
     ),
-    "unsqueeze_then_add": (META, {"aot_nop": EVERY, "aot_default": EVERY, "aot_mincut": EVERY}),
+    "transpose_": (
+        EAGER_ASSERT,
+        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
+    ),
+    "unsqueeze_then_add": (
+        EAGER_ASSERT,
+        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
+    ),
     "three_chain_ok": (
         CROSS,
         {
@@ -294,8 +287,6 @@ def _known(name: str, entry: str, mode: str) -> str | None:
     reason, entries = KNOWN_OPEN.get(name, (None, {}))
     if mode not in entries.get(entry, ()):
         return None
-    if reason is META and mode == "retain_before":
-        return EAGER_ASSERT
     return reason
 
 

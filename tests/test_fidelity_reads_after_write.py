@@ -107,7 +107,20 @@ def _write_read_by_another_write(x, w):
     return (x.sin(),)
 
 
+def _transposed_then_read(x, w):
+    x.t_()  # a metadata change autograd records: x's new node
+    return (x * w.t(),)
+
+
+def _unsqueezed_written_then_read(x, w):
+    x.unsqueeze_(0)
+    x.mul_(w)
+    return ((x * x).sum(1),)
+
+
 PROGRAMS = [
+    _transposed_then_read,
+    _unsqueezed_written_then_read,
     _mul_then_read,
     _read_before_and_after,
     _masked_write_then_read,

@@ -4,7 +4,8 @@
 ``torch.autograd.grad(out, x)``, ``x.retain_grad()`` and hooks registered on ``x`` after
 the call see the gradient the reads after the write pass to it. The compiled Function's
 outputs reach only the node ``x`` had when called. After the epilogue has written the
-inputs (``x.copy_(new)``: ``x``'s new node leads into the Function's new-value output),
+inputs (``x.copy_(new)``: ``x``'s new node leads into the Function's new-value output; a
+replayed ``t_()`` recorded by autograd: into the node ``x`` had),
 ``PostWriteLink`` passes the outputs through ``_ReadsAfterWrite``, an identity whose
 backward hands each such input the gradient the compiled backward computes for its node
 (``trace.post_write_reads``); the Function's own backward then takes what that gradient
@@ -82,7 +83,6 @@ class PostWriteLink:
         self.post_grads = post_grads
         self.inputs = layout.post_write_inputs
         start = layout.num_user_outputs + layout.num_intermediate_bases
-        self.values = [start + layout.mutated_inputs.index(i) for i in self.inputs]
         self.tangent_outputs = list(layout.tangent_outputs)
         self.linked = [(j, k) for j, k in enumerate(self.tangent_outputs) if k < start]
 
@@ -93,12 +93,11 @@ class PostWriteLink:
         node = fwd[linked[0][1]].grad_fn
         if not hasattr(node, "symints"):  # (not the compiled Function's node: unlinked)
             return fwd
-        # the write's node, where the epilogue's recorded write made one; else the
-        # Function's new-value output itself (the same total, as before)
-        targets = [
-            args[i] if args[i].requires_grad and args[i].grad_fn is not None else fwd[v]
-            for i, v in zip(self.inputs, self.values, strict=True)
-        ]
+        # the nodes the epilogue's recorded writes and metadata changes made; where one
+        # made none, nothing is linked (the Function's gradients then stay whole)
+        targets = [args[i] for i in self.inputs]
+        if not all(t.requires_grad and t.grad_fn is not None for t in targets):
+            return fwd
         watched = [weakref.ref(t) for t in targets]
         metas = [(fwd[k].shape, fwd[k].dtype, fwd[k].device) for k in self.tangent_outputs]
         positions = [j for j, _ in linked]

@@ -3,7 +3,8 @@
 ``x.mul_(2); return (x * w).sin()``: in eager, the output's history goes through the
 node the write gave ``x`` (``MulBackward`` of the write), so ``torch.autograd.grad(out,
 x)``, ``x.retain_grad()`` or a hook registered on ``x`` after the call see what the
-reads after the write pass back to it. The compiled Function reads ``x`` as it was when
+reads after the write pass back to it (likewise after a metadata change autograd
+records, ``x.t_()``). The compiled Function reads ``x`` as it was when
 called: the runtime's write-back (``x.copy_(new)``) gives ``x`` a new node that only the
 new value's gradient reaches, and those observers see nothing.
 
@@ -42,21 +43,28 @@ def written_with_new_node(
     excluded: set[int],
     fake_args: Sequence[Any],
 ) -> list[int]:
-    """Inputs the function wrote with autograd recording, whose new value is the traced
-    tensor itself, written back by a plain recorded ``copy_`` (no metadata change, no
-    ``requires_grad`` change, not a view in the caller: ``excluded`` and the verdict
-    say), and whose new value gets a tangent."""
+    """Inputs the function gave a new node that the runtime gives the caller's tensor
+    alike: written with autograd recording (the new value is the traced tensor itself,
+    written back by a recorded ``copy_``, and gets a tangent), or re-laid in a way
+    autograd records (``t_``, ``unsqueeze_`` of an input that requires grad, replayed
+    so), or both. Not: a ``requires_grad`` change, a view in the caller, changes mixing
+    recorded and unrecorded steps, or what ``excluded`` names."""
     plan = meta.plan
-    start = len(meta.outputs) + meta.num_intermediate_bases
     tangents = set(meta.tangent_outputs)
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    values = {i: start + m for m, i in enumerate(meta.mutated_inputs)}
     skip = {*excluded, *meta.requires_grad_changes, *meta.left_then_written}
+    skip |= {*meta.metadata_steps, *meta.relaid_inputs}
     found = []
-    for m, i in enumerate(meta.mutated_inputs):
-        c = call[i]
+    for i, c in enumerate(call):
+        verdict = plan.inputs[i]
+        if verdict in _WRITES:
+            ok = values.get(i) in tangents
+        else:
+            ok = verdict == alias.InputVerdict.METADATA and _recorded(plan, i)
         if (
-            plan.inputs[i] != alias.InputVerdict.DATA_DIFFERENTIABLE
+            not ok
             or i in skip
-            or start + m not in tangents
             or getattr(fake_args[i], "_is_view", lambda: True)()
             or not isinstance(c, torch.Tensor)
             or not c.requires_grad
@@ -66,6 +74,21 @@ def written_with_new_node(
             continue
         found.append(i)
     return found
+
+
+_WRITES = (
+    alias.InputVerdict.DATA_DIFFERENTIABLE,
+    alias.InputVerdict.DATA_AND_METADATA_DIFFERENTIABLE,
+)
+
+
+def _recorded(plan: Any, i: int) -> bool:
+    """A metadata change the runtime replays with autograd recording (an input that
+    requires grad, the change not hidden from autograd: ``layout_of_trace``)."""
+    flags = plan.facts.input_flags[i]
+    return bool(
+        flags & alias.facts.IN_REQUIRES_GRAD and not flags & alias.facts.IN_MUTATIONS_HIDDEN
+    )
 
 
 @dataclass
@@ -106,15 +129,17 @@ def post_write_split(
         return base, PostWrite()
     start = len(meta.outputs) + meta.num_intermediate_bases
     positions = meta.tangent_outputs
+    written = set(meta.mutated_inputs)
     found = PostWrite()
     for i, at_node in zip(linked, grads[n_needs:], strict=True):
-        own = positions.index(start + meta.mutated_inputs.index(i))
+        # (the input's own new-value tangent; none where only its metadata changed)
+        own = positions.index(start + meta.mutated_inputs.index(i)) if i in written else -1
         readers = reaching(diff_outs, [call[i].grad_fn])
         later = [p for p in readers if p != own]
         if at_node is None or not later or any(positions[p] >= start for p in later):
             continue
         found.inputs.append(i)
-        found.grads.append(at_node - tangents[own])
+        found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
     if not found.inputs:
         return base, PostWrite()
     try:
