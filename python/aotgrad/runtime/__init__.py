@@ -475,7 +475,7 @@ class _TrainingPlan:
         """The gradients less what the written inputs' gradients pass on to them: the
         link handed those to the inputs' nodes in this pass, and they came back through
         the writes' nodes into the new values' tangents (``runtime.post_write_link``)."""
-        start = n + len(self.bw_written) + len(self.retained_through) + self.n_post_write
+        start = self._post_write_start(n) + self.n_post_write
         less = list(outs)
         for p, i in enumerate(self.post_write_passed):
             passed = outs[start + p]
@@ -498,8 +498,13 @@ class _TrainingPlan:
         run_bw = _no_double_backward if torch.is_grad_enabled() else _call
         outs = tuple(run_bw(self.bw, [*saved, *ctx.symints, *tangents]))
         ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
-        start = ctx.num_inputs + len(self.bw_written) + len(self.retained_through)
+        start = self._post_write_start(ctx.num_inputs)
         return list(outs[start : start + self.n_post_write])
+
+    def _post_write_start(self, n: int) -> int:
+        """Where the link's outputs start among the backward's (after the ``n`` inputs'
+        gradients, the written values and the retained totals: ``JointGraph``)."""
+        return n + len(self.bw_written) + len(self.retained_through)
 
     def _saved(self, ctx: Any, n_tangents: int, missing: Sequence[int]) -> list[Any]:
         """The saved tensors for this pass: autograd's, or those kept across passes
