@@ -348,6 +348,15 @@ def _remakeable(out: Any, member: Any) -> bool:
         return False
 
 
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two functional tensors are views of one base (functionalization gives the
+    views of one base one storage)."""
+    try:
+        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
+    except RuntimeError:
+        return False
+
+
 def _views_of_members(
     groups: Sequence[_Group], built: dict[int, Any], bases: Sequence[Any], outs: Sequence[Any]
 ) -> dict[int, tuple[int, Layout]]:
@@ -368,7 +377,8 @@ def _views_of_members(
             continue
         sequence = _functionalization.get_view_meta_sequence(o.elem)
         for i, m, base in members:
-            if o is m or not isinstance(m, FunctionalTensor):
+            # (a member of another group can have the same view ops of its own base)
+            if o is m or not isinstance(m, FunctionalTensor) or not _same_storage(o, m):
                 continue
             own = _functionalization.get_view_meta_sequence(m.elem)
             if own and len(sequence) > len(own) and starts_with(sequence, own):
