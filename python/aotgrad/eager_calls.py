@@ -160,6 +160,9 @@ class SyntheticMembers:
     leaf_view_bases: set[int] = field(default_factory=set)
     #: The synthetic bases (by id): no tensor of the caller's (eager casts none of them).
     bases: set[int] = field(default_factory=set)
+    #: Members whose new node reads after the write reach (``synthetic_base._linkable``):
+    #: (position, rebuilt member, its base's position among the graph's inputs).
+    post_write: list[tuple[int, Any, int]] = field(default_factory=list)
 
 
 class EagerCalls(torch.overrides.TorchFunctionMode):

@@ -147,6 +147,7 @@ def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
     the retained outputs whose whole gradient it returns."""
     layout.backward_mutations = joint.backward_mutations
     layout.post_write_inputs = joint.post_write_inputs
+    layout.post_write_members = joint.post_write_members
     layout.post_write_passed = joint.post_write_passed
     if joint.retained_tangents:
         layout.retained_grads = (*layout.retained_grads[:2], dict(joint.retained_tangents))

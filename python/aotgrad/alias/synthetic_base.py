@@ -54,6 +54,10 @@ def _refuse_histories_of_aliases(groups: Sequence[Any], built: dict[int, Any]) -
                 )
 
 
+def _views(tensors: Sequence[Any], members: tuple[int, ...]) -> tuple[bool, ...]:
+    return tuple(tensors[i]._is_view() for i in members)
+
+
 def _root(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
 
@@ -103,6 +107,8 @@ class _Group:
     #: grad (a ``detach()`` of it; Dynamo passes one across a graph break): made as a
     #: detached view of the base, autograd's link cut as the caller's is.
     detached: tuple[bool, ...] = ()
+    #: Per member: a view in the caller (not the base itself, nor a tensor of its own).
+    is_view: tuple[bool, ...] = ()
 
     @classmethod
     def of(cls, tensors: Sequence[Any], members: tuple[int, ...]) -> _Group:
@@ -125,7 +131,7 @@ class _Group:
             for i in members
         )
         views = tuple(_layout(tensors[i]) for i in members)
-        return cls(members, views, common, creation, leaves)
+        return cls(members, views, common, creation, leaves, (), _views(tensors, members))
 
     @classmethod
     def _around(cls, tensors: Sequence[Any], members: tuple[int, ...], root: int) -> _Group:
@@ -141,7 +147,8 @@ class _Group:
             _CREATION.DEFAULT if d else _creation(tensors[i]) for i, d in zip(members, detached)
         )
         views = tuple(_layout(tensors[i]) for i in members)
-        return cls(members, views, True, creation, (False,) * len(members), detached)
+        no_leaves = (False,) * len(members)
+        return cls(members, views, True, creation, no_leaves, detached, _views(tensors, members))
 
     def base(self, tensors: Sequence[Any]) -> torch.Tensor:
         first = tensors[self.members[0]]
@@ -164,7 +171,10 @@ class _Group:
                 else (not self.common_base or id(_root(tensors[i])) == root)
             )
             and _creation(tensors[i]) == c
-            for i, v, c, d in zip(self.members, self.views, self.creation, detached)
+            and tensors[i]._is_view() == iv
+            for i, v, c, d, iv in zip(
+                self.members, self.views, self.creation, detached, self.is_view
+            )
         )
 
 
@@ -281,6 +291,40 @@ def _has_node(t: torch.Tensor) -> bool:
         return False
 
 
+def _node(t: torch.Tensor) -> Any:
+    """``t``'s node (None where reading it raises: ``_has_node``)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
+def _linkable(
+    groups: Sequence[_Group], built: dict[int, Any], initial: dict[int, Any], skip: set[int]
+) -> list[tuple[int, Any, int]]:
+    """Members the writes to their group gave a new node (eager rebuilds the caller's
+    view's node from its base's new one), which the outputs' reads after the write reach
+    (``trace.post_write_reads``): plain views that require grad (made with the default
+    creation meta, neither a leaf of their own nor detached), not returned, re-laid or
+    given ``requires_grad`` by the function (``skip``); not the group's base itself (an
+    input of the graph: linked as one). (Member position, its tensor, its group's base's
+    position among the graph's inputs.)"""
+    found = []
+    for k, g in enumerate(groups):
+        leaves = g.leaves or (False,) * len(g.members)
+        detached = g.detached or (False,) * len(g.members)
+        for i, c, leaf, d, view in zip(g.members, g.creation, leaves, detached, g.is_view):
+            t = built[i]
+            if not view or leaf or d or c != _CREATION.DEFAULT or i in skip:
+                continue
+            if not t.requires_grad:
+                continue
+            node = _node(t)
+            if node is not None and node is not initial[i]:
+                found.append((i, t, k))
+    return found
+
+
 def _built_members(groups: Sequence[_Group], graph_inputs: Sequence[Any]) -> dict[int, Any]:
     """Each group's members, rebuilt as views of its base (member position → tensor)."""
     built: dict[int, Any] = {}
@@ -328,18 +372,22 @@ def _views_of_detached(
     return found
 
 
+_REMADE = (_CREATION.DEFAULT, _CREATION.MULTI_OUTPUT_NODE)
+
+
 def _remakeable(out: Any, member: Any) -> bool:
     """Whether output ``out`` (``SyntheticBase.member_grad_views``) is remade of ``member``:
     the call records grad, both require grad, and ``out`` is a plain view (the default
-    creation meta, no hooks, not retaining its gradient). Reading the ``grad_fn`` of
-    another view (one a custom Function made, its base since written) raises: not one."""
+    creation meta, or a multi-output op's: ``x1.split(2)[1]``; no hooks, not retaining its
+    gradient). Reading the ``grad_fn`` of another view (one a custom Function made, its
+    base since written) raises: not one."""
     if not (
         torch.is_grad_enabled()
         and isinstance(out, torch.Tensor)
         and member.requires_grad
         and out.requires_grad
         and out._is_view()
-        and torch._C._autograd._get_creation_meta(out) == torch._C._autograd.CreationMeta.DEFAULT
+        and torch._C._autograd._get_creation_meta(out) in _REMADE
     ):
         return False
     try:
@@ -521,7 +569,7 @@ class SyntheticBase:
         for j, (i, view) in self.member_grad_views.items():
             o = outs[j]
             if id(o) not in remade and _remakeable(o, tensors[i]):
-                remade[id(o)] = tensors[i].as_strided(*view)  # through the member's node
+                remade[id(o)] = _member(tensors[i], view, _creation(o))  # (its node's)
             outs[j] = remade.get(id(o), o)
         return outs
 
@@ -545,10 +593,12 @@ class SyntheticBase:
                 tensors[leaf.member].requires_grad_()
             if leaf.member in self.layout_first:  # (after the bases: they read the layouts)
                 set_metadata(tensors[leaf.member], *self.new_views[leaf.member])
+        linked = () if layout is None else layout.post_write_members
         return [
             *bases,
             *(t for i, t in enumerate(tensors) if i not in member_set),
             *(tensors[leaf.member] for leaf in given if leaf.member is not None),
+            *(tensors[i] for i in linked),  # (then those the outputs' reads link)
         ]
 
     def wrap(self, flat_fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -572,6 +622,7 @@ class SyntheticBase:
                 calls.synthetic.bases.update(id(b) for b in bases)
             versions = {i: t._version for i, t in built.items()}
             flags = {i: t.requires_grad for i, t in built.items()}
+            initial = {i: _node(t) for i, t in built.items()}
             rest = iter(graph_inputs[len(groups) :])
             members = {id(t): i for i, t in built.items()}
             with _MetadataWrites(members, changed_with_grad, unrecorded) as writes:
@@ -605,6 +656,9 @@ class SyntheticBase:
                     if now != v:
                         new_views[i] = now
                         version_deltas[i] = built[i]._version - versions[i]
+            if calls is not None:
+                skip = {*member_outputs.values(), *new_views, *requires_grad_changes}
+                calls.synthetic.post_write = _linkable(groups, built, initial, skip)
             return out
 
         with_base.__qualname__ = getattr(flat_fn, "__qualname__", "with_base")

@@ -593,6 +593,7 @@ def make_training_function(
                 return recording(*args)
 
     given = sum(leaf.member is not None for leaf in layout.inner_leaves)
+    linked = len(layout.post_write_members)
     watching = layout.watched_inputs or layout.watched_bases or layout.saved_input_views
     watch = plan.note_watched if watching else None
     if layout.plain and watch is None:
@@ -608,6 +609,9 @@ def make_training_function(
             fwd = apply(*args)
             watch(args, fwd)  # type: ignore[misc]
             return fwd[:n_user]
+        members = ()
+        if linked:  # then the linked members (``SyntheticBase.prepare``)
+            args, members = args[: len(args) - linked], args[len(args) - linked :]
         if given:  # the caller's leaves come last (``InnerLeaf.member``)
             args, callers = args[: len(args) - given], iter(args[len(args) - given :])
         old = epilogue.change_metadata_first(args)
@@ -617,7 +621,7 @@ def make_training_function(
             for leaf in layout.inner_leaves
         ]
         fwd = apply(*in_old_layouts(args, old), *leaves)
-        outs = epilogue(args, fwd, before, leaves)
+        outs = epilogue(args, fwd, before, leaves, members)
         if watch is not None:
             watch(args, fwd)
         return outs

@@ -170,7 +170,12 @@ class Epilogue(InputWrites):
         _made_early.views = made
 
     def __call__(
-        self, args: Sequence[Any], fwd: Sequence[Any], before: list[int], leaves: Sequence[Any] = ()
+        self,
+        args: Sequence[Any],
+        fwd: Sequence[Any],
+        before: list[int],
+        leaves: Sequence[Any] = (),
+        members: Sequence[Any] = (),
     ) -> tuple:
         layout = self.layout
         spec = _identity if self.static else Evaluator(layout.bindings, args).spec
@@ -196,7 +201,7 @@ class Epilogue(InputWrites):
         }
         kept = self._write_inputs(args, fwd, spec, before)
         if self.link is not None:  # (the outputs onto the written inputs' new nodes)
-            fwd = self.link(args, fwd)
+            fwd = self.link([*args, *members], fwd)
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)

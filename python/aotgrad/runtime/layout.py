@@ -180,6 +180,9 @@ class ForwardLayout:
     #: returns the gradient at each one's new node last, and the runtime passes it to
     #: the caller's tensor after its write (``runtime.post_write_link``).
     post_write_inputs: tuple[int, ...] = ()
+    #: The caller's synthetic-base members linked alike (positions among the caller's
+    #: inputs): passed after the graph's inputs, named from their number on.
+    post_write_members: tuple[int, ...] = ()
     #: The inputs whose gradients those pass on to: the backward returns that part last,
     #: taken out in a pass where the link handed the gradients to the inputs' nodes.
     post_write_passed: tuple[int, ...] = ()

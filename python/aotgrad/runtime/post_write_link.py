@@ -49,8 +49,13 @@ def _observed(watched: Sequence[Any]) -> bool:
         return True
     for ref in watched:
         t = ref()
-        if t is not None and (t.retains_grad or t._backward_hooks):
-            return True
+        if t is None:
+            continue
+        # (a view's node hands its gradient on to its base's new node: eager's base, its
+        # gradient retained or hooked, sees it)
+        for seen in (t, t._base) if t._is_view() else (t,):
+            if seen.retains_grad or seen._backward_hooks:
+                return True
     return False
 
 

@@ -223,6 +223,9 @@ class JointGraph:
     #: reach (``trace.post_write_reads``): the gradient at that node is a backward
     #: output after the retained ones, and the runtime passes it to the caller's tensor.
     post_write_inputs: tuple[int, ...] = ()
+    #: Synthetic-base members linked alike (caller positions): ``post_write_inputs``
+    #: names them from the number of graph inputs on, in this order.
+    post_write_members: tuple[int, ...] = ()
     #: The primals those gradients pass on to (through the history before the write).
     post_write_passed: tuple[int, ...] = ()
     #: Eager's error when its backward would read a saved tensor written after it was

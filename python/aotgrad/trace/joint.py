@@ -150,6 +150,9 @@ class _JointTrace(SavedReads):
     retained_tangents: dict[int, tuple[int, ...]] = {}
     #: Inputs written with autograd that outputs read after the write (``post_write_reads``).
     post_write: list[int] = []
+    #: Members of a synthetic base likewise (``synthetic_base._linkable``): (position, tensor).
+    post_write_members: list[tuple[int, Any, int]] = []
+    n_call = 0  # (the traced inputs: members are named from here on)
     #: Those linked, the gradients their reads pass to each, and what those pass on
     #: to each primal (``(primal, value)``): backward outputs, last.
     post_write_found: PostWrite = PostWrite()
@@ -338,9 +341,8 @@ class _JointTrace(SavedReads):
             outs = flat_call(self.fn, call, self.fake_args, calls)
         excluded = {*anchored, *self.relaid, *self.leaf_copies}
         excluded |= self.metadata.plan.facts.input_storage_set
-        self.post_write = written_with_new_node(
-            self.metadata, call, initial, excluded, self.fake_args
-        )
+        self.post_write = written_with_new_node(self.metadata, call, initial, excluded)
+        self.post_write_members = list(calls.synthetic.post_write)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
         self.data_reads = calls.data_reads
@@ -486,19 +488,31 @@ class _JointTrace(SavedReads):
         (``post_write_reads``): linked only where every gradient asked for is a
         primal's (``_passed_on``)."""
         primals = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
-        linked = self.post_write if len(needs) == len(primals) else []
-        grads = self._grad(diff_outs, needs + [call[i] for i in linked], ft)
+        linked = [(i, call[i]) for i in self.post_write]
+        members = self.post_write_members
+        linked += [(len(call) + k, t) for k, (_, t, _) in enumerate(members)]
+        if len(needs) != len(primals):
+            linked = []
+        grads = self._grad(diff_outs, needs + [t for _, t in linked], ft)
+        bases = {len(call) + k: b for k, (_, _, b) in enumerate(members)}
         grads, self.post_write_found = post_write_split(
-            self.metadata, linked, call, diff_outs, ft, needs, grads
+            self.metadata, linked, diff_outs, ft, needs, grads, bases
         )
+        self.n_call = len(call)
         self.post_write_passed = self._passed_on(fp)
         return grads
 
     def grad_routing(self) -> dict[str, Any]:
         """``JointGraph.retained_tangents``, ``post_write_inputs``, ``post_write_passed``."""
+        # (members renumbered: the runtime passes those linked, in this order, after the
+        # graph's inputs)
+        n = self.n_call
+        members = [i - n for i in self.post_write_found.inputs if i >= n]
+        inputs = [i if i < n else n + members.index(i - n) for i in self.post_write_found.inputs]
         return {
             "retained_tangents": self.retained_tangents,
-            "post_write_inputs": tuple(self.post_write_found.inputs),
+            "post_write_inputs": tuple(inputs),
+            "post_write_members": tuple(self.post_write_members[k][0] for k in members),
             "post_write_passed": tuple(i for i, _ in self.post_write_passed),
         }
 

@@ -41,14 +41,15 @@ def written_with_new_node(
     call: Sequence[Any],
     initial: Sequence[Any],
     excluded: set[int],
-    fake_args: Sequence[Any],
 ) -> list[int]:
     """Inputs the function gave a new node that the runtime gives the caller's tensor
     alike: written with autograd recording (the new value is the traced tensor itself,
     written back by a recorded ``copy_``, and gets a tangent), or re-laid in a way
     autograd records (``t_``, ``unsqueeze_`` of an input that requires grad, replayed
-    so), or both. Not: a ``requires_grad`` change, a view in the caller, changes mixing
-    recorded and unrecorded steps, or what ``excluded`` names."""
+    so), or both; views in the caller too (the write-back through the view gives the
+    caller's view and its base new nodes, as eager's write did). Not: a
+    ``requires_grad`` change, changes mixing recorded and unrecorded steps, or what
+    ``excluded`` names (a view written under no_grad runs on a copy there: not linked)."""
     plan = meta.plan
     tangents = set(meta.tangent_outputs)
     start = len(meta.outputs) + meta.num_intermediate_bases
@@ -65,7 +66,6 @@ def written_with_new_node(
         if (
             not ok
             or i in skip
-            or getattr(fake_args[i], "_is_view", lambda: True)()
             or not isinstance(c, torch.Tensor)
             or not c.requires_grad
             or c.grad_fn is None
@@ -104,15 +104,18 @@ class PostWrite:
 
 def post_write_split(
     meta: TraceMetadata,
-    linked: list[int],
-    call: Sequence[Any],
+    linked: list[tuple[int, Any]],
     diff_outs: Sequence[Any],
     tangents: Sequence[Any],
     needs: Sequence[Any],
     grads: Sequence[Any],
+    bases: dict[int, int] | None = None,
 ) -> tuple[list[Any], PostWrite]:
     """The joint backward's gradients (``grads``: one per ``needs``, then one per linked
     input's node as the function leaves it) and what the link needs (``PostWrite``).
+    ``linked``: (key, tensor) per input that may be linked: the input's position, or
+    for a member of a synthetic base the number of inputs plus its place in
+    ``JointGraph.post_write_members``, ``bases`` naming each one's group's base.
 
     The gradient at the node from the reads after the write is what reaches it less the
     input's own new-value tangent (the new value is the node's tensor); an input another
@@ -131,22 +134,26 @@ def post_write_split(
     positions = meta.tangent_outputs
     written = set(meta.mutated_inputs)
     found = PostWrite()
-    for i, at_node in zip(linked, grads[n_needs:], strict=True):
-        # (the input's own new-value tangent; none where only its metadata changed)
+    tensors = []
+    for (i, t), at_node in zip(linked, grads[n_needs:], strict=True):
+        # (the input's own new-value tangent; none where only its metadata changed, nor
+        # for a member: its group's base is the new value)
         own = positions.index(start + meta.mutated_inputs.index(i)) if i in written else -1
-        readers = reaching(diff_outs, [call[i].grad_fn])
+        readers = reaching(diff_outs, [t.grad_fn])
         later = [p for p in readers if p != own]
         if at_node is None or not later or any(positions[p] >= start for p in later):
             continue
         found.inputs.append(i)
+        tensors.append(t)
         found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
     if not found.inputs:
         return base, PostWrite()
     try:
         with torch._C._DisableAutocast():
+            _less_through_members(found, tensors, bases or {})
             found.passed = list(
                 torch.autograd.grad(
-                    [call[i] for i in found.inputs],
+                    tensors,
                     needs,
                     found.grads,
                     allow_unused=True,
@@ -156,3 +163,18 @@ def post_write_split(
     except (RuntimeError, NotImplementedError):
         return base, PostWrite()
     return base, found
+
+
+def _less_through_members(found: PostWrite, tensors: list[Any], bases: dict[int, int]) -> None:
+    """A linked base's gradient less what its linked members' pass to it: the caller's
+    member's node (rebuilt from the base's) hands that on to the base's node itself."""
+    at = {i: k for k, i in enumerate(found.inputs)}
+    for k, i in enumerate(found.inputs):
+        b = at.get(bases.get(i, -1))
+        if b is None:
+            continue
+        (through,) = torch.autograd.grad(
+            [tensors[k]], [tensors[b]], [found.grads[k]], allow_unused=True, retain_graph=True
+        )
+        if through is not None:
+            found.grads[b] = found.grads[b] - through
