@@ -48,22 +48,19 @@ KNOWN: list[tuple[str, list[str], str]] = [
         "index_put_ (torch's aot_eager and backend='eager' too)",
     ),
     (
-        "p21_overlap_write_x0_then_hook_x1",
+        "p19_overlap_hook_x0_write_x1",
         DYN,
-        "Dynamo: the hook on the overlapping input x1 (after a write to x0) is skipped for the "
-        "base's gradient (torch's aot_eager too; backend='eager' matches eager)",
+        "Dynamo itself: it registers the hook the function put on x0 before x1's write on "
+        "the caller's x0 after the graph, on the node the write gave it, which the reads "
+        "after the write reach (eager's hook stays on the old node); backend='eager' "
+        "gives the same gradient, torch's aot_eager eager's only because it does not "
+        "route those reads through x0's new node",
     ),
     (
         "p23_disjoint_hook_and_copy_",
         DYN,
         "Dynamo: the leaf's gradient differs, hook on x0 with x1.copy_(x0 * 2) (torch's "
         "aot_eager and backend='eager' too)",
-    ),
-    (
-        "p30_retain_grad_overlapping_input",
-        AOT,
-        "retain_grad() on the overlapping view input x1 with x0 written: x1.grad is None "
-        "where eager fills it (Dynamo, torch's aot_eager match eager)",
     ),
     (
         "p31_retain_grad_and_hook_on_output",
@@ -94,13 +91,6 @@ KNOWN: list[tuple[str, list[str], str]] = [
         DYN,
         "Dynamo: the retained .grad of an output hooked before retain_grad() is the gradient "
         "before the hook (eager's is after it); torch's aot_eager too",
-    ),
-    (
-        "p62_overlap_retain_both_write_x1",
-        AOT,
-        "retain_grad() on both overlapping view inputs, x1 written: x0.grad is None where "
-        "eager fills it (as p30: the unwritten sibling's retained grad is lost; Dynamo and "
-        "torch's aot_eager match eager)",
     ),
 ]
 _KNOWN = {(n, c): r for n, cs, r in KNOWN for c in cs}
