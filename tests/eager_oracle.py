@@ -178,6 +178,15 @@ def assert_like_eager(fn: Callable, make_args: Callable, compiler: Callable, **k
     assert not diffs, "\n".join(diffs)
 
 
+def assert_same_results(got: list[Any], want: list[Any]) -> None:
+    """Gradients (or None) seen by eager and by the compiled call, one by one."""
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert (g is None) == (w is None), f"result {k}: eager {w}, compiled {g}"
+        if w is not None:
+            torch.testing.assert_close(g, w, msg=f"result {k}")
+
+
 def leaf_clone(*shape: int) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
     """One input: a non-leaf clone of a leaf that requires grad."""
 

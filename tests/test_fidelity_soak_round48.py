@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from eager_oracle import COMPILERS, Half, assert_like_eager
+from eager_oracle import assert_same_results as _assert_same
 
 DT = torch.float64
 
@@ -69,14 +70,6 @@ def _grads_asked(fn: Callable, make: Callable) -> list[Any]:
     asked = torch.autograd.grad(outs, [*args, leaf], cots, retain_graph=True, allow_unused=True)
     torch.autograd.backward(outs, [c.clone() for c in cots])
     return [None if g is None else g.detach().clone() for g in asked] + [leaf.grad.clone()]
-
-
-def _assert_same(got: list[Any], want: list[Any]) -> None:
-    assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert (g is None) == (w is None), f"result {k}: eager {w}, compiled {g}"
-        if w is not None:
-            torch.testing.assert_close(g, w, msg=f"result {k}")
 
 
 @pytest.mark.parametrize("compiler", list(COMPILERS))

@@ -8,23 +8,18 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, assert_like_eager
+from eager_oracle import COMPILERS, assert_like_eager, assert_same_results
 
 DT = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _quiet() -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def _two_groups() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -198,11 +193,7 @@ def test_reads_of_a_member_after_a_write_to_its_group(
     make = _args_for(fn)
     want = _observed(fn, make, how)
     got = _observed(COMPILERS[compiler](fn), make, how)
-    assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert (g is None) == (w is None), f"result {k}: eager {w}, compiled {g}"
-        if w is not None:
-            torch.testing.assert_close(g, w, msg=f"result {k}")
+    assert_same_results(got, want)
     if how == "autograd_grad":
         assert want[0] is not None  # (x0 is reached: the program tests what it means to)
 
@@ -310,9 +301,5 @@ def test_reads_of_a_view_input_after_its_write(
         request.applymarker(pytest.mark.xfail(strict=True, reason=NO_GRAD_VIEW_WRITE))
     want = _seen_with_base(fn, make, how)
     got = _seen_with_base(COMPILERS[compiler](fn), make, how)
-    assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert (g is None) == (w is None), f"result {k}: eager {w}, compiled {g}"
-        if w is not None:
-            torch.testing.assert_close(g, w, msg=f"result {k}")
+    assert_same_results(got, want)
     assert want[0] is not None  # (the view, or its base, is reached)
