@@ -74,9 +74,6 @@ def retained_inside_then_written_and_transposed(x, w):
     return (w * 1,)
 
 
-_COMPUTED_FROM_AFTER_THE_WRITE = (written_with_grad_then_transposed, out_write_then_squeezed)
-
-
 def _make(kind: str, retained: bool) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
     def make() -> tuple[list[Any], list[torch.Tensor]]:
         leaf = torch.randn(4, 4, dtype=DT, requires_grad=True)
@@ -98,13 +95,6 @@ def test_retained_inputs_written_and_relaid(
 ) -> None:
     if fn is transposed_then_written_under_no_grad and kind == "transposed":
         pytest.skip("eager fails torch's own out != nullptr assert there (its order)")
-    if fn in _COMPUTED_FROM_AFTER_THE_WRITE and compiler.startswith("aot") and kind != "clone":
-        reason = (
-            "known open: the .grad of an input that is a view in the caller, retains grad, "
-            "is written with grad and re-laid (t_, unsqueeze_), misses the graph's part "
-            "(an input of its own is routed through its new node: post_write_reads)"
-        )
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     retained = fn is not retained_inside_then_written_and_transposed
     assert_like_eager(fn, _make(kind, retained), COMPILERS[compiler], calls=2)
 

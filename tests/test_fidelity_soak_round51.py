@@ -303,3 +303,36 @@ def test_reads_of_a_view_input_after_its_write(
     got = _seen_with_base(COMPILERS[compiler](fn), make, how)
     assert_same_results(got, want)
     assert want[0] is not None  # (the view, or its base, is reached)
+
+
+# ------------------ a view of a member taken before a write to its group (soak 181577)
+
+
+def _view_of_member_before_group_write(x0, x1):
+    t1 = x1[::2]
+    with torch.no_grad():
+        t1[0].copy_(x0.sum())
+    return (t1.as_strided((2, 2), (1, 2)), t1)
+
+
+def _view_of_member_before_and_after(x0, x1):
+    t1 = x1[::2]
+    x0.mul_(2)
+    return (t1, x1[1:3])
+
+
+@pytest.mark.parametrize("how", ["autograd_grad", "plain"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [_view_of_member_before_group_write, _view_of_member_before_and_after],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_a_view_of_a_member_taken_before_a_write(fn: Callable, compiler: str, how: str) -> None:
+    """Eager rebuilds the node of a view taken before a write to its group from the base:
+    ``autograd.grad(out, x1)`` does not reach ``x1`` (None). The output was remade through
+    the member's node (round 48's remaking of member views), which reached it."""
+    make = _args_for(_sibling_written_read_after)
+    want = _observed(fn, make, how)
+    assert_same_results(_observed(COMPILERS[compiler](fn), make, how), want)
+    assert_like_eager(fn, make, COMPILERS[compiler])

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..autograd_walks import accumulator_of
+from ..autograd_walks import accumulator_of, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..input_hooks import hooks_on_members, register_hooks, remake_views_of
@@ -325,6 +325,23 @@ def _linkable(
     return found
 
 
+def _note_new_layouts(
+    groups: Sequence[_Group],
+    built: dict[int, Any],
+    versions: dict[int, int],
+    new_views: dict[int, Layout],
+    deltas: dict[int, int],
+) -> None:
+    """The members whose layout the function changed: the new one, and the in-place ops
+    run on their group meanwhile (``SyntheticBase.new_views``, ``version_deltas``)."""
+    for g in groups:
+        for i, v in zip(g.members, g.views):
+            now = _layout(built[i])
+            if now != v:
+                new_views[i] = now
+                deltas[i] = built[i]._version - versions[i]
+
+
 def _built_members(groups: Sequence[_Group], graph_inputs: Sequence[Any]) -> dict[int, Any]:
     """Each group's members, rebuilt as views of its base (member position → tensor)."""
     built: dict[int, Any] = {}
@@ -405,6 +422,16 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
+def _through(view: Any, member: Any) -> bool:
+    """Whether ``view``'s node leads through ``member``'s: not where a write to the group
+    after the view was taken made autograd rebuild the view's node from the base."""
+    try:
+        node = member.grad_fn
+        return node is None or reaches_node(view.grad_fn, node)  # (a leaf: its own)
+    except RuntimeError:
+        return False
+
+
 def _views_of_members(
     groups: Sequence[_Group], built: dict[int, Any], bases: Sequence[Any], outs: Sequence[Any]
 ) -> dict[int, tuple[int, Layout]]:
@@ -430,6 +457,8 @@ def _views_of_members(
                 continue
             own = _functionalization.get_view_meta_sequence(m.elem)
             if own and len(sequence) > len(own) and starts_with(sequence, own):
+                if not _through(o, m):  # (taken before a write: eager's is of the base)
+                    break
                 shown, through = eager_layout(o, base)
                 layout = _layout(shown)
                 if not through and all(
@@ -650,12 +679,7 @@ class SyntheticBase:
             for i, t in built.items():
                 if t.requires_grad != flags[i] and t.grad_fn is None:
                     requires_grad_changes[i] = t.requires_grad
-            for g in groups:
-                for i, v in zip(g.members, g.views):
-                    now = _layout(built[i])
-                    if now != v:
-                        new_views[i] = now
-                        version_deltas[i] = built[i]._version - versions[i]
+            _note_new_layouts(groups, built, versions, new_views, version_deltas)
             if calls is not None:
                 skip = {*member_outputs.values(), *new_views, *requires_grad_changes}
                 calls.synthetic.post_write = _linkable(groups, built, initial, skip)

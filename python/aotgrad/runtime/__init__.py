@@ -592,8 +592,6 @@ def make_training_function(
             with torch.enable_grad():
                 return recording(*args)
 
-    given = sum(leaf.member is not None for leaf in layout.inner_leaves)
-    linked = len(layout.post_write_members)
     watching = layout.watched_inputs or layout.watched_bases or layout.saved_input_views
     watch = plan.note_watched if watching else None
     if layout.plain and watch is None:
@@ -609,11 +607,8 @@ def make_training_function(
             fwd = apply(*args)
             watch(args, fwd)  # type: ignore[misc]
             return fwd[:n_user]
-        members = ()
-        if linked:  # then the linked members (``SyntheticBase.prepare``)
-            args, members = args[: len(args) - linked], args[len(args) - linked :]
-        if given:  # the caller's leaves come last (``InnerLeaf.member``)
-            args, callers = args[: len(args) - given], iter(args[len(args) - given :])
+        args, given, members = _callers_last(args, layout)
+        callers = iter(given)
         old = epilogue.change_metadata_first(args)
         before = epilogue.prepare(args)
         leaves = [
@@ -627,6 +622,16 @@ def make_training_function(
         return outs
 
     return _views_of_no_output(run_and_replay, layout)
+
+
+def _callers_last(args: tuple, layout: ForwardLayout) -> tuple[tuple, tuple, tuple]:
+    """The graph's inputs, then the caller's tensors ``SyntheticBase.prepare`` passes after
+    them: the leaves inner leaves stand for (``InnerLeaf.member``), then the members the
+    link routes (``layout.post_write_members``)."""
+    n = len(args) - len(layout.post_write_members)
+    args, members = args[:n], args[n:]
+    n -= sum(leaf.member is not None for leaf in layout.inner_leaves)
+    return args[:n], args[n:], members
 
 
 def _epilogue(layout: ForwardLayout, plan: _TrainingPlan) -> Epilogue:

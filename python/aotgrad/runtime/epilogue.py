@@ -212,17 +212,7 @@ class Epilogue(InputWrites):
             with torch.inference_mode():
                 for k in layout.inference_outputs:
                     outs[k] = outs[k].clone()
-        if layout.merged_outputs:
-            merged, same = layout.merged_outputs, layout.same_as
-            taken = {id(o) for j, o in enumerate(outs) if j not in merged and j not in same}
-            taken |= {id(b) for b in fwd[self.n_user : self.values_start]}
-            for k in merged:
-                if id(outs[k]) in taken:
-                    outs[k] = outs[k].detach()
-        # the same object as an earlier output: after that one is final (a detached
-        # alias of its own, ``t.detach()`` returned twice beside ``t``)
-        for k, first in layout.same_as.items():
-            outs[k] = outs[first]
+        self._merged_and_same(outs, fwd)
         written = {self.values_start + p: i for p, i in enumerate(layout.mutated_inputs)}
         retain_grads(outs, args, layout.retained_grads, fwd, written)
         for hooked in layout.hooked_views:
@@ -230,6 +220,21 @@ class Epilogue(InputWrites):
         register_hooks(args, layout.input_hooks)
         register_hooks(outs, layout.output_hooks)
         return tuple(outs)
+
+    def _merged_and_same(self, outs: list, fwd: Sequence[Any]) -> None:
+        """Merged outputs that are another output's or base's tensor, detached; then the
+        outputs that are the same object as an earlier one, after that one is final (a
+        detached alias of its own, ``t.detach()`` returned twice beside ``t``)."""
+        layout = self.layout
+        if layout.merged_outputs:
+            merged, same = layout.merged_outputs, layout.same_as
+            taken = {id(o) for j, o in enumerate(outs) if j not in merged and j not in same}
+            taken |= {id(b) for b in fwd[self.n_user : self.values_start]}
+            for k in merged:
+                if id(outs[k]) in taken:
+                    outs[k] = outs[k].detach()
+        for k, first in layout.same_as.items():
+            outs[k] = outs[first]
 
     def _stale_outputs(
         self, outs: list, early: dict[int, Any], spec: Any, late: tuple[Sequence[Any], set[int]]

@@ -130,22 +130,7 @@ def post_write_split(
     base = list(grads[:n_needs])
     if not linked or len(grads) != n_needs + len(linked):
         return base, PostWrite()
-    start = len(meta.outputs) + meta.num_intermediate_bases
-    positions = meta.tangent_outputs
-    written = set(meta.mutated_inputs)
-    found = PostWrite()
-    tensors = []
-    for (i, t), at_node in zip(linked, grads[n_needs:], strict=True):
-        # (the input's own new-value tangent; none where only its metadata changed, nor
-        # for a member: its group's base is the new value)
-        own = positions.index(start + meta.mutated_inputs.index(i)) if i in written else -1
-        readers = reaching(diff_outs, [t.grad_fn])
-        later = [p for p in readers if p != own]
-        if at_node is None or not later or any(positions[p] >= start for p in later):
-            continue
-        found.inputs.append(i)
-        tensors.append(t)
-        found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
+    found, tensors = _read_after_write(meta, linked, diff_outs, tangents, grads[n_needs:])
     if not found.inputs:
         return base, PostWrite()
     try:
@@ -163,6 +148,34 @@ def post_write_split(
     except (RuntimeError, NotImplementedError):
         return base, PostWrite()
     return base, found
+
+
+def _read_after_write(
+    meta: TraceMetadata,
+    linked: list[tuple[int, Any]],
+    diff_outs: Sequence[Any],
+    tangents: Sequence[Any],
+    at_nodes: Sequence[Any],
+) -> tuple[PostWrite, list[Any]]:
+    """The linked inputs some output reads after the write (and no other input's new
+    value), with the gradient at each one's node from those reads; their tensors."""
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    positions = meta.tangent_outputs
+    written = set(meta.mutated_inputs)
+    found = PostWrite()
+    tensors = []
+    for (i, t), at_node in zip(linked, at_nodes, strict=True):
+        # (the input's own new-value tangent; none where only its metadata changed, nor
+        # for a member: its group's base is the new value)
+        own = positions.index(start + meta.mutated_inputs.index(i)) if i in written else -1
+        readers = reaching(diff_outs, [t.grad_fn])
+        later = [p for p in readers if p != own]
+        if at_node is None or not later or any(positions[p] >= start for p in later):
+            continue
+        found.inputs.append(i)
+        tensors.append(t)
+        found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
+    return found, tensors
 
 
 def _less_through_members(found: PostWrite, tensors: list[Any], bases: dict[int, int]) -> None:
