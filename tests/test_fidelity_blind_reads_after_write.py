@@ -202,95 +202,28 @@ EAGER_ASSERT = (
 EVERY = frozenset(MODES) - {"values"}
 BUT_RETAINED_BEFORE = EVERY - {"retain_before"}
 RETAINED_BEFORE = frozenset({"retain_before"})
-AOT_RETAINED_BEFORE = {
-    "aot_nop": RETAINED_BEFORE,
-    "aot_default": RETAINED_BEFORE,
-    "aot_mincut": RETAINED_BEFORE,
+AOT_RETAINED_BEFORE = dict.fromkeys(("aot_nop", "aot_default", "aot_mincut"), RETAINED_BEFORE)
+ALL_RETAINED_BEFORE = {**AOT_RETAINED_BEFORE, "dynamo": RETAINED_BEFORE}
+CROSS_ENTRIES = {
+    **dict.fromkeys(("aot_nop", "aot_default", "aot_mincut"), BUT_RETAINED_BEFORE),
+    "dynamo": EVERY,
 }
 KNOWN_OPEN = {
-    "disjoint_views": (
-        RETAINED_BASE,
-        {
-            "aot_nop": RETAINED_BEFORE,
-            "aot_default": RETAINED_BEFORE,
-            "aot_mincut": RETAINED_BEFORE,
-            "dynamo": RETAINED_BEFORE,
-        },
-    ),
-    "overlap_write_a_read_b": (
-        RETAINED_BASE,
-        {
-            "aot_nop": RETAINED_BEFORE,
-            "aot_default": RETAINED_BEFORE,
-            "aot_mincut": RETAINED_BEFORE,
-            "dynamo": RETAINED_BEFORE,
-        },
-    ),
-    "overlap_write_both": (
-        RETAINED_BASE,
-        {
-            "aot_nop": RETAINED_BEFORE,
-            "aot_default": RETAINED_BEFORE,
-            "aot_mincut": RETAINED_BEFORE,
-            "dynamo": RETAINED_BEFORE,
-        },
-    ),
+    "disjoint_views": (RETAINED_BASE, ALL_RETAINED_BEFORE),
+    "overlap_write_a_read_b": (RETAINED_BASE, ALL_RETAINED_BEFORE),
+    "overlap_write_both": (RETAINED_BASE, ALL_RETAINED_BEFORE),
     "view_slice_addy": (RETAINED_BASE, AOT_RETAINED_BEFORE),
     "view_slice_mask": (RETAINED_BASE, AOT_RETAINED_BEFORE),
     "view_slice_mul": (RETAINED_BASE, AOT_RETAINED_BEFORE),
     "view_t_add": (RETAINED_BASE, AOT_RETAINED_BEFORE),
-    "x_and_its_view": (
-        RETAINED_BASE,
-        {
-            "aot_nop": RETAINED_BEFORE,
-            "aot_default": RETAINED_BEFORE,
-            "aot_mincut": RETAINED_BEFORE,
-            "dynamo": RETAINED_BEFORE,
-        },
-    ),
-    "squeeze_": (
-        EAGER_ASSERT,
-        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
-    ),
-    "t_then_mul": (
-        EAGER_ASSERT,
-        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
-    ),
-    "transpose_": (
-        EAGER_ASSERT,
-        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
-    ),
-    "unsqueeze_then_add": (
-        EAGER_ASSERT,
-        {"aot_nop": RETAINED_BEFORE, "aot_default": RETAINED_BEFORE, "aot_mincut": RETAINED_BEFORE},
-    ),
-    "three_chain_ok": (
-        CROSS,
-        {
-            "aot_nop": BUT_RETAINED_BEFORE,
-            "aot_default": BUT_RETAINED_BEFORE,
-            "aot_mincut": BUT_RETAINED_BEFORE,
-            "dynamo": EVERY,
-        },
-    ),
-    "two_written": (
-        CROSS,
-        {
-            "aot_nop": BUT_RETAINED_BEFORE,
-            "aot_default": BUT_RETAINED_BEFORE,
-            "aot_mincut": BUT_RETAINED_BEFORE,
-            "dynamo": EVERY,
-        },
-    ),
-    "two_written_cross_noread": (
-        CROSS,
-        {
-            "aot_nop": BUT_RETAINED_BEFORE,
-            "aot_default": BUT_RETAINED_BEFORE,
-            "aot_mincut": BUT_RETAINED_BEFORE,
-            "dynamo": EVERY,
-        },
-    ),
+    "x_and_its_view": (RETAINED_BASE, ALL_RETAINED_BEFORE),
+    "squeeze_": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
+    "t_then_mul": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
+    "transpose_": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
+    "unsqueeze_then_add": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
+    "three_chain_ok": (CROSS, CROSS_ENTRIES),
+    "two_written": (CROSS, CROSS_ENTRIES),
+    "two_written_cross_noread": (CROSS, CROSS_ENTRIES),
 }
 
 

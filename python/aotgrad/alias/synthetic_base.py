@@ -315,9 +315,7 @@ def _linkable(
         detached = g.detached or (False,) * len(g.members)
         for i, c, leaf, d, view in zip(g.members, g.creation, leaves, detached, g.is_view):
             t = built[i]
-            if not view or leaf or d or c != _CREATION.DEFAULT or i in skip:
-                continue
-            if not t.requires_grad:
+            if not view or leaf or d or c != _CREATION.DEFAULT or i in skip or not t.requires_grad:
                 continue
             node = _node(t)
             if node is not None and node is not initial[i]:

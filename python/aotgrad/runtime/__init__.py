@@ -607,7 +607,7 @@ def make_training_function(
             fwd = apply(*args)
             watch(args, fwd)  # type: ignore[misc]
             return fwd[:n_user]
-        args, given, members = _callers_last(args, layout)
+        args, given, members = layout.callers_last(args)
         callers = iter(given)
         old = epilogue.change_metadata_first(args)
         before = epilogue.prepare(args)
@@ -622,16 +622,6 @@ def make_training_function(
         return outs
 
     return _views_of_no_output(run_and_replay, layout)
-
-
-def _callers_last(args: tuple, layout: ForwardLayout) -> tuple[tuple, tuple, tuple]:
-    """The graph's inputs, then the caller's tensors ``SyntheticBase.prepare`` passes after
-    them: the leaves inner leaves stand for (``InnerLeaf.member``), then the members the
-    link routes (``layout.post_write_members``)."""
-    n = len(args) - len(layout.post_write_members)
-    args, members = args[:n], args[n:]
-    n -= sum(leaf.member is not None for leaf in layout.inner_leaves)
-    return args[:n], args[n:], members
 
 
 def _epilogue(layout: ForwardLayout, plan: _TrainingPlan) -> Epilogue:

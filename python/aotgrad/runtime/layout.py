@@ -274,6 +274,15 @@ class ForwardLayout:
             or self.storage_resizes
         )
 
+    def callers_last(self, args: tuple) -> tuple[tuple, tuple, tuple]:
+        """The graph's inputs, then the caller's tensors ``SyntheticBase.prepare`` passes
+        after them: the leaves inner leaves stand for (``InnerLeaf.member``), then the
+        members the link routes (``post_write_members``)."""
+        n = len(args) - len(self.post_write_members)
+        args, members = args[:n], args[n:]
+        n -= sum(leaf.member is not None for leaf in self.inner_leaves)
+        return args[:n], args[n:], members
+
     @property
     def plain(self) -> bool:
         """Nothing to replay: the graph's user outputs are the answer."""

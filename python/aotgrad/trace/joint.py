@@ -150,9 +150,9 @@ class _JointTrace(SavedReads):
     retained_tangents: dict[int, tuple[int, ...]] = {}
     #: Inputs written with autograd that outputs read after the write (``post_write_reads``).
     post_write: list[int] = []
-    #: Members of a synthetic base likewise (``synthetic_base._linkable``): (position, tensor).
+    #: Members of a synthetic base likewise (``synthetic_base._linkable``): (position,
+    #: tensor, its base's input), named in the link after the traced inputs.
     post_write_members: list[tuple[int, Any, int]] = []
-    n_call = 0  # (the traced inputs: members are named from here on)
     #: Those linked, the gradients their reads pass to each, and what those pass on
     #: to each primal (``(primal, value)``): backward outputs, last.
     post_write_found: PostWrite = PostWrite()
@@ -498,7 +498,6 @@ class _JointTrace(SavedReads):
         grads, self.post_write_found = post_write_split(
             self.metadata, linked, diff_outs, ft, needs, grads, bases
         )
-        self.n_call = len(call)
         self.post_write_passed = self._passed_on(fp)
         return grads
 
@@ -506,7 +505,7 @@ class _JointTrace(SavedReads):
         """``JointGraph.retained_tangents``, ``post_write_inputs``, ``post_write_passed``."""
         # (members renumbered: the runtime passes those linked, in this order, after the
         # graph's inputs)
-        n = self.n_call
+        n = len(self.call)
         members = [i - n for i in self.post_write_found.inputs if i >= n]
         inputs = [i if i < n else n + members.index(i - n) for i in self.post_write_found.inputs]
         return {
