@@ -4,7 +4,8 @@ and the caller observing the gradient at that input's (new) node after the call.
 Written in round 50 by a helper who had not read the implementation, from the family's
 description alone (82 programs x 4 entry points x 9 ways of looking). Plain inputs pass
 (``trace.post_write_reads``), views in the caller and overlapping views too since
-round 51; ``KNOWN_OPEN`` lists the cases still open, by family, as
+round 51, with the view or its base retaining its gradient from before the call since
+round 52; ``KNOWN_OPEN`` lists the cases still open, by family, as
 strict xfails: a fix shows up as an XPASS to delete here."""
 
 from __future__ import annotations
@@ -189,12 +190,6 @@ CROSS = (
     "known open: another written input's new value reads the input after its write: "
     "not routed (its gradient would come back twice)"
 )
-RETAINED_BASE = (
-    "known open: an input that is a view in the caller (alone, or one of overlapping "
-    "views), read after a write, with it or its base retaining its gradient from before "
-    "the call: the trace then asks for that retained gradient too and links nothing, so "
-    "the base's retained gradient misses the reads after the write"
-)
 EAGER_ASSERT = (
     "eager itself fails: retain_grad() before a recorded metadata change and write hits "
     "autograd's internal assert (variable.cpp, out != nullptr); the compiled call runs"
@@ -203,20 +198,11 @@ EVERY = frozenset(MODES) - {"values"}
 BUT_RETAINED_BEFORE = EVERY - {"retain_before"}
 RETAINED_BEFORE = frozenset({"retain_before"})
 AOT_RETAINED_BEFORE = dict.fromkeys(("aot_nop", "aot_default", "aot_mincut"), RETAINED_BEFORE)
-ALL_RETAINED_BEFORE = {**AOT_RETAINED_BEFORE, "dynamo": RETAINED_BEFORE}
 CROSS_ENTRIES = {
     **dict.fromkeys(("aot_nop", "aot_default", "aot_mincut"), BUT_RETAINED_BEFORE),
     "dynamo": EVERY,
 }
 KNOWN_OPEN = {
-    "disjoint_views": (RETAINED_BASE, ALL_RETAINED_BEFORE),
-    "overlap_write_a_read_b": (RETAINED_BASE, ALL_RETAINED_BEFORE),
-    "overlap_write_both": (RETAINED_BASE, ALL_RETAINED_BEFORE),
-    "view_slice_addy": (RETAINED_BASE, AOT_RETAINED_BEFORE),
-    "view_slice_mask": (RETAINED_BASE, AOT_RETAINED_BEFORE),
-    "view_slice_mul": (RETAINED_BASE, AOT_RETAINED_BEFORE),
-    "view_t_add": (RETAINED_BASE, AOT_RETAINED_BEFORE),
-    "x_and_its_view": (RETAINED_BASE, ALL_RETAINED_BEFORE),
     "squeeze_": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
     "t_then_mul": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
     "transpose_": (EAGER_ASSERT, AOT_RETAINED_BEFORE),

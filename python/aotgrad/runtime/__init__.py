@@ -454,6 +454,8 @@ class _TrainingPlan:
         # One gradient per input; a trailing effect token of the backward is dropped.
         outs = tuple(run_bw(self.bw, args))
         n = ctx.num_inputs
+        if self.post_write_passed and getattr(ctx, "post_write_task", None) == _task():
+            outs = self._less_passed_on(outs, n)
         if self.bw_written:
             written = outs[n : n + len(self.bw_written)]
             _write_back(ctx.bw_written, written, self.bw_written.values())
@@ -464,20 +466,21 @@ class _TrainingPlan:
             for slot, total in zip(ctx.retained_through, totals):
                 if slot is not None:
                     slot.fill(total, missing)
-        if self.post_write_passed and getattr(ctx, "post_write_task", None) == _task():
-            outs = self._less_passed_on(outs, n)
         grads = _unshared(outs[:n])
         if missing:
             return _unreached_to_none(grads, self.grad_tangents, set(missing))
         return grads
 
     def _less_passed_on(self, outs: tuple[Any, ...], n: int) -> tuple[Any, ...]:
-        """The gradients less what the written inputs' gradients pass on to them: the
-        link handed those to the inputs' nodes in this pass, and they came back through
-        the writes' nodes into the new values' tangents (``runtime.post_write_link``)."""
+        """The gradients (and retained totals) less what the written inputs' gradients
+        pass on to them: the link handed those to the inputs' nodes in this pass, and
+        they came back through the writes' nodes into the new values' tangents
+        (``runtime.post_write_link``)."""
         start = self._post_write_start(n) + self.n_post_write
         less = list(outs)
-        for p, i in enumerate(self.post_write_passed):
+        for p, k in enumerate(self.post_write_passed):
+            # (past the gradients: a retained total, after the backward's written values)
+            i = k if k < n else k + len(self.bw_written)
             passed = outs[start + p]
             if less[i] is not None and passed is not None:
                 less[i] = less[i] - passed

@@ -183,8 +183,9 @@ class ForwardLayout:
     #: The caller's synthetic-base members linked alike (positions among the caller's
     #: inputs): passed after the graph's inputs, named from their number on.
     post_write_members: tuple[int, ...] = ()
-    #: The inputs whose gradients those pass on to: the backward returns that part last,
-    #: taken out in a pass where the link handed the gradients to the inputs' nodes.
+    #: The backward outputs those pass on to (a gradient's position, or the number of
+    #: gradients plus a retained total's): the backward returns that part last, taken
+    #: out in a pass where the link handed the gradients to the inputs' nodes.
     post_write_passed: tuple[int, ...] = ()
     #: Per input gradient, the tangents it depends on (``program._grad_tangents``).
     grad_tangents: list[tuple[int, ...]] = field(default_factory=list)

@@ -200,7 +200,7 @@ class JointGraph:
     (``None`` where the primal needs no gradient), then the new values of inputs the
     backward writes (``backward_mutations``), then the whole gradient of each output in
     ``retained_tangents``, then the gradient at each ``post_write_inputs`` input's node
-    after its write, then what those pass on to each ``post_write_passed`` primal, then
+    after its write, then what those pass on to each ``post_write_passed`` gradient, then
     the backward's effect token if it has effectful ops.
     """
 
@@ -226,7 +226,8 @@ class JointGraph:
     #: Synthetic-base members linked alike (caller positions): ``post_write_inputs``
     #: names them from the number of graph inputs on, in this order.
     post_write_members: tuple[int, ...] = ()
-    #: The primals those gradients pass on to (through the history before the write).
+    #: The gradients those pass on to (through the history before the write): a
+    #: gradient's position, or the number of gradients plus a retained total's.
     post_write_passed: tuple[int, ...] = ()
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.

@@ -463,11 +463,21 @@ class _JointTrace(SavedReads):
             if a != b:
                 self.written_in_backward.append(i)
                 self.backward_version_deltas.append(b - a)
+        per_input, totals = self._laid_out(fp, grads, earlier, len(retained))
         if retained:
-            totals = list(grads[len(needs) - len(retained) :] or [None] * len(retained))
             self.retained_totals = [
                 (h[0] if h and h[0] is not None else total) for h, total in zip(hooked, totals)
             ]
+        self.post_write_passed = self._passed_on(fp, earlier, len(retained))
+        return per_input
+
+    def _laid_out(
+        self, fp: list[Any], grads: Sequence[Any], earlier: list[tuple[int, Any]], n_retained: int
+    ) -> tuple[list[Any], list[Any]]:
+        """Gradients in the order ``_backward`` asks for them (primals, inner leaves, edges
+        taken off, edges dropped, retained outputs), laid out as the backward's outputs:
+        one per primal (None where it needs none) and inner leaf, and one per retained
+        output."""
         it = iter(grads)
         per_primal = [
             (next(it, None) if isinstance(p, torch.Tensor) and p.requires_grad else None)
@@ -479,26 +489,24 @@ class _JointTrace(SavedReads):
                 per_primal[i] = in_layout_of(per_primal[i], fp[i], self.fake_args[i])
         for i, _ in earlier:
             per_primal[i] = _summed(per_primal[i], next(it, None))
-        return per_primal + per_leaf
+        for _ in self.edges_dropped:
+            next(it, None)
+        return per_primal + per_leaf, [next(it, None) for _ in range(n_retained)]
 
     def _grad_and_post_write(
         self, diff_outs: list[Any], needs: list[Any], ft: list[Any], call: list[Any], fp: list
     ) -> list[Any]:
         """``_grad``, and the gradients at written inputs' nodes after their writes
-        (``post_write_reads``): linked only where every gradient asked for is a
-        primal's (``_passed_on``)."""
-        primals = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
+        (``post_write_reads``); what those pass on to every gradient asked for is
+        laid out by ``_passed_on``."""
         linked = [(i, call[i]) for i in self.post_write]
         members = self.post_write_members
         linked += [(len(call) + k, t) for k, (_, t, _) in enumerate(members)]
-        if len(needs) != len(primals):
-            linked = []
         grads = self._grad(diff_outs, needs + [t for _, t in linked], ft)
         bases = {len(call) + k: b for k, (_, _, b) in enumerate(members)}
         grads, self.post_write_found = post_write_split(
             self.metadata, linked, diff_outs, ft, needs, grads, bases
         )
-        self.post_write_passed = self._passed_on(fp)
         return grads
 
     def grad_routing(self) -> dict[str, Any]:
@@ -520,18 +528,19 @@ class _JointTrace(SavedReads):
         then what those pass on to each primal (``JointGraph.post_write_passed``)."""
         return [*self.post_write_found.grads, *(g for _, g in self.post_write_passed)]
 
-    def _passed_on(self, fp: list[Any]) -> list[tuple[int, Any]]:
-        """Per primal, what the linked inputs' gradients pass on to it (``PostWrite.
-        passed``, one per primal that requires grad: linked only where those are all
-        the backward asks for), where anything."""
-        passed = iter(self.post_write_found.passed)
-        found = []
-        for i, p in enumerate(fp):
-            if isinstance(p, torch.Tensor) and p.requires_grad:
-                g = next(passed, None)
-                if g is not None:
-                    found.append((i, g))
-        return found
+    def _passed_on(
+        self, fp: list[Any], earlier: list[tuple[int, Any]], n_retained: int
+    ) -> list[tuple[int, Any]]:
+        """What the linked inputs' gradients pass on (``PostWrite.passed``, one per
+        gradient the backward asks for), laid out as the backward's outputs
+        (``_laid_out``): (position among the gradients per primal and inner leaf, then
+        the retained totals, value), where anything."""
+        passed = self.post_write_found.passed
+        if not passed:
+            return []
+        per_input, retained = self._laid_out(fp, passed, earlier, n_retained)
+        found = list(enumerate(per_input)) + list(enumerate(retained, len(per_input)))
+        return [(k, g) for k, g in found if g is not None]
 
     def _retained_through(self, fwd_values: list[Any], diff_outs: list[Any]) -> list[Any]:
         """The outputs the function ``retain_grad()``s and computes more from: the
