@@ -225,9 +225,9 @@ class AotFunction:
             except Exception as e:
                 if not self.eager.replays_run(e, entry.artifact.layout):
                     raise
-                outs = None
+                outs, why = None, e
             if outs is None:  # (outside the handler: eager's error is raised as its own)
-                return self.eager.run_once(flat, shape)
+                return self.eager.run_once(flat, shape, why)
         else:
             tensors = entry.tensors(flat)
             before = base.versions(tensors)

@@ -25,7 +25,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .autocast_state import autocast_state_kept
-from .errors import EagerReplayWarning, raised_by_graph, raised_while_tracing
+from .errors import EagerReplayWarning, HookedViewRead, raised_by_graph, raised_while_tracing
 
 __all__ = ["EagerReplays", "replaying"]
 
@@ -55,12 +55,16 @@ class EagerReplays:
             return False  # (eager would need the memory too)
         return raised_by_graph(error) and not layout.writes_before_graph
 
-    def run_once(self, flat: Sequence[Any], shape: Any) -> Any:
-        """The function on the caller's arguments, this call only (values decided)."""
+    def run_once(self, flat: Sequence[Any], shape: Any, why: BaseException) -> Any:
+        """The function on the caller's arguments, this call only (values decided, or
+        the caller's hooks: ``why``)."""
         args, kwargs = _arguments(flat, shape)
         with autocast_state_kept():
             result = self.fn(*args, **kwargs)
-        self._warn("running its compiled graph raised, where eager PyTorch does not")
+        if isinstance(why, HookedViewRead):
+            self._warn(f"this call has {why}")
+        else:
+            self._warn("running its compiled graph raised, where eager PyTorch does not")
         return result
 
     def run(self, key: tuple, flat: Sequence[Any], shape: Any) -> Any:

@@ -52,6 +52,7 @@ __all__ = [
     "FlowError",
     "GraphError",
     "GuardError",
+    "HookedViewRead",
     "InternalError",
     "NeedsSyntheticBase",
     "PartitionError",
@@ -128,6 +129,12 @@ def table_error(column: str, node: int | None, detail: str) -> TableError:
     err.column = column
     err.node = node
     return err
+
+
+class HookedViewRead(RuntimeError):
+    """Raised by the runtime before the graph runs: a view input hooked before the call
+    and read before the function writes it, whose hooks eager runs with those reads'
+    gradient only (``runtime.call_inputs.unhooked_views``); the call runs eagerly."""
 
 
 class EagerReplayWarning(UserWarning):

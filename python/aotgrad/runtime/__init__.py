@@ -19,7 +19,7 @@ import torch
 
 from ..alias import OutputVerdict
 from ..errors import UnsupportedError, mark_raised_by_graph
-from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf
+from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
 from .partial_backward import IndependentOutputs, tangent_components
@@ -584,6 +584,7 @@ def make_training_function(
     n_user = layout.num_user_outputs
     apply = readable_inputs(CompiledFunction.apply, layout.node_unread_views)
     apply = edgeless_inputs(apply, layout.gradless_inputs)
+    apply = unhooked_views(apply, layout)
     if layout.enable_grad:
         recording = apply
 

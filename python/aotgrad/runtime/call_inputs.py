@@ -1,7 +1,8 @@
 """How the caller's inputs reach the compiled ``autograd.Function``: detached aliases
 where autograd would read a node eager never reads (``readable_inputs``) or record an
-edge eager's backward never takes (``edgeless_inputs``), and stand-ins for the leaves
-the function makes inside itself (``stand_in_leaf``)."""
+edge eager's backward never takes (``edgeless_inputs``), fresh views of their base for
+written views whose hooks eager's backward never runs (``unhooked_views``), and
+stand-ins for the leaves the function makes inside itself (``stand_in_leaf``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import torch
 
 from ..alias.views import node_unreadable
+from ..errors import HookedViewRead, mark_raised_by_graph
 
 
 def readable_inputs(apply: Callable[..., Any], unread: Sequence[int]) -> Callable[..., Any]:
@@ -38,6 +40,46 @@ def readable_inputs(apply: Callable[..., Any], unread: Sequence[int]) -> Callabl
         return apply(*args) if swapped is None else apply(*swapped)
 
     return call
+
+
+def unhooked_views(apply: Callable[..., Any], layout: Any) -> Callable[..., Any]:
+    """``apply``, given a fresh view of its base for each hooked input of
+    ``layout.unhooked_view_writes``: eager's write to a view hands the gradient to the
+    base's node, past the view's node from before the call, whose hooks (registered
+    before the call) never run; the compiled Function's edge would run them. Where the
+    function reads such an input before its write (``layout.hooked_view_reads``),
+    eager runs those hooks with the reads' gradient only: a hooked one makes the call
+    run eagerly (``HookedViewRead``; none where the runtime changes the caller's
+    tensors before the graph)."""
+    fresh, read = layout.unhooked_view_writes, layout.hooked_view_reads
+    if layout.writes_before_graph:
+        read = ()
+    if not fresh and not read:
+        return apply
+
+    def call(*args: Any) -> Any:
+        if any(_hooked(args[i]) for i in read):
+            error = HookedViewRead(
+                "a view input with hooks registered before the call, read before the "
+                "function writes it: eager runs those hooks with the gradient of the "
+                "reads before the write only"
+            )
+            mark_raised_by_graph(error)
+            raise error
+        swapped = None
+        for i in fresh:
+            a = args[i]
+            if _hooked(a) and a._base.requires_grad:
+                swapped = swapped or list(args)
+                with torch.enable_grad():
+                    swapped[i] = a._base.as_strided(a.size(), a.stride(), a.storage_offset())
+        return apply(*args) if swapped is None else apply(*swapped)
+
+    return call
+
+
+def _hooked(a: Any) -> bool:
+    return isinstance(a, torch.Tensor) and a._is_view() and bool(a._backward_hooks)
 
 
 def edgeless_inputs(apply: Callable[..., Any], gradless: Sequence[int]) -> Callable[..., Any]:

@@ -187,6 +187,11 @@ class ForwardLayout:
     #: gradients plus a retained total's): the backward returns that part last, taken
     #: out in a pass where the link handed the gradients to the inputs' nodes.
     post_write_passed: tuple[int, ...] = ()
+    #: Written view inputs whose node eager's write bypasses (``trace.JointGraph``): a
+    #: hooked one is passed as a fresh view of its base, one read before its write
+    #: makes the call run eagerly (``runtime.hooked_views``).
+    unhooked_view_writes: tuple[int, ...] = ()
+    hooked_view_reads: tuple[int, ...] = ()
     #: Per input gradient, the tangents it depends on (``program._grad_tangents``).
     grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
     #: Eager's error for a backward that reads a saved tensor written after it was saved.

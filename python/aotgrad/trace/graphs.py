@@ -229,6 +229,13 @@ class JointGraph:
     #: The gradients those pass on to (through the history before the write): a
     #: gradient's position, or the number of gradients plus a retained total's.
     post_write_passed: tuple[int, ...] = ()
+    #: Inputs that are views in the caller, written with grad, whose node from before
+    #: the call eager's backward does not run (the write's node hands the gradient to
+    #: the base's): none of the function's reads before the write reaches an output
+    #: (``post_write_reads.hook_bypassed_views``).
+    unhooked_view_writes: tuple[int, ...] = ()
+    #: Likewise, where such reads reach outputs: eager runs that node for them only.
+    hooked_view_reads: tuple[int, ...] = ()
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.
     backward_error: str | None = None

@@ -42,7 +42,13 @@ from .functional import (
 )
 from .graphs import JointGraph, TraceMetadata
 from .output_saves import mark_saves_beside_outputs
-from .post_write_reads import PostWrite, initial_nodes, post_write_split, written_with_new_node
+from .post_write_reads import (
+    PostWrite,
+    hook_bypassed_views,
+    initial_nodes,
+    post_write_split,
+    written_with_new_node,
+)
 from .saved_reads import SavedReads, reaching, version_sharing
 
 
@@ -157,6 +163,9 @@ class _JointTrace(SavedReads):
     #: to each primal (``(primal, value)``): backward outputs, last.
     post_write_found: PostWrite = PostWrite()
     post_write_passed: list[tuple[int, Any]] = []
+    #: Written view inputs whose node eager's write bypasses (``hook_bypassed_views``).
+    hook_bypassed: tuple[list[int], list[int]] = ([], [])
+    initial: list[Any] = []
 
     def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
         self.fn = fn
@@ -342,6 +351,7 @@ class _JointTrace(SavedReads):
         excluded = {*anchored, *self.relaid, *self.leaf_copies}
         excluded |= self.metadata.plan.facts.input_storage_set
         self.post_write = written_with_new_node(self.metadata, call, initial, excluded)
+        self.initial = initial
         self.post_write_members = list(calls.synthetic.post_write)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
@@ -436,6 +446,9 @@ class _JointTrace(SavedReads):
         earlier = [(i, e) for i, edges in self.edges_off.items() for e in edges]
         needs += [e for _, e in earlier]
         diff_outs = [fwd_values[i] for i in self.metadata.tangent_outputs]
+        self.hook_bypassed = hook_bypassed_views(
+            self.metadata, call, self.initial, diff_outs, self.fake_args
+        )
         # then, their gradients dropped: eager's backward runs the nodes to them too
         needs += self.edges_dropped
         retained = self._retained_through(fwd_values, diff_outs)
@@ -510,7 +523,8 @@ class _JointTrace(SavedReads):
         return grads
 
     def grad_routing(self) -> dict[str, Any]:
-        """``JointGraph.retained_tangents``, ``post_write_inputs``, ``post_write_passed``."""
+        """``JointGraph.retained_tangents``, ``post_write_*``, ``unhooked_view_writes``,
+        ``hooked_view_reads``."""
         # (members renumbered: the runtime passes those linked, in this order, after the
         # graph's inputs)
         n = len(self.call)
@@ -521,6 +535,8 @@ class _JointTrace(SavedReads):
             "post_write_inputs": tuple(inputs),
             "post_write_members": tuple(self.post_write_members[k][0] for k in members),
             "post_write_passed": tuple(i for i, _ in self.post_write_passed),
+            "unhooked_view_writes": tuple(self.hook_bypassed[0]),
+            "hooked_view_reads": tuple(self.hook_bypassed[1]),
         }
 
     def _post_write_outputs(self) -> list[Any]:

@@ -191,3 +191,77 @@ def _less_through_members(found: PostWrite, tensors: list[Any], bases: dict[int,
         )
         if through is not None:
             found.grads[b] = found.grads[b] - through
+
+
+def hook_bypassed_views(
+    meta: TraceMetadata,
+    call: Sequence[Any],
+    initial: Sequence[Any],
+    diff_outs: Sequence[Any],
+    fake_args: Sequence[Any],
+) -> tuple[list[int], list[int]]:
+    """Inputs that are views in the caller, written with autograd recording, whose node
+    from before the call eager's backward runs only for the function's reads before the
+    write: the write's node (``CopySlices`` of the base) hands the rest to the base's
+    node directly, so a hook the caller registered on the view before the call sees
+    those reads' gradient only. Those no output reads before the write (the runtime
+    passes a fresh view of the base for them where hooked: the hooks never run, as in
+    eager's), then those some output does (a hooked one runs eagerly)."""
+    tangents = set(meta.tangent_outputs)
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    values = {i: start + m for m, i in enumerate(meta.mutated_inputs)}
+    found = {}
+    for i, c in enumerate(call):
+        if (
+            meta.plan.inputs[i] in _WRITES
+            and values.get(i) in tangents
+            and getattr(fake_args[i], "_is_view", lambda: False)()
+            and isinstance(c, torch.Tensor)
+            and initial[i] is not None
+            and c.grad_fn is not None
+            and c.grad_fn is not initial[i]
+        ):
+            # (traced as a view too, the write's node is its base's: every edge into
+            # the view's node is a read)
+            found[i] = (
+                initial[i],
+                _NO_EDGE if c._is_view() else _first_write(c.grad_fn, initial[i]),
+            )
+    if not found:
+        return [], []
+    read = _read_before_write(diff_outs, {id(n): w for n, w in found.values()})
+    # (a write whose node is not found: as if read, the conservative side)
+    read_at = [i for i, (n, w) in found.items() if id(n) in read or w is None]
+    return [i for i in found if i not in read_at], read_at
+
+
+_NO_EDGE = object()
+
+
+def _first_write(node: Any, start: Any) -> Any:
+    """The node of the first write after ``start``: along the written tensor's own
+    edges (an in-place op's first), the one whose edge leads to ``start``."""
+    while node is not None and node.next_functions:
+        after = node.next_functions[0][0]
+        if after is start:
+            return node
+        node = after
+    return None
+
+
+def _read_before_write(diff_outs: Sequence[Any], writes: dict[Any, Any]) -> set[int]:
+    """Of ``writes`` (a node from before the call → its first write's node), the
+    (``id`` of the) nodes another node the outputs reach reads too, or the write
+    through an edge other than its own."""
+    read: set[int] = set()
+    stack, seen = [getattr(o, "grad_fn", None) for o in diff_outs], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for k, (after, _) in enumerate(node.next_functions):
+            if id(after) in writes and (node is not writes[id(after)] or k > 0):
+                read.add(id(after))
+            stack.append(after)
+    return read
