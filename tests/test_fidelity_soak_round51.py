@@ -275,12 +275,6 @@ def _seen_with_base(fn: Callable, make: Callable, how: str) -> list[Any]:
     return seen
 
 
-NO_GRAD_VIEW_WRITE = (
-    "known open: a view input written under no_grad runs on a copy in the trace "
-    "(trace.joint._copies), whose node the write does not change: eager rebuilds the "
-    "view's node from its base, and the reads after the write reach it"
-)
-
 VIEW_READS = [
     (_view_written_read_after, _view_inputs),
     (_view_written_with_other_read_after, _view_inputs),
@@ -295,10 +289,8 @@ VIEW_READS = [
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize("fn,make", VIEW_READS, ids=lambda f: f.__name__.strip("_"))
 def test_reads_of_a_view_input_after_its_write(
-    fn: Callable, make: Callable, compiler: str, how: str, request: Any
+    fn: Callable, make: Callable, compiler: str, how: str
 ) -> None:
-    if fn is _view_written_without_grad_read_after and how not in ("retain_base", "hook_base"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NO_GRAD_VIEW_WRITE))
     want = _seen_with_base(fn, make, how)
     got = _seen_with_base(COMPILERS[compiler](fn), make, how)
     assert_same_results(got, want)

@@ -325,10 +325,16 @@ class _JointTrace(SavedReads):
         already: it is not seen as a view again (a second as_strided step would ban writes
         through it), and views of it are the input's."""
         call, copies = [], {}
+        # (a view in the caller written without grad is one of its copy here: eager
+        # rebuilds its node from its base's on the next read, where reads after the
+        # write reach it: ``post_write_reads``)
+        rebuilt = {i for i in self._written_without_grad() if self.fake_args[i]._is_view()}
         for i, p in enumerate(fp):
             c = clone_in_callers_layout(p) if i in self.cloned else p
             if c is not p and c._base is not None:
                 copies[i] = c._base
+            elif i in rebuilt and c is not p and p.requires_grad:
+                c = c.view_as(c)
             call.append(c)
         return call, copies
 

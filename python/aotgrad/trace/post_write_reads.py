@@ -61,6 +61,10 @@ def written_with_new_node(
         verdict = plan.inputs[i]
         if verdict in _WRITES:
             ok = values.get(i) in tangents
+        elif verdict == alias.InputVerdict.DATA:
+            # (a view in the caller written without grad: its node rebuilt from its base's
+            # on its next read, ``_JointTrace._copies``)
+            ok = c._base is not None
         else:
             ok = verdict == alias.InputVerdict.METADATA and _recorded(plan, i)
         if (
@@ -167,7 +171,8 @@ def _read_after_write(
     for (i, t), at_node in zip(linked, at_nodes, strict=True):
         # (the input's own new-value tangent; none where only its metadata changed, nor
         # for a member: its group's base is the new value)
-        own = positions.index(start + meta.mutated_inputs.index(i)) if i in written else -1
+        value = start + meta.mutated_inputs.index(i) if i in written else -1
+        own = positions.index(value) if value in positions else -1
         readers = reaching(diff_outs, [t.grad_fn])
         later = [p for p in readers if p != own]
         if at_node is None or not later or any(positions[p] >= start for p in later):
