@@ -177,6 +177,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     shared_leaves: dict[int, int] = {}
     #: Whether an op ran under autocast (``trace.autocast_casts``: eager's cast cache).
     autocast_seen: bool = False
+    #: Grad mode as the function left it (``trace.functional.flat_call``).
+    grad_mode_after: bool | None = None
     #: Inputs that are views autograd cannot rebuild once written (``stale_input_views``).
     stale_views = StaleInputViews()
 

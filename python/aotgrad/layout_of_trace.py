@@ -67,6 +67,7 @@ def layout_of_trace(
         detached_outputs=metadata.detached_outputs,
         inner_leaves=metadata.inner_leaves,
         enable_grad=not metadata.grad_mode,
+        grad_mode_after=metadata.grad_mode_after,
         storage_resizes=facts.input_storage_resize,
         storage_sets=sorted(facts.input_storage_set),
         relaid_inputs=metadata.relaid_inputs,

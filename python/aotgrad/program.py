@@ -40,6 +40,7 @@ from .runtime import (
     make_inference_function,
     make_training_function,
 )
+from .runtime.epilogue import leaving_grad_mode
 from .vocab import SAVED_AS_INPUT_KEY
 
 
@@ -481,6 +482,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
             options.bw_compiler or options.fw_compiler, bw_gm, saved("backward"), bw_inputs
         )
         run = make_training_function(fw, bw, layout)
+    run = leaving_grad_mode(run, layout)
     timings["compile"] = time.perf_counter() - t0
     artifact = CompiledArtifact(
         run, program.training, program.forward, program.backward, program.joint, layout, timings

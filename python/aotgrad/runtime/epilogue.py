@@ -6,7 +6,7 @@ eager's, and outputs that alias inputs or intermediates rebuilt as real views
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -581,3 +581,19 @@ def _set_version(t: Any, version: int, views: bool = False) -> None:
         and t._version != version
     ):
         torch._C._autograd._unsafe_set_version_counter((t,), (version,))
+
+
+def leaving_grad_mode(run: Callable[..., Any], layout: ForwardLayout) -> Callable[..., Any]:
+    """``run``, then grad mode as the function leaves it where that is not the call's
+    (``torch.set_grad_enabled(False)`` at its end, not undone: eager's caller goes on
+    without grad; ``layout.grad_mode_after``)."""
+    after = layout.grad_mode_after
+    if after is None:
+        return run
+
+    def run_and_leave(*args: Any) -> Any:
+        outs = run(*args)
+        torch._C._set_grad_enabled(after)
+        return outs
+
+    return run_and_leave

@@ -173,6 +173,8 @@ class ForwardLayout:
     #: Called under ``no_grad`` but records autograd itself (an ``enable_grad`` block):
     #: the autograd.Function runs with grad mode on.
     enable_grad: bool = False
+    #: Grad mode the function leaves, where not the call's (``TraceMetadata``).
+    grad_mode_after: bool | None = None
     #: Inputs the backward writes (in-place ops per input): the compiled backward returns
     #: their new values after the gradients, and the runtime copies them in.
     backward_mutations: dict[int, int] = field(default_factory=dict)

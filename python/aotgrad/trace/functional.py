@@ -92,11 +92,18 @@ def flat_call(
     originals: Sequence[Any] = (),
     calls: EagerCalls | None = None,
 ) -> list[Any]:
-    """``fn(*args)`` as a list; ``originals``: the inputs ``args`` stand in for."""
+    """``fn(*args)`` as a list; ``originals``: the inputs ``args`` stand in for. Grad
+    mode is left as it was: the one the function leaves (``torch.set_grad_enabled(False)``
+    not undone) is noted as ``calls.grad_mode_after``."""
     if calls is None:
         calls = EagerCalls.for_inputs(args, originals)
-    with calls:
-        out = fn(*args)
+    entry = torch.is_grad_enabled()
+    try:
+        with calls:
+            out = fn(*args)
+        calls.grad_mode_after = torch.is_grad_enabled()
+    finally:
+        torch._C._set_grad_enabled(entry)
     if isinstance(out, (tuple, list)):
         return list(out)
     return [out]

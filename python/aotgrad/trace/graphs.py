@@ -136,6 +136,9 @@ class TraceMetadata:
     #: Outputs viewing an input the function made require grad, taken before it did
     #: (``OutputAlias.before_requires_grad``: 1 the view, 2 a view of it).
     views_before_requires_grad: dict[int, int] = field(default_factory=dict)
+    #: Grad mode the function leaves where it is not the call's (a
+    #: ``torch.set_grad_enabled(False)`` not undone): the runtime sets it after the call.
+    grad_mode_after: bool | None = None
 
     @property
     def needs_autograd(self) -> bool:

@@ -518,6 +518,9 @@ def collect_metadata(
         left,
         retained,
         views_before_requires_grad=cut,
+        grad_mode_after=None
+        if calls.grad_mode_after in (None, grad_mode)
+        else calls.grad_mode_after,
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
         return _with_hooks(metadata, calls, wrapped, outs)
