@@ -62,6 +62,7 @@ def aot_module_simplified(
 
     if pre_grad_passes is not None:
         mod = pre_grad_passes(mod, args)
+    _data_reads_seen(mod)
     lifted = _Lifted(mod)
     options = AotOptions(
         fw_compiler=fw_compiler,
@@ -86,6 +87,27 @@ def aot_module_simplified(
         options.dynamic = options.dynamic or any(map(_dynamic_example, args))
         return _guarded(lifted, options)
     return _compiled_under_dynamo(lifted, graph_inputs, tc, options, cache=cache)
+
+
+def _data_of(t: torch.Tensor) -> torch.Tensor:
+    return t.data
+
+
+def _data_reads_seen(mod: Any) -> None:
+    """Dynamo records ``x.data`` as ``torch._C._autograd._get_data_attr(x)``, which a
+    torch function mode does not see: read as ``.data`` again, the trace knows the
+    result has a version counter of its own (``EagerCalls.data_reads``)."""
+    if not isinstance(mod, fx.GraphModule):
+        return
+    found = [
+        n
+        for n in mod.graph.nodes
+        if n.op == "call_function" and n.target is torch._C._autograd._get_data_attr
+    ]
+    for n in found:
+        n.target = _data_of
+    if found:
+        mod.recompile()
 
 
 class _Lifted:

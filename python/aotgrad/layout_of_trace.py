@@ -65,6 +65,7 @@ def layout_of_trace(
         requires_grad_flag_off=metadata.requires_grad_flag_off,
         **_views_read_by_node(metadata),
         detached_outputs=metadata.detached_outputs,
+        data_outputs=metadata.data_outputs,
         inner_leaves=metadata.inner_leaves,
         enable_grad=not metadata.grad_mode,
         grad_mode_after=metadata.grad_mode_after,

@@ -212,6 +212,8 @@ class Epilogue(InputWrites):
             with torch.inference_mode():
                 for k in layout.inference_outputs:
                     outs[k] = outs[k].clone()
+        if layout.data_outputs:
+            _data_outputs(outs, layout.data_outputs)
         self._merged_and_same(outs, fwd)
         written = {self.values_start + p: i for p, i in enumerate(layout.mutated_inputs)}
         retain_grads(outs, args, layout.retained_grads, fwd, written)
@@ -597,3 +599,27 @@ def leaving_grad_mode(run: Callable[..., Any], layout: ForwardLayout) -> Callabl
         return outs
 
     return run_and_leave
+
+
+def _data_outputs(outs: list, data: dict[int, tuple[int, bool, int]]) -> None:
+    """Outputs that are an input's ``.data`` or views of one (``layout.data_outputs``),
+    made of a ``.data`` of their own: eager's has a version counter of its own, which
+    the caller's writes to it move (not the input's, whose saved values eager's backward
+    checks). One per ``.data`` read: the one returned, else one over the whole storage
+    the views see."""
+    shared: dict[int, Any] = {}
+    for k, (group, itself, _) in data.items():
+        if itself:
+            shared[group] = outs[k].data
+    for k, (group, itself, _) in data.items():
+        if group not in shared:
+            o = outs[k]
+            shared[group] = (o._base if o._base is not None else o).data
+        d = shared[group]
+        if not itself:
+            with torch.no_grad():
+                outs[k] = d.as_strided(outs[k].size(), outs[k].stride(), outs[k].storage_offset())
+    for k, (group, itself, version) in data.items():
+        if itself:
+            outs[k] = shared[group]
+        _set_version(outs[k], version)

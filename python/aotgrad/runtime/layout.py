@@ -166,6 +166,10 @@ class ForwardLayout:
     gradless_inputs: list[int] = field(default_factory=list)
     #: User outputs that are results of ``detach()`` (``trace.TraceMetadata``).
     detached_outputs: list[int] = field(default_factory=list)
+    #: User outputs that are an input's ``.data`` or a view of one: (which ``.data``,
+    #: whether that tensor itself, eager's version count): given a version counter of
+    #: their own, one per ``.data`` (``Epilogue._data_outputs``).
+    data_outputs: dict[int, tuple[int, bool, int]] = field(default_factory=dict)
     #: Leaves the function makes that outputs are computed from (``trace.InnerLeaf``):
     #: the runtime passes a stand-in leaf per entry into the compiled Function, after the
     #: graph's inputs, and the backward returns its gradient after the inputs' ones.
@@ -315,4 +319,5 @@ class ForwardLayout:
             or self.early_input_hooks
             or self.output_hooks
             or self.hooked_views
+            or self.data_outputs
         )

@@ -139,6 +139,9 @@ class TraceMetadata:
     #: Grad mode the function leaves where it is not the call's (a
     #: ``torch.set_grad_enabled(False)`` not undone): the runtime sets it after the call.
     grad_mode_after: bool | None = None
+    #: User outputs that are an input's ``.data`` (``EagerCalls.data_reads``) or a view
+    #: of one: eager's has a version counter of its own (``metadata._data_outputs``).
+    data_outputs: dict[int, tuple[int, bool, int]] = field(default_factory=dict)
 
     @property
     def needs_autograd(self) -> bool:

@@ -518,12 +518,29 @@ def collect_metadata(
         left,
         retained,
         views_before_requires_grad=cut,
-        grad_mode_after=None
-        if calls.grad_mode_after in (None, grad_mode)
-        else calls.grad_mode_after,
+        grad_mode_after=None if calls.grad_mode_after == grad_mode else calls.grad_mode_after,
+        data_outputs=_data_outputs(outs, calls, plan),
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
         return _with_hooks(metadata, calls, wrapped, outs)
+
+
+def _data_outputs(outs: Sequence[Any], calls: Any, plan: Any) -> dict[int, tuple[int, bool, int]]:
+    """Outputs that are an input's ``.data`` or a view of one (not the same as an earlier
+    output): per output, which ``.data`` (numbered), whether it is that tensor itself,
+    and its version count (``TraceMetadata.data_outputs``)."""
+    seen: set[int] = set()
+    groups: dict[int, int] = {}
+    found = {}
+    for k, o in enumerate(outs):
+        if id(o) in seen or plan.outputs[k] != alias.OutputVerdict.ALIAS_OF_INPUT:
+            continue
+        seen.add(id(o))
+        data = o if id(o) in calls.data_reads else o._base
+        if data is not None and id(data) in calls.data_reads:
+            group = groups.setdefault(id(data), len(groups))
+            found[k] = (group, data is o, o._version)
+    return found
 
 
 def _alias_facts(
