@@ -422,6 +422,10 @@ def retained_written_inputs(
         for p, i in enumerate(plan.mutated_inputs)
         if facts.written_with_grad(flags[i])
         and i not in plan.facts.input_view  # (re-laid: known open, see the test's xfail)
+        # (a view in the caller: eager's .grad is what reaches the node its write gives
+        # it, not the base's part of the new value's; autograd's retain hook, moved
+        # there by the write-back, sees it, the link the reads after the write)
+        and not fake_args[i]._is_view()
         and (id(wrapped[i]) in ids or getattr(fake_args[i], CALLER_RETAINS, False))
     }
 

@@ -205,6 +205,8 @@ class Epilogue(InputWrites):
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
+        for k in layout.views_past_write:
+            outs[k] = _of_root(outs[k])
         self._stale_outputs(outs, early, spec, (args, late))
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
@@ -623,3 +625,14 @@ def _data_outputs(outs: list, data: dict[int, tuple[int, bool, int]]) -> None:
         if itself:
             outs[k] = shared[group]
         _set_version(outs[k], version)
+
+
+def _of_root(o: Any) -> Any:
+    """``o``, a view of a written view input taken before the write, as a view of its
+    root base (``layout.views_past_write``): eager rebuilds its node from the base's new
+    one, past the input's."""
+    root = o._base
+    if root is None or not o.requires_grad or o.grad_fn is None:
+        return o
+    with torch.enable_grad():
+        return root.as_strided(o.size(), o.stride(), o.storage_offset())

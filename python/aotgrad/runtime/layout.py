@@ -198,6 +198,9 @@ class ForwardLayout:
     #: makes the call run eagerly (``runtime.hooked_views``).
     unhooked_view_writes: tuple[int, ...] = ()
     hooked_view_reads: tuple[int, ...] = ()
+    #: Outputs viewing a written view input, taken before the write: made views of its
+    #: base (``trace.JointGraph``), whose node eager's is rebuilt from.
+    views_past_write: tuple[int, ...] = ()
     #: Per input gradient, the tangents it depends on (``program._grad_tangents``).
     grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
     #: Eager's error for a backward that reads a saved tensor written after it was saved.

@@ -242,6 +242,9 @@ class JointGraph:
     unhooked_view_writes: tuple[int, ...] = ()
     #: Likewise, where such reads reach outputs: eager runs that node for them only.
     hooked_view_reads: tuple[int, ...] = ()
+    #: Outputs viewing such an input, taken before its write: eager's node is rebuilt
+    #: from the base's (``post_write_reads.views_past_write``).
+    views_past_write: tuple[int, ...] = ()
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.
     backward_error: str | None = None

@@ -47,6 +47,7 @@ from .post_write_reads import (
     hook_bypassed_views,
     initial_nodes,
     post_write_split,
+    views_past_write,
     written_with_new_node,
 )
 from .saved_reads import SavedReads, reaching, version_sharing
@@ -165,6 +166,7 @@ class _JointTrace(SavedReads):
     post_write_passed: list[tuple[int, Any]] = []
     #: Written view inputs whose node eager's write bypasses (``hook_bypassed_views``).
     hook_bypassed: tuple[list[int], list[int]] = ([], [])
+    views_past_write: list[int] = []
     initial: list[Any] = []
 
     def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
@@ -358,6 +360,7 @@ class _JointTrace(SavedReads):
         excluded |= self.metadata.plan.facts.input_storage_set
         self.post_write = written_with_new_node(self.metadata, call, initial, excluded)
         self.initial = initial
+        self.views_past_write = views_past_write(self.metadata, call, initial, outs)
         self.post_write_members = list(calls.synthetic.post_write)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
@@ -543,6 +546,7 @@ class _JointTrace(SavedReads):
             "post_write_passed": tuple(i for i, _ in self.post_write_passed),
             "unhooked_view_writes": tuple(self.hook_bypassed[0]),
             "hooked_view_reads": tuple(self.hook_bypassed[1]),
+            "views_past_write": tuple(self.views_past_write),
         }
 
     def _post_write_outputs(self) -> list[Any]:

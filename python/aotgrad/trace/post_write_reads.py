@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from .. import alias
+from ..autograd_walks import reaches_node
 from .graphs import TraceMetadata
 from .saved_reads import reaching
 
@@ -205,8 +206,9 @@ def hook_bypassed_views(
     diff_outs: Sequence[Any],
     fake_args: Sequence[Any],
 ) -> tuple[list[int], list[int]]:
-    """Inputs that are views in the caller, written with autograd recording, whose node
-    from before the call eager's backward runs only for the function's reads before the
+    """Inputs that are views in the caller, written with autograd recording (or without:
+    their node is rebuilt from the base's, ``written_with_new_node``), whose node from
+    before the call eager's backward runs only for the function's reads before the
     write: the write's node (``CopySlices`` of the base) hands the rest to the base's
     node directly, so a hook the caller registered on the view before the call sees
     those reads' gradient only. Those no output reads before the write (the runtime
@@ -217,9 +219,12 @@ def hook_bypassed_views(
     values = {i: start + m for m, i in enumerate(meta.mutated_inputs)}
     found = {}
     for i, c in enumerate(call):
+        verdict = meta.plan.inputs[i]
         if (
-            meta.plan.inputs[i] in _WRITES
-            and values.get(i) in tangents
+            (
+                (verdict in _WRITES and values.get(i) in tangents)
+                or (verdict == alias.InputVerdict.DATA and c._base is not None)
+            )
             and getattr(fake_args[i], "_is_view", lambda: False)()
             and isinstance(c, torch.Tensor)
             and initial[i] is not None
@@ -270,3 +275,32 @@ def _read_before_write(diff_outs: Sequence[Any], writes: dict[Any, Any]) -> set[
                 read.add(id(after))
             stack.append(after)
     return read
+
+
+def views_past_write(
+    meta: TraceMetadata, call: Sequence[Any], initial: Sequence[Any], outs: Sequence[Any]
+) -> list[int]:
+    """Outputs that view an input that is a view in the caller and that the function
+    gave a new node (a write, with grad or without), taken before that write: eager
+    rebuilds their nodes from the base's, past the input's new one (``v = x[0];
+    x.add_(1); return v``: ``autograd.grad(v, x)`` after the call is None there). The
+    runtime makes them views of the base (``Epilogue``)."""
+    plan = meta.plan
+    found = []
+    for k, o in enumerate(outs):
+        if plan.outputs[k] != alias.OutputVerdict.ALIAS_OF_INPUT:
+            continue
+        i = plan.output_source[k]
+        c = call[i] if 0 <= i < len(call) else None
+        if (
+            isinstance(c, torch.Tensor)
+            and isinstance(o, torch.Tensor)
+            and c._base is not None
+            and o is not c
+            and o.grad_fn is not None
+            and c.grad_fn is not None
+            and c.grad_fn is not initial[i]
+            and not reaches_node(o.grad_fn, c.grad_fn)
+        ):
+            found.append(k)
+    return found
