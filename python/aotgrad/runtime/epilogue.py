@@ -200,6 +200,7 @@ class Epilogue(InputWrites):
             if not (args[i].requires_grad and leaf_if_readable(args[i])) and self._keeps_autograd(i)
         }
         kept = self._write_inputs(args, fwd, spec, before)
+        own = fwd  # (the compiled Function's: its node holds the retained totals' slots)
         if self.link is not None:  # (the outputs onto the written inputs' new nodes)
             fwd = self.link([*args, *members], fwd)
         if leaves:
@@ -218,7 +219,7 @@ class Epilogue(InputWrites):
             _data_outputs(outs, layout.data_outputs)
         self._merged_and_same(outs, fwd)
         written = {self.values_start + p: i for p, i in enumerate(layout.mutated_inputs)}
-        retain_grads(outs, args, layout.retained_grads, fwd, written)
+        retain_grads(outs, args, layout.retained_grads, own, written)
         for hooked in layout.hooked_views:
             hooked.remake(outs)
         register_hooks(args, layout.input_hooks)
