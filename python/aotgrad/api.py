@@ -24,7 +24,7 @@ from . import alias, guards, subclasses
 from .compile import Compiler
 from .eager_calls import for_inference_mode
 from .eager_replay import EagerReplays
-from .errors import GuardError, UnsupportedError
+from .errors import GuardError, HookedViewRead, UnsupportedError
 from .module_hooks import call_with_hooks, has_own_hooks, traced_forward
 from .program import (
     AotOptions,
@@ -35,6 +35,21 @@ from .program import (
 )
 
 _LEAF_TYPES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device})
+
+
+def _hooked_member(base: alias.SyntheticBase, tensors: Sequence[Any]) -> HookedViewRead | None:
+    """Why the call runs eagerly where an input of a synthetic base has hooks the caller
+    registered (None where none has): eager runs them on the input's node for the
+    function's reads of it before a write to its group; the compiled Function's edge is
+    the base's, past that node."""
+    for g in base.groups:
+        if any(tensors[i]._backward_hooks for i in g.members):
+            return HookedViewRead(
+                "an input with hooks registered before the call overlapping another the "
+                "function writes: eager runs those hooks with the gradient of the reads "
+                "before the write"
+            )
+    return None
 
 
 @dataclass
@@ -230,6 +245,9 @@ class AotFunction:
                 return self.eager.run_once(flat, shape, why)
         else:
             tensors = entry.tensors(flat)
+            hooked = _hooked_member(base, tensors)
+            if hooked is not None:
+                return self.eager.run_once(flat, shape, hooked)
             before = base.versions(tensors)
             outs = entry.artifact.run(*base.prepare(tensors, entry.artifact.layout))
             outs = base.finish(tensors, outs, before)
