@@ -187,6 +187,47 @@ def assert_same_results(got: list[Any], want: list[Any]) -> None:
             torch.testing.assert_close(g, w, msg=f"result {k}")
 
 
+def assert_same_observations(got: list[Any], want: list[Any]) -> None:
+    """Observations (tensors, None, counts) seen by eager and by the compiled call."""
+    assert len(got) == len(want), f"eager {want}, compiled {got}"
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        if isinstance(w, int):
+            assert g == w, f"result {k}: eager {w}, compiled {g}"
+            continue
+        assert (g is None) == (w is None), f"result {k}: eager {w}, compiled {g}"
+        if w is not None:
+            torch.testing.assert_close(g, w, msg=f"result {k}")
+
+
+def _slice_input() -> tuple[torch.Tensor, torch.Tensor]:
+    leaf = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    return leaf, (leaf * 1)[1:3]
+
+
+def _transposed_input() -> tuple[torch.Tensor, torch.Tensor]:
+    leaf = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    return leaf, (leaf * 1).t()
+
+
+def _leaf_view_input() -> tuple[torch.Tensor, torch.Tensor]:
+    leaf = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    return leaf, leaf[1:3]
+
+
+def _view_of_view_input() -> tuple[torch.Tensor, torch.Tensor]:
+    leaf = torch.randn(2, 6, dtype=torch.float64, requires_grad=True)
+    return leaf, (leaf * 1).view(2, 2, 3)[1]
+
+
+#: One (2, 3) input that is a view in the caller: (the leaf under it, the view).
+VIEW_INPUTS = {
+    "slice": _slice_input,
+    "transposed": _transposed_input,
+    "leaf_view": _leaf_view_input,
+    "view_of_view": _view_of_view_input,
+}
+
+
 def leaf_clone(*shape: int) -> Callable[[], tuple[list[Any], list[torch.Tensor]]]:
     """One input: a non-leaf clone of a leaf that requires grad."""
 

@@ -20,7 +20,7 @@ import torch
 
 import aotgrad
 from aotgrad.errors import EagerReplayWarning
-from eager_oracle import COMPILERS
+from eager_oracle import COMPILERS, VIEW_INPUTS
 
 D = torch.float64
 
@@ -98,22 +98,7 @@ FRESH = [
 READ_BEFORE = [_read_before, _read_by_the_write, _self_read, _no_grad_write_read_before]
 
 
-def _slice():
-    b = torch.randn(4, 3, dtype=D, requires_grad=True)
-    return b, (b * 1)[1:3]
-
-
-def _transposed():
-    b = torch.randn(3, 2, dtype=D, requires_grad=True)
-    return b, (b * 1).t()
-
-
-def _view_of_view():
-    b = torch.randn(2, 6, dtype=D, requires_grad=True)
-    return b, (b * 1).view(2, 2, 3)[1]
-
-
-SETUPS = {"slice": _slice, "transposed": _transposed, "view_of_view": _view_of_view}
+SETUPS = {k: VIEW_INPUTS[k] for k in ("slice", "transposed", "view_of_view")}
 
 
 def _run(fn, setup, observer):
