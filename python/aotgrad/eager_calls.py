@@ -177,8 +177,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     shared_leaves: dict[int, int] = {}
     #: Whether an op ran under autocast (``trace.autocast_casts``: eager's cast cache).
     autocast_seen: bool = False
-    #: Grad mode as the function left it (``trace.functional.flat_call``).
-    grad_mode_after: bool | None = None
+    grad_mode_after: bool | None = None  # (as the function left it: ``flat_call``)
     #: Inputs that are views autograd cannot rebuild once written (``stale_input_views``).
     stale_views = StaleInputViews()
 

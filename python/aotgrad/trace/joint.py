@@ -327,9 +327,8 @@ class _JointTrace(SavedReads):
         already: it is not seen as a view again (a second as_strided step would ban writes
         through it), and views of it are the input's."""
         call, copies = [], {}
-        # (a view in the caller written without grad is one of its copy here: eager
-        # rebuilds its node from its base's on the next read, where reads after the
-        # write reach it: ``post_write_reads``)
+        # (a view in the caller written without grad is one of its copy: eager rebuilds
+        # its node from its base's on the next read, ``post_write_reads``)
         rebuilt = {i for i in self._written_without_grad() if self.fake_args[i]._is_view()}
         for i, p in enumerate(fp):
             c = clone_in_callers_layout(p) if i in self.cloned else p
@@ -519,8 +518,7 @@ class _JointTrace(SavedReads):
         self, diff_outs: list[Any], needs: list[Any], ft: list[Any], call: list[Any], fp: list
     ) -> list[Any]:
         """``_grad``, and the gradients at written inputs' nodes after their writes
-        (``post_write_reads``); what those pass on to every gradient asked for is
-        laid out by ``_passed_on``."""
+        (``post_write_reads``; what those pass on: ``_passed_on``)."""
         linked = [(i, call[i]) for i in self.post_write]
         members = self.post_write_members
         linked += [(len(call) + k, t) for k, (_, t, _) in enumerate(members)]
@@ -532,8 +530,7 @@ class _JointTrace(SavedReads):
         return grads
 
     def grad_routing(self) -> dict[str, Any]:
-        """``JointGraph.retained_tangents``, ``post_write_*``, ``unhooked_view_writes``,
-        ``hooked_view_reads``."""
+        """The ``JointGraph`` fields that route gradients (``retained_tangents`` on)."""
         # (members renumbered: the runtime passes those linked, in this order, after the
         # graph's inputs)
         n = len(self.call)
