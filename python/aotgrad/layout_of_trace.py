@@ -66,6 +66,7 @@ def layout_of_trace(
         **_views_read_by_node(metadata),
         detached_outputs=metadata.detached_outputs,
         data_outputs=metadata.data_outputs,
+        views_of_set_inputs=metadata.views_of_set_inputs,
         inner_leaves=metadata.inner_leaves,
         enable_grad=not metadata.grad_mode,
         grad_mode_after=metadata.grad_mode_after,

@@ -208,6 +208,11 @@ class Epilogue(InputWrites):
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
         for k in layout.views_past_write:
             outs[k] = _of_root(outs[k])
+        for k, i in layout.views_of_set_inputs.items():  # (its base and version counter)
+            with torch.no_grad():
+                outs[k] = args[i].as_strided(
+                    outs[k].size(), outs[k].stride(), outs[k].storage_offset()
+                )
         self._stale_outputs(outs, early, spec, (args, late))
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)

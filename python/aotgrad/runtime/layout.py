@@ -170,6 +170,9 @@ class ForwardLayout:
     #: whether that tensor itself, eager's version count): given a version counter of
     #: their own, one per ``.data`` (``Epilogue._data_outputs``).
     data_outputs: dict[int, tuple[int, bool, int]] = field(default_factory=dict)
+    #: Outputs viewing an input the function ``set_()`` to another's storage: made views
+    #: of that input once the runtime has set it (``trace.TraceMetadata``).
+    views_of_set_inputs: dict[int, int] = field(default_factory=dict)
     #: Leaves the function makes that outputs are computed from (``trace.InnerLeaf``):
     #: the runtime passes a stand-in leaf per entry into the compiled Function, after the
     #: graph's inputs, and the backward returns its gradient after the inputs' ones.
@@ -323,4 +326,5 @@ class ForwardLayout:
             or self.output_hooks
             or self.hooked_views
             or self.data_outputs
+            or self.views_of_set_inputs
         )

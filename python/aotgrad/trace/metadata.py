@@ -520,6 +520,7 @@ def collect_metadata(
         views_before_requires_grad=cut,
         grad_mode_after=None if calls.grad_mode_after == grad_mode else calls.grad_mode_after,
         data_outputs=_data_outputs(outs, calls, plan),
+        views_of_set_inputs=_views_of_set_inputs(outs, wrapped, plan),
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
         return _with_hooks(metadata, calls, wrapped, outs)
@@ -541,6 +542,20 @@ def _data_outputs(outs: Sequence[Any], calls: Any, plan: Any) -> dict[int, tuple
             group = groups.setdefault(id(data), len(groups))
             found[k] = (group, data is o, o._version)
     return found
+
+
+def _views_of_set_inputs(outs: Sequence[Any], wrapped: Sequence[Any], plan: Any) -> dict:
+    """Outputs the graph returns as they are that view an input ``set_()`` to another
+    one's storage (``TraceMetadata.views_of_set_inputs``): output → input."""
+    inputs = {id(wrapped[i]): i for i in plan.facts.input_storage_set}
+    return {
+        k: inputs[id(o._base)]
+        for k, o in enumerate(outs)
+        if plan.outputs[k] == alias.OutputVerdict.NON_ALIAS
+        and isinstance(o, torch.Tensor)
+        and id(o._base) in inputs
+        and not o.requires_grad
+    }
 
 
 def _alias_facts(
