@@ -154,3 +154,29 @@ def test_output_view_taken_before_the_write(fn, how, compiler):
     want = _seen(fn, SETUPS["slice"], how)
     got = _seen(COMPILERS[compiler](fn), SETUPS["slice"], how)
     assert_same_observations(got, want)
+
+
+def _saved_after_no_grad_write(x, w):
+    with torch.no_grad():
+        x[:, 1:2].mul_(2)
+    return x @ w  # (saves x at the version the call leaves it)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_saved_view_input_written_by_the_caller_after_the_call(compiler):
+    """Eager saves the view as the call leaves it: the caller's write after the call
+    makes its backward raise. The trace's view of the input's copy is the input too
+    (soak 200989, 201915: the compiled backward did not raise)."""
+
+    def seen(f):
+        torch.manual_seed(0)
+        leaf, x = VIEW_INPUTS["transposed"]()
+        out = f(x, torch.randn(3, 2, dtype=D, requires_grad=True))
+        with torch.no_grad():
+            x.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+        return leaf.grad
+
+    assert seen(_saved_after_no_grad_write) is None
+    assert seen(COMPILERS[compiler](_saved_after_no_grad_write)) is None

@@ -335,7 +335,7 @@ class _JointTrace(SavedReads):
             if c is not p and c._base is not None:
                 copies[i] = c._base
             elif i in rebuilt and c is not p and p.requires_grad:
-                c = c.view_as(c)
+                c = copies.setdefault(i, c).view_as(c)
             call.append(c)
         return call, copies
 
