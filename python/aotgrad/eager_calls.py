@@ -220,7 +220,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.detached: list[torch.Tensor] = []
         #: Per ``detach()`` result (by id), the tensor it detached (one version counter).
         self.detached_from: dict[int, torch.Tensor] = {}
-        self.data_reads: set[int] = set()  # ``.data`` results: a counter of their own
+        self.data_reads: dict[int, Any] = {}  # ``.data`` results (held: ids stay theirs)
         #: Per leaf input's stand-in (by id), its autograd node when the function starts;
         #: dropped once the stand-in left autograd (it is no leaf that requires grad then).
         self.leaf_grad_fns: dict[int, Any] = {}
@@ -430,7 +430,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return None
         if getattr(func, "__self__", None) is _DATA and func.__name__ == "__get__":
             result = func(*args, **kwargs)
-            self.data_reads.add(id(result))
+            self.data_reads[id(result)] = result
             return result
         if getattr(func, "__self__", None) in _LEAF_READS and args and self._still_leaf(args[0]):
             # eager's is a leaf (the stand-in has a node of its own: ``to_functional``'s)

@@ -207,7 +207,7 @@ class _JointTrace(SavedReads):
         self.inner_leaves: list[Any] = []
         self.edges_dropped: list[Any] = []
         self.detached_from: dict[int, Any] = {}
-        self.data_reads: set[int] = set()
+        self.data_reads: dict[int, Any] = {}
         # inputs eager saved (itself or a view of it) at the version the call leaves it,
         # whose saved value the backward reads: per input, the backward nodes reading it
         self.saved_inputs: dict[int, list[Any]] = {}

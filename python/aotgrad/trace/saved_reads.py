@@ -113,7 +113,7 @@ class SavedReads:
     final_versions: list[int]
     relaid_bases: dict[int, int]
     detached_from: dict[int, Any]
-    data_reads: set[int]
+    data_reads: dict[int, Any]
     sharing: dict[int, list[int]]
 
     def _is_saved(self, t: Any) -> bool:
