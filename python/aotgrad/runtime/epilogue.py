@@ -206,13 +206,7 @@ class Epilogue(InputWrites):
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
-        for k in layout.views_past_write:
-            outs[k] = _of_root(outs[k])
-        for k, i in layout.views_of_set_inputs.items():  # (its base and version counter)
-            with torch.no_grad():
-                outs[k] = args[i].as_strided(
-                    outs[k].size(), outs[k].stride(), outs[k].storage_offset()
-                )
+        _views_of_written_inputs(outs, args, layout)
         self._stale_outputs(outs, early, spec, (args, late))
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
@@ -642,3 +636,14 @@ def _of_root(o: Any) -> Any:
         return o
     with torch.enable_grad():
         return root.as_strided(o.size(), o.stride(), o.storage_offset())
+
+
+def _views_of_written_inputs(outs: list, args: Sequence[Any], layout: ForwardLayout) -> None:
+    """Outputs viewing an input as eager's do after the input's write: taken before it,
+    of the root base (``layout.views_past_write``); of an input ``set_()`` to another's
+    storage, of that input (its base and version counter: ``views_of_set_inputs``)."""
+    for k in layout.views_past_write:
+        outs[k] = _of_root(outs[k])
+    for k, i in layout.views_of_set_inputs.items():
+        with torch.no_grad():
+            outs[k] = args[i].as_strided(outs[k].size(), outs[k].stride(), outs[k].storage_offset())
