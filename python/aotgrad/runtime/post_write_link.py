@@ -66,7 +66,9 @@ class _ReadsAfterWrite(torch.autograd.Function):
         # weak references to the caller's written tensors)
         ctx.link, ctx.n = link, n
         ctx.set_materialize_grads(False)
-        return tuple(t.detach() for t in ts[n:])
+        # (a view stays one, as the Function returned it: a custom Function's view of an
+        # intermediate is a view in eager too, soak 201599)
+        return tuple(t.view_as(t) if t._is_view() else t.detach() for t in ts[n:])
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
