@@ -52,33 +52,38 @@ def written_with_new_node(
     ``requires_grad`` change, changes mixing recorded and unrecorded steps, or what
     ``excluded`` names (a view written under no_grad runs on a copy there: not linked)."""
     plan = meta.plan
-    tangents = set(meta.tangent_outputs)
-    start = len(meta.outputs) + meta.num_intermediate_bases
-    values = {i: start + m for m, i in enumerate(meta.mutated_inputs)}
+    written = _written_values(meta)
     skip = {*excluded, *meta.requires_grad_changes, *meta.left_then_written}
     skip |= {*meta.metadata_steps, *meta.relaid_inputs}
     found = []
     for i, c in enumerate(call):
-        verdict = plan.inputs[i]
-        if verdict in _WRITES:
-            ok = values.get(i) in tangents
-        elif verdict == alias.InputVerdict.DATA:
-            # (a view in the caller written without grad: its node rebuilt from its base's
-            # on its next read, ``_JointTrace._copies``)
-            ok = c._base is not None
-        else:
-            ok = verdict == alias.InputVerdict.METADATA and _recorded(plan, i)
-        if (
-            not ok
-            or i in skip
-            or not isinstance(c, torch.Tensor)
-            or not c.requires_grad
-            or c.grad_fn is None
-            or c.grad_fn is initial[i]
-        ):
-            continue
-        found.append(i)
+        ok = written(i, c) or (plan.inputs[i] == alias.InputVerdict.METADATA and _recorded(plan, i))
+        if ok and i not in skip and _new_node(c, initial[i]) and c.requires_grad:
+            found.append(i)
     return found
+
+
+def _written_values(meta: TraceMetadata) -> Any:
+    """Whether input ``i`` (its traced tensor ``c``) gets its written value with a node:
+    written with autograd recording (its new value a tangent output), or a view in the
+    caller written without grad (its node rebuilt from its base's on its next read,
+    ``_JointTrace._copies``)."""
+    tangents = set(meta.tangent_outputs)
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    values = {i: start + m for m, i in enumerate(meta.mutated_inputs)}
+
+    def written(i: int, c: Any) -> bool:
+        verdict = meta.plan.inputs[i]
+        if verdict in _WRITES:
+            return values.get(i) in tangents
+        return verdict == alias.InputVerdict.DATA and getattr(c, "_base", None) is not None
+
+    return written
+
+
+def _new_node(c: Any, initial: Any) -> bool:
+    """Whether the traced input ``c`` left the function with a node other than its own."""
+    return isinstance(c, torch.Tensor) and c.grad_fn is not None and c.grad_fn is not initial
 
 
 _WRITES = (
@@ -214,22 +219,14 @@ def hook_bypassed_views(
     those reads' gradient only. Those no output reads before the write (the runtime
     passes a fresh view of the base for them where hooked: the hooks never run, as in
     eager's), then those some output does (a hooked one runs eagerly)."""
-    tangents = set(meta.tangent_outputs)
-    start = len(meta.outputs) + meta.num_intermediate_bases
-    values = {i: start + m for m, i in enumerate(meta.mutated_inputs)}
+    written = _written_values(meta)
     found = {}
     for i, c in enumerate(call):
-        verdict = meta.plan.inputs[i]
         if (
-            (
-                (verdict in _WRITES and values.get(i) in tangents)
-                or (verdict == alias.InputVerdict.DATA and c._base is not None)
-            )
+            written(i, c)
             and getattr(fake_args[i], "_is_view", lambda: False)()
-            and isinstance(c, torch.Tensor)
             and initial[i] is not None
-            and c.grad_fn is not None
-            and c.grad_fn is not initial[i]
+            and _new_node(c, initial[i])
         ):
             # (traced as a view too, the write's node is its base's: every edge into
             # the view's node is a read)
@@ -293,13 +290,11 @@ def views_past_write(
         i = plan.output_source[k]
         c = call[i] if 0 <= i < len(call) else None
         if (
-            isinstance(c, torch.Tensor)
+            _new_node(c, initial[i])
             and isinstance(o, torch.Tensor)
             and c._base is not None
             and o is not c
             and o.grad_fn is not None
-            and c.grad_fn is not None
-            and c.grad_fn is not initial[i]
             and not reaches_node(o.grad_fn, c.grad_fn)
         ):
             found.append(k)
