@@ -601,6 +601,7 @@ def made_by_custom_function(
     # ``through_views``: an output that views an input (always walked).
     base = o._base if o._is_view() else None
     base_fn = grad_fn_of(base) if base is not None else None
+    past_base = False  # (the base: the Function's output re-laid in place, soak 210961)
     for _ in range(16 if through_views or base is not None else 1):
         if grad_fn is None:
             return False
@@ -609,7 +610,10 @@ def made_by_custom_function(
         ):
             if grad_fn is start:
                 return True
-            return id(grad_fn) not in dirty and (through_views or grad_fn is not base_fn)
+            return id(grad_fn) not in dirty and (
+                through_views or not (grad_fn is base_fn or past_base)
+            )
+        past_base = past_base or (grad_fn is base_fn and grad_fn is not start)
         if type(grad_fn).__name__ not in _VIEW_BACKWARDS or not o._is_view():
             return False
         grad_fn = grad_fn.next_functions[0][0] if grad_fn.next_functions else None

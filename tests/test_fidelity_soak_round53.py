@@ -1,0 +1,96 @@
+"""Soak round 53: programs the generator found (seeds 200000-211999), each compared with
+eager.
+
+- A custom Function's view of an intermediate (``ViewOf.apply(t)``) returned beside an
+  input written with grad (201599): the outputs pass through the node that links the
+  reads after the write (``runtime.post_write_link``), which gave a plain tensor back;
+  eager's is a view, and writing it in place raises.
+- A custom Function's output re-laid in place (``t = Sq.apply(x); t.transpose_(0, 1)``),
+  views of it returned (210961): taken for views the Function made itself, they came
+  back as the compiled Function's own views, whose in-place writes raise ("a function
+  that returns multiple views"); eager's are views of ``t``, written freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS, SavedSquare, ViewOf, assert_like_eager
+
+DT = torch.float64
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _written_view_and_other() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    g = torch.Generator().manual_seed(3)
+    l1 = torch.randn(8, 4, dtype=DT, generator=g).requires_grad_()
+    x3 = torch.randn(4, 4, dtype=DT, generator=g)
+    b1 = l1.clone()
+    return [b1[:4], x3], [l1]
+
+
+def _custom_view_beside_written_input(x1, x3):
+    x1.mul_(2)
+    t = torch.maximum(x3, x1)
+    return ViewOf.apply(t), x1
+
+
+def _write_first(outs: list[Any]) -> None:
+    outs[0].mul_(2)
+
+
+@pytest.mark.parametrize("after", [None, _write_first], ids=["read", "written"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_custom_view_of_an_intermediate_beside_a_written_input(
+    compiler: str, after: Callable | None
+) -> None:
+    assert_like_eager(
+        _custom_view_beside_written_input,
+        _written_view_and_other,
+        COMPILERS[compiler],
+        after=after,
+    )
+
+
+def _leaf() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    x = torch.randn(4, 4, dtype=DT, generator=torch.Generator().manual_seed(5))
+    x.requires_grad_()
+    return [x], [x]
+
+
+def _relaid_custom_output(x0):
+    t1 = SavedSquare.apply(x0)
+    t1.transpose_(0, 1)
+    return x0, t1.expand(2, 4, 4), t1.as_strided((2, 2), (1, 2)), t1[:, 1]
+
+
+def _relaid_custom_output_unsqueezed(x0):
+    t1 = SavedSquare.apply(x0 * 2)
+    t1.unsqueeze_(0)
+    return t1[0], t1.squeeze(0).t()
+
+
+def _write(k: int) -> Callable[[list[Any]], None]:
+    def write(outs: list[Any]) -> None:
+        outs[k].mul_(2)
+
+    return write
+
+
+@pytest.mark.parametrize("written", [None, 1, 2], ids=["read", "first_view", "second_view"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [_relaid_custom_output, _relaid_custom_output_unsqueezed],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_views_of_a_custom_output_relaid_in_place(
+    fn: Callable, compiler: str, written: int | None
+) -> None:
+    after = None if written is None else _write(written if fn is _relaid_custom_output else 1)
+    assert_like_eager(fn, _leaf, COMPILERS[compiler], after=after)
