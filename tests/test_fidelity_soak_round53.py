@@ -9,6 +9,9 @@ eager.
   views of it returned (210961): taken for views the Function made itself, they came
   back as the compiled Function's own views, whose in-place writes raise ("a function
   that returns multiple views"); eager's are views of ``t``, written freely.
+- Called under ``no_grad``, ``retain_grad()`` on a chunk whose sibling the function wrote
+  (211286): the runtime looked up the view's node first, which autograd refuses to rebuild;
+  eager's ``retain_grad()`` runs.
 """
 
 from __future__ import annotations
@@ -94,3 +97,25 @@ def test_views_of_a_custom_output_relaid_in_place(
 ) -> None:
     after = None if written is None else _write(written if fn is _relaid_custom_output else 1)
     assert_like_eager(fn, _leaf, COMPILERS[compiler], after=after)
+
+
+def _retained_chunk_beside_written_one(x0):
+    m0, m1 = x0.chunk(2, -1)
+    m1.mul_(2)
+    m0.retain_grad()
+    return x0, m0
+
+
+def _clone_of_leaf() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    [x], leaves = _leaf()
+    return [x.clone()], leaves
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_retained_view_made_under_no_grad_beside_a_written_sibling(compiler: str) -> None:
+    """Called under no_grad (211286): the chunk is a view made without grad, its sibling
+    written; eager's ``retain_grad()`` runs, the compiled call raised looking up the
+    view's node (autograd refuses to rebuild it)."""
+    assert_like_eager(
+        _retained_chunk_beside_written_one, _clone_of_leaf, COMPILERS[compiler], ctx=torch.no_grad
+    )

@@ -375,7 +375,8 @@ def retain_grads(
     written = written or {}
     for k in retained[0]:
         t = outs[k]
-        if t.requires_grad and t.grad_fn is not None and t.output_nr > 0 and not t._is_view():
+        # (a view first: its node, rebuilt on access, may be one autograd refuses to make)
+        if t.requires_grad and not t._is_view() and t.grad_fn is not None and t.output_nr > 0:
             own = _OwnNode.apply(t)
             outs[:] = [own if o is t else o for o in outs]
     for slot, (k, tangents) in enumerate(retained[2].items()):
