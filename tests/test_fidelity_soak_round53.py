@@ -12,6 +12,10 @@ eager.
 - Called under ``no_grad``, ``retain_grad()`` on a chunk whose sibling the function wrote
   (211286): the runtime looked up the view's node first, which autograd refuses to rebuild;
   eager's ``retain_grad()`` runs.
+- Views of a view input taken after the function re-laid it (``x.t_(); return x[0]``;
+  211573): made of the input as it was, their nodes went past its new one, so
+  ``autograd.grad(out, x)`` after the call missed their reads (the leaves' totals were
+  right).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, SavedSquare, ViewOf, assert_like_eager
+from eager_oracle import COMPILERS, SavedSquare, ViewOf, assert_like_eager, assert_same_results
 
 DT = torch.float64
 
@@ -119,3 +123,84 @@ def test_retained_view_made_under_no_grad_beside_a_written_sibling(compiler: str
     assert_like_eager(
         _retained_chunk_beside_written_one, _clone_of_leaf, COMPILERS[compiler], ctx=torch.no_grad
     )
+
+
+# ---------------- views of an input taken after the function re-laid it (211573)
+#
+# ``x.t_(); return x[0]`` for ``x`` a view in the caller that requires grad: eager's
+# ``x[0]`` is taken of ``x`` as re-laid, so its node reaches ``x``'s new one, and
+# ``autograd.grad(out, x)`` after the call sees its gradient. The compiled call made
+# every view of a re-laid input of the input as it was (right for views taken before
+# the change), past that node: ``x``'s gradient missed those reads.
+
+
+def _t_then_select(x):
+    x.t_()
+    return x[0], x * 2
+
+
+def _select_t_select(x):
+    v = x[0]
+    x.t_()
+    return v, x[1], x
+
+
+def _unsqueezed_then_viewed(x):
+    x.unsqueeze_(0)
+    return x.squeeze(0).t(), x
+
+
+def _as_strided_then_t(x):
+    x.as_strided_((2, 2), (4, 1))
+    return x.t(), x
+
+
+def _as_strided_offset_then_views(x):
+    x.as_strided_((2, 2), (1, 4), 2)
+    return x.t(), x[0]
+
+
+def _written_relaid_then_viewed(x):
+    x.mul_(2)
+    x.t_()
+    return x[0], x.t()
+
+
+RELAID = [
+    _t_then_select,
+    _select_t_select,
+    _unsqueezed_then_viewed,
+    _as_strided_then_t,
+    _as_strided_offset_then_views,
+    _written_relaid_then_viewed,
+]
+
+
+def _grads_after_relaid(fn: Callable, compiler: Callable | None, as_view: bool) -> list[Any]:
+    leaf = torch.arange(16.0, dtype=DT).reshape(4, 4).requires_grad_()
+    base = leaf.clone()
+    x = base[:, :] if as_view else base
+    outs = (fn if compiler is None else compiler(fn))(x)
+    cots = [torch.full_like(o, k + 1.0) for k, o in enumerate(outs)]
+    return list(torch.autograd.grad(outs, [x, leaf], cots, allow_unused=True))
+
+
+@pytest.mark.parametrize("as_view", [True, False], ids=["view_input", "clone_input"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", RELAID, ids=lambda f: f.__name__.strip("_"))
+def test_views_taken_after_a_relayout_reach_the_inputs_new_node(
+    fn: Callable, compiler: str, as_view: bool
+) -> None:
+    want = _grads_after_relaid(fn, None, as_view)
+    got = _grads_after_relaid(fn, COMPILERS[compiler], as_view)
+    assert_same_results(got, want)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", RELAID, ids=lambda f: f.__name__.strip("_"))
+def test_views_taken_after_a_relayout_like_eager(fn: Callable, compiler: str) -> None:
+    def view_input() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        [x], leaves = _leaf()
+        return [x.clone()[:, :]], leaves
+
+    assert_like_eager(fn, view_input, COMPILERS[compiler])

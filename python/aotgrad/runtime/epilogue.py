@@ -638,12 +638,25 @@ def _of_root(o: Any) -> Any:
         return root.as_strided(o.size(), o.stride(), o.storage_offset())
 
 
+def _through(t: Any, o: Any) -> Any:
+    """``o``, a view of the input ``t`` taken after the function re-laid it, made of ``t``
+    as re-laid (``layout.views_after_relaid``): eager's node reaches ``t``'s new one."""
+    if not o.requires_grad or o.grad_fn is None or not t.requires_grad:
+        return o
+    with torch.enable_grad():
+        return t.as_strided(o.size(), o.stride(), o.storage_offset())
+
+
 def _views_of_written_inputs(outs: list, args: Sequence[Any], layout: ForwardLayout) -> None:
     """Outputs viewing an input as eager's do after the input's write: taken before it,
     of the root base (``layout.views_past_write``); of an input ``set_()`` to another's
     storage, of that input (its base and version counter: ``views_of_set_inputs``)."""
     for k in layout.views_past_write:
         outs[k] = _of_root(outs[k])
+    if layout.views_after_relaid:
+        source = {a.index: a.source for a in layout.output_aliases}
+        for k in layout.views_after_relaid:
+            outs[k] = _through(args[source[k]], outs[k])
     for k, i in layout.views_of_set_inputs.items():
         with torch.no_grad():
             outs[k] = args[i].as_strided(outs[k].size(), outs[k].stride(), outs[k].storage_offset())

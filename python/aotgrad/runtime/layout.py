@@ -204,6 +204,9 @@ class ForwardLayout:
     #: Outputs viewing a written view input, taken before the write: made views of its
     #: base (``trace.JointGraph``), whose node eager's is rebuilt from.
     views_past_write: tuple[int, ...] = ()
+    #: Outputs viewing an input re-laid with grad, taken after that: made of the input as
+    #: re-laid (``trace.JointGraph``), through its new node as eager's.
+    views_after_relaid: tuple[int, ...] = ()
     #: Per input gradient, the tangents it depends on (``program._grad_tangents``).
     grad_tangents: list[tuple[int, ...]] = field(default_factory=list)
     #: Eager's error for a backward that reads a saved tensor written after it was saved.

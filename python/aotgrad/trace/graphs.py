@@ -249,6 +249,9 @@ class JointGraph:
     #: Outputs viewing such an input, taken before its write: eager's node is rebuilt
     #: from the base's (``post_write_reads.views_past_write``).
     views_past_write: tuple[int, ...] = ()
+    #: Outputs viewing an input re-laid with grad, taken after that: eager's node reaches
+    #: the input's new one (``post_write_reads.views_after_relaid``).
+    views_after_relaid: tuple[int, ...] = ()
     #: Eager's error when its backward would read a saved tensor written after it was
     #: saved (the version check): the compiled backward raises it.
     backward_error: str | None = None

@@ -47,6 +47,7 @@ from .post_write_reads import (
     hook_bypassed_views,
     initial_nodes,
     post_write_split,
+    views_after_relaid,
     views_past_write,
     written_with_new_node,
 )
@@ -167,6 +168,7 @@ class _JointTrace(SavedReads):
     #: Written view inputs whose node eager's write bypasses (``hook_bypassed_views``).
     hook_bypassed: tuple[list[int], list[int]] = ([], [])
     views_past_write: list[int] = []
+    views_after_relaid: list[int] = []
     initial: list[Any] = []
 
     def __init__(self, fn: Callable[..., Any], fake_args: Sequence[Any], meta: TraceMetadata):
@@ -360,6 +362,7 @@ class _JointTrace(SavedReads):
         self.post_write = written_with_new_node(self.metadata, call, initial, excluded)
         self.initial = initial
         self.views_past_write = views_past_write(self.metadata, call, initial, outs)
+        self.views_after_relaid = views_after_relaid(self.metadata, call, initial, outs)
         self.post_write_members = list(calls.synthetic.post_write)
         self.inner_leaves = [calls.new_leaves[j] for j in self.metadata.inner_leaf_positions]
         self.detached_from = calls.detached_from
@@ -544,6 +547,7 @@ class _JointTrace(SavedReads):
             "unhooked_view_writes": tuple(self.hook_bypassed[0]),
             "hooked_view_reads": tuple(self.hook_bypassed[1]),
             "views_past_write": tuple(self.views_past_write),
+            "views_after_relaid": tuple(self.views_after_relaid),
         }
 
     def _post_write_outputs(self) -> list[Any]:

@@ -299,3 +299,30 @@ def views_past_write(
         ):
             found.append(k)
     return found
+
+
+def views_after_relaid(
+    meta: TraceMetadata, call: Sequence[Any], initial: Sequence[Any], outs: Sequence[Any]
+) -> list[int]:
+    """Outputs viewing an input whose metadata the function changed with autograd
+    recording (``x.as_strided_(...)``, ``t_()``), taken after the change: eager's node
+    reaches the input's new one (``autograd.grad(x.t(), x)`` after the call sees it).
+    The runtime makes them of the input as the function leaves it, not as it was
+    (``Epilogue._rebuild_outputs``)."""
+    plan = meta.plan
+    found = []
+    for k, o in enumerate(outs):
+        if plan.outputs[k] != alias.OutputVerdict.ALIAS_OF_INPUT:
+            continue
+        i = plan.output_source[k]
+        c = call[i] if 0 <= i < len(call) else None
+        if (
+            plan.inputs[i] in alias.METADATA_WRITE
+            and _new_node(c, initial[i])
+            and isinstance(o, torch.Tensor)
+            and o is not c
+            and o.grad_fn is not None
+            and reaches_node(o.grad_fn, c.grad_fn)
+        ):
+            found.append(k)
+    return found
