@@ -16,6 +16,9 @@ eager.
   211573): made of the input as it was, their nodes went past its new one, so
   ``autograd.grad(out, x)`` after the call missed their reads (the leaves' totals were
   right).
+- Views of one input made before a write to another input of its storage (``v = x0[0];
+  x1.mul_(2)`` under no_grad, 201324): the shared version count moved, so eager rebuilds
+  ``v``'s node from the base's; the compiled call made ``v`` of ``x0`` after its write-back.
 """
 
 from __future__ import annotations
@@ -204,3 +207,66 @@ def test_views_taken_after_a_relayout_like_eager(fn: Callable, compiler: str) ->
         return [x.clone()[:, :]], leaves
 
     assert_like_eager(fn, view_input, COMPILERS[compiler])
+
+
+# --------- views of one input made before a write to another of its storage (201324)
+#
+# ``v = x0[0]`` then ``x1.mul_(2)`` under no_grad, ``x0`` and ``x1`` disjoint views of
+# one base: the write moves the base's version count, which ``x0`` and ``v`` share, so
+# eager rebuilds ``v``'s node from the base's, past ``x0``'s (``autograd.grad(v, x0)``
+# after the call is None). The compiled call made ``v`` of ``x0`` after its write-back.
+
+
+def _view_then_sibling_no_grad_write(x0, x1):
+    v = x0[0]
+    with torch.no_grad():
+        x1.mul_(2)
+    return v, x1 * 1
+
+
+def _view_then_sibling_no_grad_diagonal_write(x0, x1):
+    t = x0.t()
+    with torch.no_grad():
+        x1.diagonal().zero_()
+    return t * 1, t, x1.sum()
+
+
+def _sibling_no_grad_write_then_view(x0, x1):
+    with torch.no_grad():
+        x1.mul_(2)
+    v = x0[0]
+    return v, x1 * 1
+
+
+def _view_then_sibling_write(x0, x1):
+    v = x0[0]
+    x1.mul_(2)
+    return v, x1
+
+
+SIBLINGS = [
+    _view_then_sibling_no_grad_write,
+    _view_then_sibling_no_grad_diagonal_write,
+    _sibling_no_grad_write_then_view,
+    _view_then_sibling_write,
+]
+
+
+def _grads_of_siblings(fn: Callable, compiler: Callable | None, overlap: bool) -> list[Any]:
+    leaf = torch.arange(32.0, dtype=DT).reshape(8, 4).requires_grad_()
+    base = leaf.clone()
+    x0, x1 = (base[0:4], base[2:6]) if overlap else (base[:4], base[4:])
+    outs = (fn if compiler is None else compiler(fn))(x0, x1)
+    cots = [torch.full_like(o, k + 1.0) for k, o in enumerate(outs)]
+    return list(torch.autograd.grad(outs, [x0, x1, base, leaf], cots, allow_unused=True))
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["disjoint", "overlapping"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", SIBLINGS, ids=lambda f: f.__name__.strip("_"))
+def test_views_made_before_a_sibling_write_are_rebuilt_from_the_base(
+    fn: Callable, compiler: str, overlap: bool
+) -> None:
+    want = _grads_of_siblings(fn, None, overlap)
+    got = _grads_of_siblings(fn, COMPILERS[compiler], overlap)
+    assert_same_results(got, want)

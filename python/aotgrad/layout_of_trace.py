@@ -67,6 +67,7 @@ def layout_of_trace(
         detached_outputs=metadata.detached_outputs,
         data_outputs=metadata.data_outputs,
         views_of_set_inputs=metadata.views_of_set_inputs,
+        views_past_write=metadata.views_before_sibling_write,
         inner_leaves=metadata.inner_leaves,
         enable_grad=not metadata.grad_mode,
         grad_mode_after=metadata.grad_mode_after,

@@ -152,7 +152,7 @@ def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
     layout.post_write_passed = joint.post_write_passed
     layout.unhooked_view_writes = joint.unhooked_view_writes
     layout.hooked_view_reads = joint.hooked_view_reads
-    layout.views_past_write = joint.views_past_write
+    layout.views_past_write = tuple(sorted({*layout.views_past_write, *joint.views_past_write}))
     layout.views_after_relaid = joint.views_after_relaid
     if joint.retained_tangents:
         layout.retained_grads = (*layout.retained_grads[:2], dict(joint.retained_tangents))

@@ -143,11 +143,21 @@ class EarlierViews:
         #: no_grad): a write with grad through an earlier view of them is refused
         #: (autograd records it through the view's old chain; eager's misroutes it).
         self.unrecorded: set[int] = set()
+        #: Per view made (by id): a weak reference and its version count then.
+        self.made_at: dict[int, tuple[weakref.ref, int]] = {}
 
     def note(self, result: Any) -> None:
         for t in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad:
                 self.views.append(weakref.ref(t))
+                self.made_at[id(t)] = (self.views[-1], t._version)
+
+    def written_since_made(self, t: Any) -> bool:
+        """Whether the version count of the view ``t`` (made by the function) moved since
+        it was made: a write to its storage after (through another input of the caller's
+        storage too: ``shared_counters``). Eager then rebuilds its node from its root's."""
+        ref, version = self.made_at.get(id(t), (None, None))
+        return ref is not None and ref() is t and t._version != version
 
     def changed(self, t: Any, plain_input: bool = False, restride: bool = False) -> None:
         """``t``'s metadata changes in place: the views of its root so far are relaid.

@@ -632,7 +632,7 @@ def _of_root(o: Any) -> Any:
     root base (``layout.views_past_write``): eager rebuilds its node from the base's new
     one, past the input's."""
     root = o._base
-    if root is None or not o.requires_grad or o.grad_fn is None:
+    if root is None or not o.requires_grad or o.grad_fn is None or _reinterprets(o, root):
         return o
     with torch.enable_grad():
         return root.as_strided(o.size(), o.stride(), o.storage_offset())
@@ -640,11 +640,16 @@ def _of_root(o: Any) -> Any:
 
 def _through(t: Any, o: Any) -> Any:
     """``o``, a view of the input ``t`` taken after the function re-laid it, made of ``t``
-    as re-laid (``layout.views_after_relaid``): eager's node reaches ``t``'s new one."""
-    if not o.requires_grad or o.grad_fn is None or not t.requires_grad:
+    as re-laid (``layout.views_after_relaid``): eager's node reaches ``t``'s new one. Not
+    a view reinterpreting the bytes (``view_as_complex``, a conj bit): left as made."""
+    if not o.requires_grad or o.grad_fn is None or not t.requires_grad or _reinterprets(o, t):
         return o
     with torch.enable_grad():
         return t.as_strided(o.size(), o.stride(), o.storage_offset())
+
+
+def _reinterprets(o: Any, t: Any) -> bool:
+    return o.dtype != t.dtype or o.is_conj() or o.is_neg()
 
 
 def _views_of_written_inputs(outs: list, args: Sequence[Any], layout: ForwardLayout) -> None:

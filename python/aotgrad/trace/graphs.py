@@ -146,6 +146,9 @@ class TraceMetadata:
     #: (``x.set_(y); return x[1:]``): eager's view that input (its ``_base``, its version
     #: counter), the graph's the other's (``metadata._views_of_set_inputs``).
     views_of_set_inputs: dict[int, int] = field(default_factory=dict)
+    #: Outputs viewing a view input made before a write to another input of its storage:
+    #: eager's node is rebuilt from the root's (``post_write_reads``).
+    views_before_sibling_write: tuple[int, ...] = ()
 
     @property
     def needs_autograd(self) -> bool:

@@ -35,6 +35,7 @@ from .functional import (
 from .graphs import InnerLeaf, OutputInfo, TraceMetadata
 from .inference_records import normal_storages, refuse_custom_records_in_inference_mode
 from .inner_leaves import inner_leaves
+from .post_write_reads import views_before_sibling_write
 
 
 def _empty_storage(a: Any) -> bool:
@@ -521,6 +522,9 @@ def collect_metadata(
         grad_mode_after=None if calls.grad_mode_after == grad_mode else calls.grad_mode_after,
         data_outputs=_data_outputs(outs, calls, plan),
         views_of_set_inputs=_views_of_set_inputs(outs, wrapped, plan),
+        views_before_sibling_write=views_before_sibling_write(
+            outs, wrapped, fake_args, plan, calls
+        ),
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
         return _with_hooks(metadata, calls, wrapped, outs)

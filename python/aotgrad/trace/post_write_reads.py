@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from .. import alias
+from ..alias.classify import RETURNS_NEW_VALUE
 from ..autograd_walks import reaches_node
 from .graphs import TraceMetadata
 from .saved_reads import reaching
@@ -326,3 +327,28 @@ def views_after_relaid(
         ):
             found.append(k)
     return found
+
+
+def views_before_sibling_write(
+    outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any], plan: Any, calls: Any
+) -> tuple[int, ...]:
+    """Outputs viewing an input that is a view in the caller, made before a write to
+    another input of the caller's storage (``v = x0[0]; x1.mul_(2)`` under ``no_grad``,
+    ``x0``, ``x1`` views of one base): the shared version count moved, so eager rebuilds
+    their nodes from the root base's, past ``x0``'s (``autograd.grad(v, x0)`` after the
+    call is None). The runtime makes them views of the root (``views_past_write``)."""
+    written = {i for i, v in enumerate(plan.inputs) if v in RETURNS_NEW_VALUE}
+    roots: dict[int, set[int]] = {}
+    for i, f in enumerate(fake_args):
+        if isinstance(f, torch.Tensor) and f._is_view():
+            roots.setdefault(id(f._base), set()).add(i)
+    found = []
+    for k, o in enumerate(outs):
+        if plan.outputs[k] != alias.OutputVerdict.ALIAS_OF_INPUT:
+            continue
+        i = plan.output_source[k]
+        f = fake_args[i] if 0 <= i < len(fake_args) else None
+        siblings = roots.get(id(f._base), set()) - {i} if isinstance(f, torch.Tensor) else set()
+        if siblings & written and o is not wrapped[i] and calls.earlier.written_since_made(o):
+            found.append(k)
+    return tuple(found)
