@@ -410,6 +410,22 @@ def module_snapshot(
     return _Names(names + buffer_names), params + buffers, tuple(flags)
 
 
+def _once_per_module(mod: torch.nn.Module, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with one name per (submodule, attribute): a submodule reachable under two
+    names (``self.dec = self.enc``) lists its parameters twice, and reparametrizing it twice
+    would restore the first stand-in as the ``original`` of the second, leaving a traced
+    tensor in the caller's module (blind probe: ``m.enc.weight`` a FunctionalTensor)."""
+    seen: set[tuple[int, str]] = set()
+    kept = {}
+    for name, t in given.items():
+        prefix, _, attr = name.rpartition(".")
+        key = (id(mod.get_submodule(prefix)), attr)
+        if key not in seen:
+            seen.add(key)
+            kept[name] = t
+    return kept
+
+
 def _refuse_reassigned(mod: torch.nn.Module, given: dict[str, Any]) -> None:
     """A parameter or buffer the forward reassigns (``self.avg = self.avg * 0.5 + m``)
     rather than writes: the traced call runs on stand-ins for them, so the new tensor
@@ -439,8 +455,8 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
     def functional_call(names: _Names, *rest: Any, **kw: Any) -> Any:
         from torch.nn.utils.stateless import _reparametrize_module
 
-        given = dict(zip(names, rest[: len(names)]))
-        with _reparametrize_module(mod, given, tie_weights=True):
+        given = _once_per_module(mod, dict(zip(names, rest[: len(names)])))
+        with _reparametrize_module(mod, given):  # (every tied name is in ``names``)
             out = traced_forward(mod)(*rest[len(names) :], **kw)
             _refuse_reassigned(mod, given)
         return out
