@@ -19,6 +19,9 @@ eager.
 - Views of one input made before a write to another input of its storage (``v = x0[0];
   x1.mul_(2)`` under no_grad, 201324): the shared version count moved, so eager rebuilds
   ``v``'s node from the base's; the compiled call made ``v`` of ``x0`` after its write-back.
+- Views of an output that retains grad (215713): the runtime gives such an output a node
+  of its own; its views stayed of the old tensor (another ``._base``), and the retained
+  ``.grad`` missed their gradients.
 """
 
 from __future__ import annotations
@@ -270,3 +273,38 @@ def test_views_made_before_a_sibling_write_are_rebuilt_from_the_base(
     want = _grads_of_siblings(fn, None, overlap)
     got = _grads_of_siblings(fn, COMPILERS[compiler], overlap)
     assert_same_results(got, want)
+
+
+def _retained_with_views(x0, x1):
+    t1 = x1.pow(2)
+    t2 = torch.mm(x0, x1)
+    t2.retain_grad()
+    return t1, t2[1:3], t2, t2[0]
+
+
+def _two_leaves() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    g = torch.Generator().manual_seed(9)
+    x0 = torch.randn(4, 4, dtype=DT, generator=g).requires_grad_()
+    x1 = torch.randn(4, 4, dtype=DT, generator=g).requires_grad_()
+    return [x0, x1], [x0, x1]
+
+
+def _retained_grad_with_views(compiler: Callable | None) -> list[Any]:
+    args, _ = _two_leaves()
+    outs = (_retained_with_views if compiler is None else compiler(_retained_with_views))(*args)
+    sum(o.sum() * (k + 1) for k, o in enumerate(outs)).backward()
+    return [outs[2].grad, *([float(o._base is outs[2])] for o in outs)]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_views_of_a_retained_output_are_its_views(compiler: str) -> None:
+    """``t.retain_grad()`` on an output (not the compiled node's first) with views of it
+    returned too (215713): the runtime gave ``t`` a node of its own, the views stayed of
+    the old tensor: their ``._base`` was another, and ``t.grad`` missed their gradients."""
+    assert_like_eager(_retained_with_views, _two_leaves, COMPILERS[compiler])
+    got = _retained_grad_with_views(COMPILERS[compiler])
+    want = _retained_grad_with_views(None)
+    assert_same_results(
+        [torch.tensor(g) if isinstance(g, list) else g for g in got],
+        [torch.tensor(w) if isinstance(w, list) else w for w in want],
+    )

@@ -378,7 +378,7 @@ def retain_grads(
         # (a view first: its node, rebuilt on access, may be one autograd refuses to make)
         if t.requires_grad and not t._is_view() and t.grad_fn is not None and t.output_nr > 0:
             own = _OwnNode.apply(t)
-            outs[:] = [own if o is t else o for o in outs]
+            outs[:] = [own if o is t else _view_of_own(o, t, own) for o in outs]
     for slot, (k, tangents) in enumerate(retained[2].items()):
         t = args[written[k]] if k in written else outs[k]
         node = fwd[k].grad_fn if k < len(fwd) else t.grad_fn
@@ -388,6 +388,18 @@ def retain_grads(
     for t in [*(outs[k] for k in retained[0]), *(args[i] for i in retained[1])]:
         if t.requires_grad:
             t.retain_grad()
+
+
+def _view_of_own(o: Any, t: Any, own: Any) -> Any:
+    """``o``, where it is a view of ``t`` with history, as the same view of ``own``:
+    eager's views of a retained output are its views (``._base``), and their gradients
+    reach its ``.grad`` (soak 215713)."""
+    if not (isinstance(o, torch.Tensor) and o._base is t and o.requires_grad and o.grad_fn):
+        return o
+    if o.dtype != t.dtype or o.is_conj() or o.is_neg():  # (a reinterpreting view: as made)
+        return o
+    with torch.enable_grad():
+        return own.as_strided(o.size(), o.stride(), o.storage_offset())
 
 
 class _OwnNode(torch.autograd.Function):
