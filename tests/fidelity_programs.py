@@ -164,6 +164,8 @@ def _past_data_write(prog: Program, f: Finding) -> Finding:
     call = f.key.split(".")[0]
     if not (f.category.startswith("grad") or f.category.startswith("autograd_grad")):
         return f
+    if "none_vs_zeros" in f.category or any(v in (None, "missing") for v in (f.eager, f.got)):
+        return f  # (whether a gradient is there at all is no saved value's doing)
     if not (call.startswith("c") and call[1:].isdigit() and int(call[1:]) < len(prog.calls)):
         return f
     cw = prog.calls[int(call[1:])].caller_write
