@@ -22,6 +22,9 @@ eager.
 - Views of an output that retains grad (215713): the runtime gives such an output a node
   of its own; its views stayed of the old tensor (another ``._base``), and the retained
   ``.grad`` missed their gradients.
+- A compiled node the backward reaches with no gradient at all (212055: a second call's
+  outputs do not read the input the first call wrote): autograd materialised zeros for
+  it, and the leaves behind it got 0 where eager's get None.
 """
 
 from __future__ import annotations
@@ -307,4 +310,39 @@ def test_views_of_a_retained_output_are_its_views(compiler: str) -> None:
     assert_same_results(
         [torch.tensor(g) if isinstance(g, list) else g for g in got],
         [torch.tensor(w) if isinstance(w, list) else w for w in want],
+    )
+
+
+def _written_beside_unrelated_outputs(x0, x2, x3):
+    t1 = x2.clamp(-0.5, 0.5)
+    x0.lerp_(x3, 0.1)
+    x2.requires_grad_()
+    return t1.tanh(), t1 + t1
+
+
+def _grads_through_two_calls(compiler: Callable | None) -> list[Any]:
+    fn = (
+        _written_beside_unrelated_outputs
+        if compiler is None
+        else compiler(_written_beside_unrelated_outputs)
+    )
+    g = torch.Generator().manual_seed(4)
+    x0 = torch.randn(4, 4, dtype=DT, generator=g)
+    x2 = torch.randn((), dtype=DT, generator=g)
+    x3 = torch.randn(4, 4, dtype=DT, generator=g).requires_grad_()
+    first = fn(x0, x2, x3)
+    second = fn(x0, x2, x3)  # (x0 requires grad now: written from x3)
+    outs = [o for o in (*first, *second) if o.requires_grad]
+    torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    return [x2.grad, x3.grad]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_node_no_output_of_reaches_gives_none(compiler: str) -> None:
+    """212055: the second call's outputs do not read ``x0``; the first call's node is
+    still on the graph (through ``x0``'s write), and the engine calls it with no
+    gradient at all: autograd materialised zeros for it, and ``x3.grad`` became 0 where
+    eager's is None."""
+    assert_same_results(
+        _grads_through_two_calls(COMPILERS[compiler]), _grads_through_two_calls(None)
     )

@@ -369,9 +369,10 @@ class _TrainingPlan:
             tensors = keep_loose(ctx, tensors, [outs[k] for k in self.watched])
         save(ctx, tensors)
         ctx.num_inputs = len(args)
-        if self.track_unreached:
-            ctx.set_materialize_grads(False)
-            ctx.zeros = [_zeros_like(outs[i]) for i in self.tangent_outputs]
+        # (grads never materialised by autograd: a pass that reaches none of the outputs,
+        # all None, gives the inputs None, as eager's nodes do)
+        ctx.set_materialize_grads(False)
+        ctx.zeros = [_zeros_like(outs[i]) for i in self.tangent_outputs]
         if self.bw_written:
             ctx.bw_written = [args[i] for i in self.bw_written]
         if self.retained_through:  # filled by the epilogue (``input_hooks.retain_grads``)
@@ -527,15 +528,16 @@ class _TrainingPlan:
         did not reach. Tracking those, grads are not materialised: such an output has
         None, and inputs reached only through such outputs get None (eager's)."""
         tangent_outputs = self.tangent_outputs
-        if self.track_unreached:
-            missing = [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
-            if missing:
-                tangents = [
-                    ctx.zeros[k]() if grads[i] is None else _plain_tangent(grads[i])
-                    for k, i in enumerate(tangent_outputs)
-                ]
-                return tangents, missing
-        return [_plain_tangent(grads[i]) for i in tangent_outputs], ()
+        missing = [k for k, i in enumerate(tangent_outputs) if grads[i] is None]
+        if not missing:
+            return [_plain_tangent(grads[i]) for i in tangent_outputs], ()
+        tangents = [
+            ctx.zeros[k]() if grads[i] is None else _plain_tangent(grads[i])
+            for k, i in enumerate(tangent_outputs)
+        ]
+        if self.track_unreached or len(missing) == len(tangent_outputs):
+            return tangents, missing
+        return tangents, ()
 
 
 def _plain_tangent(g: torch.Tensor) -> torch.Tensor:
