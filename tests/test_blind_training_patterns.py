@@ -5,6 +5,9 @@ ones aotgrad got wrong, each compared with eager.
   module's parameters for traced stand-ins twice, restored the first stand-in as the
   second's original, and left a ``FunctionalTensor`` in the caller's module: the next
   call refused it, ``state_dict()`` failed.
+- Outputs the backward does not reach (``loss, aux = f(x); loss.backward()``): the
+  compiled backward took a zero tangent for ``aux``, and ``0 * inf`` is nan: the
+  gradient came out nan (``runtime.unreached_tangents``).
 """
 
 from __future__ import annotations
@@ -75,3 +78,84 @@ def test_a_module_reached_under_two_names_trains_as_eager(make) -> None:
     assert [id(p) for p in compiled_model.parameters()] == originals
     assert all(type(p) is nn.Parameter and p.is_leaf for p in compiled_model.parameters())
     assert compiled_model.state_dict().keys() == eager.state_dict().keys()
+
+
+# ------------------------------------------------- outputs the backward does not reach
+#
+# ``loss, aux = f(x); loss.backward()``: eager never runs the part of the backward the
+# unused ``aux`` feeds. The compiled backward took a zero tangent for it, and ``0 * inf``
+# is nan: a second output's derivative that is infinite or nan somewhere (``sqrt`` at a
+# negative input, ``log`` at 0) made the input's gradient nan; ``0.0 + -0.0`` made a
+# ``-0.0`` gradient ``+0.0``.
+
+
+def _loss_and_sqrt(x):
+    return (x * x).sum(), x.sqrt()
+
+
+def _loss_and_log(x, w):
+    h = x @ w
+    return h.square().mean(), h.log(), (h * 0).sum()
+
+
+def _loss_and_negative_zero(x):
+    return -(x * 0.0).sum(), (x * 2).sum()
+
+
+def _three_heads(x, w):
+    h = (x @ w).tanh()
+    return h.sum(), (1 / h).sum(), (h.abs() + 1).sqrt().sum()
+
+
+PARTIAL = [
+    (_loss_and_sqrt, lambda g: [torch.tensor([-1.0, 2.0, 0.0], dtype=torch.float64)], [0]),
+    (
+        _loss_and_log,
+        lambda g: [
+            torch.randn(3, 4, dtype=torch.float64, generator=g),
+            torch.randn(4, 2, dtype=torch.float64, generator=g),
+        ],
+        [0],
+    ),
+    (_loss_and_negative_zero, lambda g: [torch.ones(3, dtype=torch.float64)], [0]),
+    (
+        _three_heads,
+        lambda g: [
+            torch.zeros(2, 3, dtype=torch.float64),
+            torch.randn(3, 3, dtype=torch.float64, generator=g),
+        ],
+        [0, 2],
+    ),
+]
+
+ENTRIES = {
+    "aot_function-min_cut": lambda fn: aotgrad.aot_function(fn, aotgrad.nop),
+    "aot_function-default": lambda fn: aotgrad.aot_function(
+        fn, aotgrad.nop, partition_fn=aotgrad.partition.default_partition
+    ),
+    "dynamo-aotgrad_eager": lambda fn: torch.compile(fn, backend="aotgrad_eager"),
+}
+
+
+def _partial_grads(fn, make, used, compiler) -> list[torch.Tensor | None]:
+    torch._dynamo.reset()
+    leaves = [t.requires_grad_() for t in make(torch.Generator().manual_seed(1))]
+    outs = (fn if compiler is None else compiler(fn))(*leaves)
+    for step in range(2):  # (a second call: the pruned backward is reused)
+        torch.autograd.backward([outs[k] for k in used], retain_graph=step == 0)
+    return [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES))
+@pytest.mark.parametrize(
+    ("fn", "make", "used"), PARTIAL, ids=[p[0].__name__.strip("_") for p in PARTIAL]
+)
+def test_outputs_the_backward_does_not_reach_add_nothing(fn, make, used, entry) -> None:
+    want = _partial_grads(fn, make, used, None)
+    got = _partial_grads(fn, make, used, ENTRIES[entry])
+    for g, w in zip(got, want, strict=True):
+        assert (g is None) == (w is None)
+        if w is not None:
+            torch.testing.assert_close(g, w, equal_nan=True)
+            # -0.0 and +0.0 apart, as eager's
+            assert torch.equal(torch.signbit(g), torch.signbit(w))

@@ -41,6 +41,9 @@ from .runtime import (
     make_training_function,
 )
 from .runtime.epilogue import leaving_grad_mode
+from .runtime.unreached_tangents import (
+    PrunedBackwards,
+)
 from .vocab import SAVED_AS_INPUT_KEY
 
 
@@ -480,10 +483,16 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
             program.ensure_values()
             return saved_inputs_as_produced(bw_gm, fw_strides, layout.num_fwd_outputs)
 
+        bw_compiler = options.bw_compiler or options.fw_compiler
         bw, records["backward"] = compile_or_reload(
-            options.bw_compiler or options.fw_compiler, bw_gm, saved("backward"), bw_inputs
+            bw_compiler, bw_gm, saved("backward"), bw_inputs
         )
-        run = make_training_function(fw, bw, layout)
+        pruned = PrunedBackwards(
+            bw_gm,
+            len(layout.tangent_outputs),
+            lambda gm: compile_or_reload(bw_compiler, gm, None, bw_inputs)[0],
+        )
+        run = make_training_function(fw, bw, layout, pruned)
     run = leaving_grad_mode(run, layout)
     timings["compile"] = time.perf_counter() - t0
     artifact = CompiledArtifact(

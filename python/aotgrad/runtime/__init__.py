@@ -265,8 +265,9 @@ class _TrainingPlan:
     the forward (run, settle versions, save, mark outputs) and the backward (tangents,
     run, write back, unreached inputs)."""
 
-    def __init__(self, fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout) -> None:
+    def __init__(self, fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, pruned: Any = None) -> None:
         self.fw, self.bw = _without_autocast(fw), _without_autocast(bw)
+        self.pruned = pruned  # (the backward per set of unreached tangents)
         self.n_fwd = n_fwd = layout.num_fwd_outputs
         self.n_tensors = layout.num_saved_tensors
         self.tangent_outputs = tangent_outputs = layout.tangent_outputs
@@ -453,7 +454,7 @@ class _TrainingPlan:
         ctx.maybe_clear_saved_tensors()
         run_bw = _no_double_backward if torch.is_grad_enabled() else _call
         # One gradient per input; a trailing effect token of the backward is dropped.
-        outs = tuple(run_bw(self.bw, args))
+        outs = tuple(run_bw(self._bw_for(ctx, grads), args))
         n = ctx.num_inputs
         if self.post_write_passed and getattr(ctx, "post_write_task", None) == _task():
             outs = self._less_passed_on(outs, n)
@@ -523,6 +524,15 @@ class _TrainingPlan:
             self.independent.keep(ctx, saved, reached)
         return saved
 
+    def _bw_for(self, ctx: Any, grads: tuple[Any, ...]) -> BoxedFn:
+        """The backward for this pass: without the tangents of the outputs it does not
+        reach (``unreached_tangents``), where some it does."""
+        absent = tuple(k for k, i in enumerate(self.tangent_outputs) if grads[i] is None)
+        if not absent or self.pruned is None or len(absent) == len(self.tangent_outputs):
+            return self.bw
+        made = self.pruned.for_pass(absent, ctx.num_inputs, None)
+        return self.bw if made is None else _without_autocast(made)
+
     def _tangents(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[list[Any], Sequence[int]]:
         """The backward's tangents, and the differentiable outputs the caller's backward
         did not reach. Tracking those, grads are not materialised: such an output has
@@ -569,10 +579,11 @@ def _marking_failures(fw: BoxedFn) -> BoxedFn:
 
 
 def make_training_function(
-    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout
+    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, pruned: Any = None
 ) -> Callable[..., tuple[Any, ...]]:
-    """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd."""
-    plan = _TrainingPlan(_marking_failures(fw), bw, layout)
+    """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd
+    (``pruned``: the backwards without some tangents, ``unreached_tangents``)."""
+    plan = _TrainingPlan(_marking_failures(fw), bw, layout, pruned)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
