@@ -8,9 +8,13 @@ ones aotgrad got wrong, each compared with eager.
 - Outputs the backward does not reach (``loss, aux = f(x); loss.backward()``): the
   compiled backward took a zero tangent for ``aux``, and ``0 * inf`` is nan: the
   gradient came out nan (``runtime.unreached_tangents``).
+- Python state the forward changes (``self.calls += 1``): a trace baked the value in and
+  ran the forward more than once; now the setting is set back and the calls run eagerly.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import torch
@@ -159,3 +163,50 @@ def test_outputs_the_backward_does_not_reach_add_nothing(fn, make, used, entry) 
             torch.testing.assert_close(g, w, equal_nan=True)
             # -0.0 and +0.0 apart, as eager's
             assert torch.equal(torch.signbit(g), torch.signbit(w))
+
+
+# ------------------------------------------- Python state the forward changes
+#
+# ``self.calls += 1; return x * self.calls``: a trace bakes the value in and runs the
+# forward more than once; three calls gave ``x * 2, x * 4, x * 4`` and ``calls == 4``.
+# The forward's change is now seen while tracing: the setting is set back and the calls
+# run eagerly (an ``EagerReplayWarning``), as eager's.
+
+
+class _Counter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.scale = 2.0
+        self.lin = nn.Linear(2, 2).double()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.lin(x) * self.calls * self.scale
+
+
+def _counted(run: nn.Module, model: _Counter) -> list[Any]:
+    seen: list[Any] = []
+    for step in range(4):
+        if step == 2:
+            model.scale = 3.0  # (a setting the caller changes: guarded, as before)
+        x = torch.full((1, 2), float(step), dtype=torch.float64)
+        out = run(x)
+        out.sum().backward()
+        seen += [out.detach(), model.calls, model.lin.weight.grad.clone()]
+    return seen
+
+
+def test_python_state_the_forward_changes_runs_as_eager() -> None:
+    torch.manual_seed(0)
+    eager = _Counter()
+    compiled_model = _Counter()
+    compiled_model.load_state_dict(eager.state_dict())
+    want = _counted(eager, eager)
+    with pytest.warns(aotgrad.errors.EagerReplayWarning, match="Counter.calls"):
+        got = _counted(aotgrad.aot_module(compiled_model, aotgrad.nop), compiled_model)
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, torch.Tensor):
+            torch.testing.assert_close(g, w)
+        else:
+            assert g == w

@@ -43,8 +43,10 @@ def test_a_modules_plain_settings_are_guarded():
 
 def test_a_setting_the_forward_changes_is_not_guarded():
     """A counter the forward increments (``self.calls += 1``) is Python state the function
-    changes, traced once (README: not detected): guarded, it would differ on every call and
-    compile again each time, until the recompile limit raised."""
+    changes: a trace would bake it in, so the calls run eagerly (an
+    ``EagerReplayWarning``), the counter counting as eager's; it is not guarded (it
+    would differ on every call and compile again each time, until the recompile limit
+    raised), the settings the forward leaves alone still are."""
 
     class Counting(torch.nn.Module):
         def __init__(self) -> None:
@@ -61,7 +63,10 @@ def test_a_setting_the_forward_changes_is_not_guarded():
     # (compiles: the first call; once more without ``calls`` in the key; for scale 4.0)
     c = aotgrad.aot_module(mod, aotgrad.nop, recompile_limit=3)
     x = torch.randn(3, 4)
-    for _ in range(5):
-        torch.testing.assert_close(c(x), mod.lin(x) * mod.scale)
+    with pytest.warns(aotgrad.errors.EagerReplayWarning, match="Counting.calls"):
+        for _ in range(5):
+            torch.testing.assert_close(c(x), mod.lin(x) * mod.scale)
+    assert mod.calls == 5  # (eager's: once per call, none for the traces)
     mod.scale = 4.0  # still guarded: the forward does not change it
     torch.testing.assert_close(c(x), mod.lin(x) * 4.0)
+    assert mod.calls == 6

@@ -22,7 +22,7 @@ import torch.utils._pytree as pytree
 
 from . import alias, guards, subclasses
 from .compile import Compiler
-from .eager_calls import for_inference_mode
+from .eager_calls import EagerCalls, for_inference_mode
 from .eager_replay import EagerReplays
 from .errors import GuardError, HookedViewRead, UnsupportedError
 from .module_hooks import call_with_hooks, has_own_hooks, traced_forward
@@ -369,9 +369,10 @@ class AotModule(torch.nn.Module):
             shape: Any = len(flat)
         else:
             flat, shape = pytree.tree_flatten(((names, *tensors, *args), kwargs))
-        compiled = len(self._compiled.cache)
+        compiled = len(self._compiled.cache), len(self._compiled.eager.keys)
         out = self._compiled.call_flat(flat, shape, flags)
-        if len(self._compiled.cache) != compiled:  # (traced: did its forward change a setting?)
+        # (traced, or refused to: did its forward change a setting?)
+        if (len(self._compiled.cache), len(self._compiled.eager.keys)) != compiled:
             modules = [m for _, m in self.orig_module.named_modules(remove_duplicate=False)]
             self._settings.forget_written(modules, flags)
         return out
@@ -456,9 +457,12 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
         from torch.nn.utils.stateless import _reparametrize_module
 
         given = _once_per_module(mod, dict(zip(names, rest[: len(names)])))
+        settings = guards.plain_settings(mod)
         with _reparametrize_module(mod, given):  # (every tied name is in ``names``)
             out = traced_forward(mod)(*rest[len(names) :], **kw)
             _refuse_reassigned(mod, given)
+        if EagerCalls.active() is not None:  # (traced; an eager replay changes them as eager)
+            guards.refuse_changed_settings(settings)
         return out
 
     kwargs.setdefault("num_params_buffers", len(module_snapshot(mod)[1]))

@@ -54,7 +54,7 @@ import torch
 
 # Whether two inputs can reach a common byte: the same test that decides synthetic bases.
 from .alias.storage import overlaps as overlapping
-from .errors import UnsupportedError
+from .errors import EagerRefusal, UnsupportedError
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
@@ -244,14 +244,48 @@ def module_state(mod: torch.nn.Module) -> tuple[bool, ...]:
 _PLAIN = frozenset((bool, int, float, str, type(None)))
 
 
+def plain_settings(mod: torch.nn.Module) -> list[tuple[Any, str, Any]]:
+    """(submodule, name, value) of every public plain setting in ``mod``'s tree (as
+    ``ModuleSettings`` finds them), before a traced forward runs."""
+    return [
+        (m, k, v)
+        for _, m in mod.named_modules()
+        for k, v in m.__dict__.items()
+        if k[0] != "_" and k != "training" and type(v) in _PLAIN
+    ]
+
+
+def refuse_changed_settings(before: list[tuple[Any, str, Any]]) -> None:
+    """After a traced forward: where it changed a plain setting (``self.calls += 1``),
+    that setting set back as it was, and the call run eagerly (an ``EagerRefusal``; the
+    setting is no longer guarded: ``ModuleSettings.forget_written``). A trace would bake
+    the value in and run the forward more than once (blind training-patterns probe:
+    three calls gave ``x * 2, x * 4, x * 4`` and ``calls == 4``; eager's ``1, 2, 3``)."""
+    changed = [(m, k, v) for m, k, v in before if m.__dict__.get(k, _GONE) is not v]
+    changed = [(m, k, v) for m, k, v in changed if m.__dict__.get(k, _GONE) != v]
+    if not changed:
+        return
+    m, k, v = changed[0]
+    now = m.__dict__.get(k, _GONE)
+    for m2, k2, v2 in changed:
+        setattr(m2, k2, v2)
+    raise EagerRefusal(
+        f"the module's forward changes {type(m).__name__}.{k} ({v!r} -> {now!r}), Python "
+        "state a traced call would bake in: the calls run eagerly (torch.compile traces it)"
+    )
+
+
+_GONE = object()
+
+
 class ModuleSettings:
     """The plain settings of one module tree that ``aot_module`` guards: per submodule, its
     ``training`` flag with the public attributes holding a bool, int, float, str or None
     (``Dropout.p``, ``self.scale = 2.0``), whose values a traced forward bakes in. Their
     names are found again only when a module's ``__dict__`` grows or shrinks. A setting
-    the forward itself changes (``self.calls += 1``) is Python state the function changes,
-    traced once as in torch's ``aot_function`` (README: not detected), and is not guarded:
-    a key holding it would differ on every call. A nan setting compares unequal to
+    the forward itself changes (``self.calls += 1``) makes the calls run eagerly
+    (``refuse_changed_settings``), and is not guarded: a key holding it would differ on
+    every call. A nan setting compares unequal to
     itself: each call then compiles again, as a changed value would."""
 
     def __init__(self) -> None:
