@@ -10,6 +10,8 @@ ones aotgrad got wrong, each compared with eager.
   gradient came out nan (``runtime.unreached_tangents``).
 - Python state the forward changes (``self.calls += 1``): a trace baked the value in and
   ran the forward more than once; now the setting is set back and the calls run eagerly.
+  Likewise a tensor the forward stores on the module (``self.last_attn = a.detach()``):
+  it was the trace's ``FunctionalTensor``, which raised on first use.
 """
 
 from __future__ import annotations
@@ -210,3 +212,36 @@ def test_python_state_the_forward_changes_runs_as_eager() -> None:
             torch.testing.assert_close(g, w)
         else:
             assert g == w
+
+
+class _StoresAttention(nn.Module):
+    def __init__(self, declared: bool) -> None:
+        super().__init__()
+        self.q = nn.Linear(4, 4).double()
+        if declared:
+            self.last_attn = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = (self.q(x) @ x.t()).softmax(-1)
+        self.last_attn = a.detach()  # (kept for a plot)
+        return a @ x
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["was_none", "new_attribute"])
+def test_an_activation_the_forward_stores_on_the_module_is_eagers(declared: bool) -> None:
+    """``self.last_attn = a.detach()``: the module kept the trace's ``FunctionalTensor``,
+    which raised on first use; now the call runs eagerly, the stored tensor real."""
+    torch.manual_seed(0)
+    eager, model = _StoresAttention(declared), _StoresAttention(declared)
+    model.load_state_dict(eager.state_dict())
+    run = aotgrad.aot_module(model, aotgrad.nop)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        x = torch.randn(3, 4, dtype=torch.float64, generator=g)
+        got = run(x)
+        want = eager(x)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(model.last_attn * 1, eager.last_attn)
+        torch.testing.assert_close(model.q.weight.grad, eager.q.weight.grad)

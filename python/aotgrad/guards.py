@@ -245,14 +245,20 @@ _PLAIN = frozenset((bool, int, float, str, type(None)))
 
 
 def plain_settings(mod: torch.nn.Module) -> list[tuple[Any, str, Any]]:
-    """(submodule, name, value) of every public plain setting in ``mod``'s tree (as
-    ``ModuleSettings`` finds them), before a traced forward runs."""
-    return [
-        (m, k, v)
-        for _, m in mod.named_modules()
-        for k, v in m.__dict__.items()
-        if k[0] != "_" and k != "training" and type(v) in _PLAIN
-    ]
+    """(submodule, name, value) of every public plain setting or tensor attribute in
+    ``mod``'s tree (settings as ``ModuleSettings`` finds them; a name the forward may
+    set: ``_GONE``), before a traced forward runs."""
+    found = []
+    for _, m in mod.named_modules():
+        found.append((m, _NAMES, frozenset(m.__dict__)))
+        for k, v in m.__dict__.items():
+            if k[0] != "_" and k != "training" and (type(v) in _PLAIN or _tensor(v)):
+                found.append((m, k, v))
+    return found
+
+
+def _tensor(v: Any) -> bool:
+    return isinstance(v, torch.Tensor)
 
 
 def refuse_changed_settings(before: list[tuple[Any, str, Any]]) -> None:
@@ -261,21 +267,44 @@ def refuse_changed_settings(before: list[tuple[Any, str, Any]]) -> None:
     setting is no longer guarded: ``ModuleSettings.forget_written``). A trace would bake
     the value in and run the forward more than once (blind training-patterns probe:
     three calls gave ``x * 2, x * 4, x * 4`` and ``calls == 4``; eager's ``1, 2, 3``)."""
-    changed = [(m, k, v) for m, k, v in before if m.__dict__.get(k, _GONE) is not v]
-    changed = [(m, k, v) for m, k, v in changed if m.__dict__.get(k, _GONE) != v]
+    changed = []
+    for m, k, v in before:
+        if k is _NAMES:  # (public tensor attributes the forward set anew)
+            changed += [
+                (m, n, _GONE)
+                for n, t in m.__dict__.items()
+                if n not in v and n[0] != "_" and _tensor(t)
+            ]
+        elif _changed(v, m.__dict__.get(k, _GONE)):
+            changed.append((m, k, v))
     if not changed:
         return
     m, k, v = changed[0]
     now = m.__dict__.get(k, _GONE)
     for m2, k2, v2 in changed:
-        setattr(m2, k2, v2)
+        if v2 is _GONE:
+            del m2.__dict__[k2]
+        else:
+            setattr(m2, k2, v2)
     raise EagerRefusal(
-        f"the module's forward changes {type(m).__name__}.{k} ({v!r} -> {now!r}), Python "
-        "state a traced call would bake in: the calls run eagerly (torch.compile traces it)"
+        f"the module's forward sets {type(m).__name__}.{k} ({_shown(v)} -> {_shown(now)}), "
+        "Python state a traced call would bake in or hand back as a traced tensor: the "
+        "calls run eagerly (torch.compile traces it)"
     )
 
 
 _GONE = object()
+_NAMES = object()  # (the entry holding a module's attribute names)
+
+
+def _changed(old: Any, now: Any) -> bool:
+    return now is not old and (_tensor(old) or _tensor(now) or now is _GONE or now != old)
+
+
+def _shown(v: Any) -> str:
+    if v is _GONE:
+        return "unset"
+    return f"a {type(v).__name__}" if _tensor(v) else repr(v)
 
 
 class ModuleSettings:
