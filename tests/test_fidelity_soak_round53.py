@@ -189,9 +189,16 @@ def _grads_after_relaid(fn: Callable, compiler: Callable | None, as_view: bool) 
     leaf = torch.arange(16.0, dtype=DT).reshape(4, 4).requires_grad_()
     base = leaf.clone()
     x = base[:, :] if as_view else base
-    outs = (fn if compiler is None else compiler(fn))(x)
+    return _grads_asked(fn, compiler, [x], [x, leaf])
+
+
+def _grads_asked(
+    fn: Callable, compiler: Callable | None, args: list[Any], asked: list[Any]
+) -> list[Any]:
+    """``autograd.grad`` of ``fn(*args)``'s outputs (cotangents 1, 2, ...) for ``asked``."""
+    outs = (fn if compiler is None else compiler(fn))(*args)
     cots = [torch.full_like(o, k + 1.0) for k, o in enumerate(outs)]
-    return list(torch.autograd.grad(outs, [x, leaf], cots, allow_unused=True))
+    return list(torch.autograd.grad(outs, asked, cots, allow_unused=True))
 
 
 @pytest.mark.parametrize("as_view", [True, False], ids=["view_input", "clone_input"])
@@ -262,9 +269,7 @@ def _grads_of_siblings(fn: Callable, compiler: Callable | None, overlap: bool) -
     leaf = torch.arange(32.0, dtype=DT).reshape(8, 4).requires_grad_()
     base = leaf.clone()
     x0, x1 = (base[0:4], base[2:6]) if overlap else (base[:4], base[4:])
-    outs = (fn if compiler is None else compiler(fn))(x0, x1)
-    cots = [torch.full_like(o, k + 1.0) for k, o in enumerate(outs)]
-    return list(torch.autograd.grad(outs, [x0, x1, base, leaf], cots, allow_unused=True))
+    return _grads_asked(fn, compiler, [x0, x1], [x0, x1, base, leaf])
 
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["disjoint", "overlapping"])

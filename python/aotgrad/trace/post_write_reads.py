@@ -283,6 +283,18 @@ def views_past_write(
     rebuilds their nodes from the base's, past the input's new one (``v = x[0];
     x.add_(1); return v``: ``autograd.grad(v, x)`` after the call is None there). The
     runtime makes them views of the base (``Epilogue``)."""
+    return [
+        k
+        for k, o, c in _views_of_new_nodes(meta, call, initial, outs)
+        if c._base is not None and not reaches_node(o.grad_fn, c.grad_fn)
+    ]
+
+
+def _views_of_new_nodes(
+    meta: TraceMetadata, call: Sequence[Any], initial: Sequence[Any], outs: Sequence[Any]
+) -> list[tuple[int, Any, Any]]:
+    """(output, its tensor, the input's traced tensor) per output with history viewing
+    an input the function left with a new node."""
     plan = meta.plan
     found = []
     for k, o in enumerate(outs):
@@ -293,12 +305,10 @@ def views_past_write(
         if (
             _new_node(c, initial[i])
             and isinstance(o, torch.Tensor)
-            and c._base is not None
             and o is not c
             and o.grad_fn is not None
-            and not reaches_node(o.grad_fn, c.grad_fn)
         ):
-            found.append(k)
+            found.append((k, o, c))
     return found
 
 
@@ -311,22 +321,12 @@ def views_after_relaid(
     The runtime makes them of the input as the function leaves it, not as it was
     (``Epilogue._rebuild_outputs``)."""
     plan = meta.plan
-    found = []
-    for k, o in enumerate(outs):
-        if plan.outputs[k] != alias.OutputVerdict.ALIAS_OF_INPUT:
-            continue
-        i = plan.output_source[k]
-        c = call[i] if 0 <= i < len(call) else None
-        if (
-            plan.inputs[i] in alias.METADATA_WRITE
-            and _new_node(c, initial[i])
-            and isinstance(o, torch.Tensor)
-            and o is not c
-            and o.grad_fn is not None
-            and reaches_node(o.grad_fn, c.grad_fn)
-        ):
-            found.append(k)
-    return found
+    return [
+        k
+        for k, o, c in _views_of_new_nodes(meta, call, initial, outs)
+        if plan.inputs[plan.output_source[k]] in alias.METADATA_WRITE
+        and reaches_node(o.grad_fn, c.grad_fn)
+    ]
 
 
 def views_before_sibling_write(
