@@ -66,8 +66,7 @@ def layout_of_trace(
         **_views_read_by_node(metadata),
         detached_outputs=metadata.detached_outputs,
         data_outputs=metadata.data_outputs,
-        views_of_set_inputs=metadata.views_of_set_inputs,
-        views_past_write=metadata.views_before_sibling_write,
+        **_views_remade_after_writes(metadata),
         inner_leaves=metadata.inner_leaves,
         enable_grad=not metadata.grad_mode,
         grad_mode_after=metadata.grad_mode_after,
@@ -77,6 +76,16 @@ def layout_of_trace(
         metadata_steps=metadata.metadata_steps,
         **_grad_bookkeeping(metadata),
     )
+
+
+def _views_remade_after_writes(metadata: Any) -> dict[str, Any]:
+    """Outputs viewing inputs that the epilogue remakes after the writes: of an input
+    ``set_()`` to another's storage, of the root base (made before a write to another
+    input of the storage; ``program`` adds those the joint trace finds)."""
+    return {
+        "views_of_set_inputs": metadata.views_of_set_inputs,
+        "views_past_write": metadata.views_before_sibling_write,
+    }
 
 
 def _grad_bookkeeping(metadata: Any) -> dict[str, Any]:

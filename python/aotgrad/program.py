@@ -472,27 +472,7 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
         )
         run = make_inference_function(fw, layout)
     else:
-        assert program.backward is not None
-        bw_gm = program.backward
-        with reporting_output_strides(program.forward) as fw_strides:
-            fw, records["forward"] = compile_or_reload(
-                options.fw_compiler, program.forward, saved("forward"), valued(program.forward)
-            )
-
-        def bw_inputs() -> list[Any]:
-            program.ensure_values()
-            return saved_inputs_as_produced(bw_gm, fw_strides, layout.num_fwd_outputs)
-
-        bw_compiler = options.bw_compiler or options.fw_compiler
-        bw, records["backward"] = compile_or_reload(
-            bw_compiler, bw_gm, saved("backward"), bw_inputs
-        )
-        pruned = PrunedBackwards(
-            bw_gm,
-            len(layout.tangent_outputs),
-            lambda gm: compile_or_reload(bw_compiler, gm, None, bw_inputs)[0],
-        )
-        run = make_training_function(fw, bw, layout, pruned)
+        run = _compile_training(program, options, records, valued(program.forward))
     run = leaving_grad_mode(run, layout)
     timings["compile"] = time.perf_counter() - t0
     artifact = CompiledArtifact(
@@ -503,6 +483,35 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
     artifact.compiled_fresh = artifact.compiled != program.compiled
     observe.compiled(artifact)
     return artifact
+
+
+def _compile_training(
+    program: PartitionedProgram,
+    options: AotOptions,
+    records: dict[str, Any],
+    fw_inputs: Callable[[], list[Any]],
+) -> Callable[..., Any]:
+    """The forward and backward compiled (or reloaded: ``records``), in the training
+    runtime, with the backwards without some tangents built on first use."""
+    assert program.backward is not None
+    layout, bw_gm, saved = program.layout, program.backward, program.compiled.get
+    with reporting_output_strides(program.forward) as fw_strides:
+        fw, records["forward"] = compile_or_reload(
+            options.fw_compiler, program.forward, saved("forward"), fw_inputs
+        )
+
+    def bw_inputs() -> list[Any]:
+        program.ensure_values()
+        return saved_inputs_as_produced(bw_gm, fw_strides, layout.num_fwd_outputs)
+
+    bw_compiler = options.bw_compiler or options.fw_compiler
+    bw, records["backward"] = compile_or_reload(bw_compiler, bw_gm, saved("backward"), bw_inputs)
+    pruned = PrunedBackwards(
+        bw_gm,
+        len(layout.tangent_outputs),
+        lambda gm: compile_or_reload(bw_compiler, gm, None, bw_inputs)[0],
+    )
+    return make_training_function(fw, bw, layout, pruned)
 
 
 class ProgramCache(Protocol):

@@ -581,8 +581,7 @@ def _marking_failures(fw: BoxedFn) -> BoxedFn:
 def make_training_function(
     fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, pruned: Any = None
 ) -> Callable[..., tuple[Any, ...]]:
-    """Return ``run(*flat_tensor_args) -> flat forward outputs`` through autograd
-    (``pruned``: the backwards without some tangents, ``unreached_tangents``)."""
+    """``run(*flat_tensor_args) -> flat forward outputs`` through autograd (``pruned``)."""
     plan = _TrainingPlan(_marking_failures(fw), bw, layout, pruned)
 
     class CompiledFunction(torch.autograd.Function):

@@ -520,14 +520,25 @@ def collect_metadata(
         retained,
         views_before_requires_grad=cut,
         grad_mode_after=None if calls.grad_mode_after == grad_mode else calls.grad_mode_after,
-        data_outputs=_data_outputs(outs, calls, plan),
-        views_of_set_inputs=_views_of_set_inputs(outs, wrapped, plan),
-        views_before_sibling_write=views_before_sibling_write(
-            outs, wrapped, fake_args, plan, calls
-        ),
+        **_output_sources(outs, wrapped, fake_args, plan, calls),
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
         return _with_hooks(metadata, calls, wrapped, outs)
+
+
+def _output_sources(
+    outs: Sequence[Any], wrapped: Sequence[Any], fake_args: Sequence[Any], plan: Any, calls: Any
+) -> dict[str, Any]:
+    """Outputs whose source the runtime remakes as eager's: an input's ``.data``, a view
+    of an input ``set_()`` to another's storage, or of one made before a write to another
+    input of its storage."""
+    return {
+        "data_outputs": _data_outputs(outs, calls, plan),
+        "views_of_set_inputs": _views_of_set_inputs(outs, wrapped, plan),
+        "views_before_sibling_write": views_before_sibling_write(
+            outs, wrapped, fake_args, plan, calls
+        ),
+    }
 
 
 def _data_outputs(outs: Sequence[Any], calls: Any, plan: Any) -> dict[int, tuple[int, bool, int]]:
