@@ -61,3 +61,18 @@ def test_a_zero_the_graph_must_make_real_keeps_its_shape() -> None:
     got = pruned(saved, torch.ones(2, dtype=torch.float64), None)
     torch.testing.assert_close(got[0], saved[:1].exp().expand(2))
     torch.testing.assert_close(got[1], saved)
+
+
+def test_a_pruned_backward_that_fails_to_compile_falls_back_with_a_warning() -> None:
+    import pytest
+
+    from aotgrad.runtime.unreached_tangents import PrunedBackwards
+
+    def failing(gm):
+        raise RuntimeError("no kernel")
+
+    full = object()
+    pruned = PrunedBackwards(_graph(), 2, failing)
+    with pytest.warns(UserWarning, match="full backward runs"):
+        assert pruned.for_pass((1,), 2, full) is full
+    assert pruned.for_pass((1,), 2, full) is full  # (decided once per set)

@@ -15,6 +15,7 @@ code. Built and compiled once per set of unreached tangents (``PrunedBackwards``
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -230,5 +231,17 @@ class PrunedBackwards:
         key = (missing, n_grads)
         if key not in self.made:
             pruned = without_tangents(self.gm, self.n_tangents, list(missing), n_grads)
-            self.made[key] = full if pruned is None else self.compile(pruned)
+            self.made[key] = full if pruned is None else self._compiled(pruned, full)
         return self.made[key]
+
+    def _compiled(self, pruned: fx.GraphModule, full: Any) -> Any:
+        try:
+            return self.compile(pruned)
+        except Exception as e:  # (the full backward still runs: said, not silent)
+            warnings.warn(
+                f"aotgrad: the backward without the unreached outputs' tangents failed to "
+                f"compile ({type(e).__name__}: {e}); the full backward runs, those outputs' "
+                "parts computed with zero tangents",
+                stacklevel=2,
+            )
+            return full
