@@ -351,3 +351,22 @@ def test_a_node_no_output_of_reaches_gives_none(compiler: str) -> None:
     assert_same_results(
         _grads_through_two_calls(COMPILERS[compiler]), _grads_through_two_calls(None)
     )
+
+
+def _relaid_view_then_sibling_no_grad_write(x0, x1):
+    x0.t_()
+    v = x0[0]
+    with torch.no_grad():
+        x1.mul_(2)
+    return (v,)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_a_view_taken_after_a_relayout_then_a_sibling_write_is_of_the_base(compiler: str) -> None:
+    """Taken after ``x0``'s re-lay, then a write to ``x1`` (same storage) moved the shared
+    version count: eager rebuilds the view's node from the base's, past ``x0``'s; the
+    runtime remade it of the base and then of ``x0`` again (the re-lay's step ran last)."""
+    fn = _relaid_view_then_sibling_no_grad_write
+    want = _grads_of_siblings(fn, None, overlap=False)
+    got = _grads_of_siblings(fn, COMPILERS[compiler], overlap=False)
+    assert_same_results(got, want)

@@ -653,15 +653,17 @@ def _reinterprets(o: Any, t: Any) -> bool:
 
 
 def _views_of_written_inputs(outs: list, args: Sequence[Any], layout: ForwardLayout) -> None:
-    """Outputs viewing an input as eager's do after the input's write: taken before it,
-    of the root base (``layout.views_past_write``); of an input ``set_()`` to another's
-    storage, of that input (its base and version counter: ``views_of_set_inputs``)."""
-    for k in layout.views_past_write:
-        outs[k] = _of_root(outs[k])
+    """Outputs viewing an input as eager's do after the input's write: taken after it
+    re-laid the input, of the input as re-laid (``views_after_relaid``); taken before a
+    write, of the root base (``layout.views_past_write``: last, a later write rebuilds a
+    view taken after a re-lay too); of an input ``set_()`` to another's storage, of that
+    input (its base and version counter: ``views_of_set_inputs``)."""
     if layout.views_after_relaid:
         source = {a.index: a.source for a in layout.output_aliases}
         for k in layout.views_after_relaid:
             outs[k] = _through(args[source[k]], outs[k])
+    for k in layout.views_past_write:
+        outs[k] = _of_root(outs[k])
     for k, i in layout.views_of_set_inputs.items():
         with torch.no_grad():
             outs[k] = args[i].as_strided(outs[k].size(), outs[k].stride(), outs[k].storage_offset())
