@@ -236,17 +236,10 @@ SIDE_EFFECT_KINDS = [
 ]
 
 
-_TRACED_HOOK = (
-    "a side-effect hook on an intermediate/view runs once, while tracing, on a "
-    "FunctionalTensor, never at backward (torch's functorch aot_function the same; Dynamo "
-    "and torch's aot_eager match eager)"
-)
 _TRACE_STAND_IN = (
     "the tensor the function stores for the caller is the trace's stand-in: its .grad is "
     "None / raises (torch's functorch aot_function the same; Dynamo matches eager)"
 )
-for _k in SIDE_EFFECT_KINDS[:4]:
-    _KNOWN[_k, "aot_function-nop"] = _TRACED_HOOK
 for _k in SIDE_EFFECT_KINDS[5:]:
     _KNOWN[_k, "aot_function-nop"] = _TRACE_STAND_IN
 

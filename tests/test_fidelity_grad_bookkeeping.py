@@ -344,16 +344,35 @@ def test_post_accumulate_hook_on_a_leaf_input_runs_after_the_callers_backward(
     )
 
 
-def test_post_accumulate_hook_holding_a_tensor_is_refused_by_name() -> None:
-    """A hook that holds a tensor would hold the trace's stand-in at runtime."""
-    w = _r(4)
+def test_post_accumulate_hook_holding_a_stand_in_is_refused_by_name() -> None:
+    """A hook that holds one of the trace's tensors (here the input ``w``) would hold
+    the trace's stand-in at runtime."""
 
-    def fn(x):
+    def fn(x, w):
         x.register_post_accumulate_grad_hook(lambda p: p.grad.mul_(w))
         return (x * 2,)
 
     with pytest.raises(UnsupportedError, match="register_post_accumulate_grad_hook"):
-        aotgrad.aot_function(fn, aotgrad.nop)(_r(4).requires_grad_(True))
+        aotgrad.aot_function(fn, aotgrad.nop)(_r(4).requires_grad_(True), _r(4))
+
+
+def test_post_accumulate_hook_holding_a_callers_tensor_runs_as_eager() -> None:
+    """A hook that holds a tensor of the caller's (not the trace's) is the same tensor
+    at runtime: registered on the caller's leaf, it runs as eager's does, every call."""
+    w = _r(4)
+
+    def scale(p):
+        p.grad.mul_(w)
+
+    def fn(x):
+        x.register_post_accumulate_grad_hook(scale)
+        return (x * 2,)
+
+    compiled = aotgrad.aot_function(fn, aotgrad.nop)
+    for run in (fn, compiled, fn, compiled):
+        x = _r(4).requires_grad_(True)
+        run(x)[0].sum().backward()
+        torch.testing.assert_close(x.grad, 2 * w, rtol=0, atol=0)
 
 
 # ------------------------------------- views made under no_grad, of inputs and leaves

@@ -25,7 +25,7 @@ from .compile import Compiler
 from .eager_calls import EagerCalls, for_inference_mode
 from .eager_replay import EagerReplays
 from .errors import GuardError, HookedViewRead, UnsupportedError
-from .module_hooks import call_with_hooks, has_own_hooks, traced_forward
+from .module_hooks import call_with_hooks, has_own_hooks, refuse_submodule_hooks, traced_forward
 from .program import (
     AotOptions,
     CompiledArtifact,
@@ -110,7 +110,8 @@ class _FlatCall:
 
     def __init__(self, fn: Callable[..., Any], flat: list[Any], in_spec: Any, views: Any) -> None:
         self.fn = fn
-        self.flat = flat
+        # (the call's tensors are not kept: each call, a replay too, gives its own)
+        self.flat = [None if isinstance(a, torch.Tensor) else a for a in flat]
         self.in_spec = in_spec
         all_positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
         unique = [k for k, p in enumerate(all_positions) if not views or views[k][1] == k]
@@ -456,6 +457,8 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
     def functional_call(names: _Names, *rest: Any, **kw: Any) -> Any:
         from torch.nn.utils.stateless import _reparametrize_module
 
+        if EagerCalls.active() is not None:
+            refuse_submodule_hooks(mod)
         given = _once_per_module(mod, dict(zip(names, rest[: len(names)])))
         settings = guards.plain_settings(mod)
         with _reparametrize_module(mod, given):  # (every tied name is in ``names``)

@@ -44,6 +44,7 @@ import torch
 import torch.fx as fx
 
 from . import graph_records, guards
+from .hook_calls import calls_hooks
 from .program import AotOptions, CompiledArtifact, PartitionedProgram
 
 #: 2: graphs stored node by node (graph_records), no longer re-traced;
@@ -270,9 +271,12 @@ def entry_path(key: str, root: Path | None = None) -> Path:
 def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Path | None:
     """Write ``program``'s graphs and layout under ``key`` (atomically). Returns the path,
     or None (with a warning) when the graphs can't be serialised; None (without one) for
-    a layout holding the hooks the function registered (the traced call's objects)."""
+    a layout holding the hooks the function registered (the traced call's objects) or
+    graphs that call them (``hook_calls``: another process's keys name other hooks)."""
     layout = program.layout
     if layout.input_hooks or layout.early_input_hooks or layout.output_hooks or layout.hooked_views:
+        return None
+    if calls_hooks(program.forward) or calls_hooks(program.backward):
         return None
     payload_obj = {
         "training": program.training,

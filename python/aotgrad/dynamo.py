@@ -26,6 +26,7 @@ from .compile import Compiler
 from .eager_calls import for_inference_mode
 from .eager_replay import EagerReplays, replaying
 from .errors import raised_while_tracing
+from .hook_calls import hooks_traced
 from .program import AotOptions, compile_flat, default_partition_fn, needs_autograd
 from .trace.autocast_casts import autocast_casts_in, leaves_as_compiled
 
@@ -382,8 +383,8 @@ def _run_module(mod: Any, inputs: Sequence[Any]) -> Any:
     """Run ``mod``; a GraphModule runs node by node with its node metadata in scope, so the
     traced graphs keep each node's ``nn_module_stack`` and ``stack_trace`` (the report
     groups by layer with them)."""
-    if isinstance(mod, fx.GraphModule):
-        with fx.traceback.preserve_node_meta():
+    if isinstance(mod, fx.GraphModule):  # (its hooks Dynamo took in: traced, ``hook_calls``)
+        with fx.traceback.preserve_node_meta(), hooks_traced():
             return fx.Interpreter(mod).run(*inputs)
     return mod(*inputs)
 

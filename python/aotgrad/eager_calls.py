@@ -34,6 +34,7 @@ from .dtype_checks import dtype_error
 from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
 from .fresh_results import fresh_result
 from .gradless_bases import GradlessBases
+from .hook_calls import called_by_backward
 from .inference_dirty import uncounted_dirty_marks
 from .inference_views import failed_inference_view, normal_view, uncounted_alias_write
 from .inplace_checks import (
@@ -484,11 +485,11 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         return result
 
     def _register_hook(self, func: Any, args: Any, kwargs: dict) -> Any:
-        """A hook on an input: left for the runtime (``input_hooks``); any other: traced,
-        and noted (an output rebuilt as a view gets it again at runtime)."""
+        """A hook on an input: left for the runtime (``input_hooks``); any other: called by
+        the backward (``hook_calls``), noted (a rebuilt output view gets it again)."""
         if self.input_hooks.takes(func, args, self.inputs):
             return self.input_hooks.add(args[0], args[1])
-        handle = func(*args, **kwargs)
+        handle = func(args[0], called_by_backward(args[1]), *args[2:], **kwargs)
         self.input_hooks.note(func, args, handle)
         return handle
 

@@ -15,6 +15,7 @@ stand-in; traced, the graph computes it from the call's values)."""
 from __future__ import annotations
 
 import functools
+import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 from torch.utils._pytree import tree_flatten
 from torch.utils.hooks import RemovableHandle
 
@@ -307,23 +309,36 @@ def _view_through(o: Any, t: Any, node: Any, depth: int = 32) -> bool:
 
 def holds_traced_values(hook: Callable) -> bool:
     """Whether ``hook`` holds (closes over, defaults to, is bound to or partially applied
-    with) a tensor or a symbolic number, also inside lists, tuples and dicts; a callable
-    that is not a Python function holds what is not known: counted as one."""
+    with, keeps as an attribute) one of the trace's stand-ins (a fake or functional
+    tensor) or a symbolic number, also inside lists, tuples and dicts; a callable that
+    is neither a Python function nor an object with a Python ``__call__`` holds what is
+    not known: counted as one. (The caller's real tensors are the same at runtime.)"""
     values: list[Any] = []
     fn: Any = hook
     if isinstance(fn, functools.partial):
         values += [*fn.args, *fn.keywords.values()]
         fn = fn.func
+    if isinstance(fn, types.BuiltinMethodType) and not isinstance(fn.__self__, types.ModuleType):
+        return _any_stand_in([fn.__self__])  # (``seen.append``)
     if hasattr(fn, "__self__") and hasattr(fn, "__func__"):  # a bound method
         values.append(fn.__self__)
         fn = fn.__func__
+    elif getattr(fn, "__code__", None) is None and hasattr(type(fn).__call__, "__code__"):
+        values.append(getattr(fn, "__dict__", {}))  # an object with a Python __call__
+        fn = type(fn).__call__
     if getattr(fn, "__code__", None) is None:
         return True
     values += [c.cell_contents for c in fn.__closure__ or () if _filled(c)]
     values += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+    return _any_stand_in(values)
+
+
+def _any_stand_in(values: list[Any]) -> bool:
     flat, _ = tree_flatten(values)
     return any(
-        isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)) for v in flat
+        isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
+        or (isinstance(v, torch.Tensor) and is_fake(v))
+        for v in flat
     )
 
 

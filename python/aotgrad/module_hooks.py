@@ -9,7 +9,13 @@ hooks, and the full backward hooks through autograd nodes on the inputs and outp
 one, so that torch's own machinery runs every hook on every call, with the module as its
 argument; the trace (``traced_forward``) runs ``forward`` without them.
 
-Hooks on submodules stay traced: they run inside the compiled graph's trace, once.
+Hooks on submodules cannot run around a compiled call: a trace runs them once, on
+stand-ins (a forward hook recording a submodule's activations kept one unreadable
+``FunctionalTensor`` where eager's keeps one real tensor per call). Those torch's own
+utilities register (``weight_norm``, ``spectral_norm``, pruning, quantization
+observers: the value they compute is the graph's) stay traced; a submodule with a hook
+of the user's runs the calls eagerly (``refuse_submodule_hooks``: an
+``EagerReplayWarning`` names it; ``torch.compile`` traces such hooks with their effects).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["call_with_hooks", "has_own_hooks", "traced_forward"]
+from .errors import EagerRefusal
+
+__all__ = ["call_with_hooks", "has_own_hooks", "refuse_submodule_hooks", "traced_forward"]
 
 _HOOK_DICTS = (
     "_forward_pre_hooks",
@@ -71,3 +79,44 @@ def call_with_hooks(mod: torch.nn.Module, run: Callable[..., Any], args: Any, kw
                 del mod.forward
             else:
                 mod.forward = own  # type: ignore[method-assign]
+
+
+def _defined_in(hook: Any) -> str:
+    """The module that defines ``hook`` (a function, partial, bound method or object)."""
+    while hasattr(hook, "func") and callable(hook.func):  # (functools.partial)
+        hook = hook.func
+    hook = getattr(hook, "__func__", hook)
+    module = getattr(hook, "__module__", None)
+    return module if isinstance(module, str) else type(hook).__module__
+
+
+def _users_hooks(mod: torch.nn.Module) -> list[tuple[str, str, Any]]:
+    """``(submodule name, kind, hook)`` for every hook of the user's on a submodule of
+    ``mod`` (not ``mod`` itself: its own run around the compiled call) or registered
+    globally for every module."""
+    from torch.nn.modules import module as torch_module
+
+    found: list[tuple[str, str, Any]] = []
+    for name, sub in mod.named_modules(remove_duplicate=True):
+        for kind in _HOOK_DICTS if name else ():
+            found += [(name, kind, h) for h in (getattr(sub, kind, None) or {}).values()]
+    for kind in _HOOK_DICTS:
+        found += [
+            ("(every module)", kind, h) for h in getattr(torch_module, "_global" + kind).values()
+        ]
+    return [(n, k, h) for n, k, h in found if not _defined_in(h).startswith("torch.")]
+
+
+def refuse_submodule_hooks(mod: torch.nn.Module) -> None:
+    """Before a trace of ``mod``'s forward: an ``EagerRefusal`` (the calls run eagerly)
+    where a submodule has a hook of the user's (see the module's docstring)."""
+    hooks = _users_hooks(mod)
+    if hooks:
+        name, kind, hook = hooks[0]
+        what = getattr(hook, "__qualname__", None) or type(hook).__name__
+        raise EagerRefusal(
+            f"submodule {name!r} has a hook ({kind.strip('_')[:-1]} {what}): eager runs it "
+            "on every call with the call's tensors, a trace would run it once on stand-ins; "
+            'the calls run eagerly (torch.compile(backend="aotgrad") traces hooks with '
+            "their effects)"
+        )

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import fx
 
+from ..hook_calls import TENSOR_HOOK
+
 __all__ = ["PrunedBackwards", "without_tangents"]
 
 aten = torch.ops.aten
@@ -60,6 +62,7 @@ _OF_FIRST = {
     aten.div.Scalar,
     aten.div.Tensor,  # (a zero numerator; a zero divisor is made real)
     torch.ops.prims.convert_element_type.default,
+    TENSOR_HOOK,  # (eager's engine calls no hook where no gradient flows)
 }
 
 #: Ops zero when any of their tensor arguments is (products).

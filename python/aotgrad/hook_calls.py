@@ -1,0 +1,136 @@
+"""Gradient hooks the function registers on tensors it makes, called as the backward runs.
+
+``y = x.sin(); y.register_hook(lambda g: seen.append(g))`` inside a compiled function:
+traced, the hook ran once, in the trace, on a stand-in gradient (``seen`` kept one
+``FunctionalTensor`` where eager's holds one real gradient per backward). A hook that
+holds no tensor (``holds_traced_values``: it would hold the trace's stand-in at runtime)
+is instead left for the backward: the trace registers :class:`HookCall`, which records
+``aotgrad::tensor_hook(grad, key)``, an opaque op whose kernel calls the user's hook on
+the real gradient each time the compiled backward runs, in the order eager's engine
+would, and returns what the hook returns (the gradient itself where it returns None).
+Hooks that hold tensors stay traced (their arithmetic is the graph's; side effects of
+such a hook still run once, at trace time), and so do those in a graph Dynamo made
+(``hooks_traced``: Dynamo took in only hooks it could trace, side effects handled).
+
+The op's kernel reads the hook from a registry by ``key`` (:func:`hook_key`): Inductor's
+code and its FX-graph cache hold the key, never the hook; each process fills the
+registry as it traces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from .input_hooks import holds_traced_values
+
+__all__ = [
+    "TENSOR_HOOK",
+    "HookCall",
+    "called_by_backward",
+    "calls_hooks",
+    "hook_key",
+    "hooks_traced",
+]
+
+_hooks: dict[int, Callable[[torch.Tensor], Any]] = {}
+_keys = itertools.count(1)
+_lock = threading.Lock()
+_tracing = threading.local()
+
+
+def hook_key(hook: Callable[[torch.Tensor], Any]) -> int:
+    """A new key under which the backward's op finds ``hook``."""
+    with _lock:
+        key = next(_keys)
+        _hooks[key] = hook
+    return key
+
+
+def _name(hook: Any) -> str:
+    return getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or repr(hook)
+
+
+def _checked(hook: Any, grad: torch.Tensor, out: Any) -> torch.Tensor:
+    """``out`` as the op returns it: eager's checks of a hook's result, a tensor of its
+    own laid out as the gradient is (the graph's code expects the gradient's strides)."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"expected a Tensor or None from hook {_name(hook)}, got {type(out)}")
+    if out.shape != grad.shape:
+        raise RuntimeError(
+            f"hook '{_name(hook)}' has changed the size of value (was {list(grad.shape)}, "
+            f"got {list(out.shape)})"
+        )
+    if out.dtype != grad.dtype or out.device != grad.device:
+        raise RuntimeError(
+            f"hook '{_name(hook)}' has changed the type of value (was {grad.dtype} on "
+            f"{grad.device}, got {out.dtype} on {out.device})"
+        )
+    if (
+        out.stride() != grad.stride()
+        or out.untyped_storage()._cdata == grad.untyped_storage()._cdata
+    ):
+        return torch.empty_like(grad).copy_(out)
+    return out
+
+
+@torch.library.custom_op("aotgrad::tensor_hook", mutates_args=())
+def _tensor_hook(grad: torch.Tensor, key: int) -> torch.Tensor:
+    hook = _hooks.get(key)
+    if hook is None:
+        raise RuntimeError(
+            f"aotgrad: the backward calls gradient hook {key}, which this process never "
+            "traced (a compiled graph loaded without its trace?)"
+        )
+    out = hook(grad)
+    return grad.clone() if out is None else _checked(hook, grad, out)
+
+
+@_tensor_hook.register_fake
+def _(grad: torch.Tensor, key: int) -> torch.Tensor:
+    return torch.empty_like(grad)
+
+
+#: The op as graphs hold it.
+TENSOR_HOOK = torch.ops.aotgrad.tensor_hook.default
+
+
+class HookCall:
+    """What the trace registers in place of a user's hook: the gradient through the op."""
+
+    def __init__(self, hook: Callable[[torch.Tensor], Any]) -> None:
+        self.hook = hook
+        self.key = hook_key(hook)
+
+    def __call__(self, grad: torch.Tensor) -> torch.Tensor:
+        return TENSOR_HOOK(grad, self.key)
+
+
+def called_by_backward(hook: Any) -> Any:
+    """What the trace registers for ``hook``: a :class:`HookCall`, or the hook itself where
+    it holds tensors (traced: at runtime it would hold the trace's stand-ins)."""
+    if getattr(_tracing, "hooks", False) or holds_traced_values(hook):
+        return hook
+    return HookCall(hook)
+
+
+@contextlib.contextmanager
+def hooks_traced() -> Iterator[None]:
+    """Within: hooks registered are traced (a graph Dynamo made runs)."""
+    before = getattr(_tracing, "hooks", False)
+    _tracing.hooks = True
+    try:
+        yield
+    finally:
+        _tracing.hooks = before
+
+
+def calls_hooks(gm: Any) -> bool:
+    """Whether graph module ``gm`` (or None) calls a user's hook (not for another process:
+    the key names a hook of this one)."""
+    return gm is not None and any(n.target is TENSOR_HOOK for n in gm.graph.nodes)
