@@ -26,8 +26,6 @@ KNOWN: dict[str, str] = {
     "grad_tensor reshaped (shares storage, a later gt.add_ shows in x.grad); compiled copies",
     "grad_wrt_outputs_and_views": "autograd.grad of a transposed-layout program: the gradients "
     "for the input xt and leaf w are contiguous (4, 1), eager's keep the layout (1, 4)",
-    "create_graph_double_backward": "grad(create_graph=True) then backward through it raises "
-    "UnsupportedError (double backward), eager runs",
 }
 
 

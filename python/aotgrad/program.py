@@ -40,6 +40,7 @@ from .runtime import (
     make_inference_function,
     make_training_function,
 )
+from .runtime.double_backward import replay_for
 from .runtime.epilogue import leaving_grad_mode
 from .runtime.unreached_tangents import (
     PrunedBackwards,
@@ -90,6 +91,8 @@ class AotOptions:
     #: Under ``dynamic``, the dimensions kept static, per tensor input (its index among
     #: the tensor inputs): a nested tensor's leaves keep all but their ragged dimension.
     static_dims: dict[int, tuple[int, ...]] | None = None
+    #: Whether a ``create_graph`` backward may replay the function (``double_backward``).
+    replays: bool = True
 
     @property
     def static_inputs(self) -> list[int]:
@@ -440,8 +443,11 @@ def _note_gradients(bw: fx.GraphModule, layout: ForwardLayout, num_inputs: int) 
 
 @with_frame_room
 @_gc_paused
-def compile_program(program: PartitionedProgram, options: AotOptions) -> CompiledArtifact:
-    """Compile a partitioned program's graphs and wrap them in the runtime."""
+def compile_program(
+    program: PartitionedProgram, options: AotOptions, flat_fn: Callable[..., Any] | None = None
+) -> CompiledArtifact:
+    """Compile a partitioned program's graphs and wrap them in the runtime (``flat_fn``,
+    what they were traced from, replays a call under a ``create_graph`` backward)."""
     timings = dict(program.timings)
     t0 = time.perf_counter()
     layout = program.layout
@@ -472,7 +478,13 @@ def compile_program(program: PartitionedProgram, options: AotOptions) -> Compile
         )
         run = make_inference_function(fw, layout)
     else:
-        run = _compile_training(program, options, records, valued(program.forward))
+        replay = replay_for(
+            flat_fn if options.replays else None,
+            layout,
+            (program.forward, program.backward),
+            options.static_inputs,
+        )
+        run = _compile_training(program, options, records, valued(program.forward), replay)
     run = leaving_grad_mode(run, layout)
     timings["compile"] = time.perf_counter() - t0
     artifact = CompiledArtifact(
@@ -490,6 +502,7 @@ def _compile_training(
     options: AotOptions,
     records: dict[str, Any],
     fw_inputs: Callable[[], list[Any]],
+    replay: Any,
 ) -> Callable[..., Any]:
     """The forward and backward compiled (or reloaded: ``records``), in the training
     runtime, with the backwards without some tangents built on first use."""
@@ -511,7 +524,7 @@ def _compile_training(
         len(layout.tangent_outputs),
         lambda gm: compile_or_reload(bw_compiler, gm, None, bw_inputs)[0],
     )
-    return make_training_function(fw, bw, layout, pruned)
+    return make_training_function(fw, bw, layout, pruned, replay)
 
 
 class ProgramCache(Protocol):
@@ -551,7 +564,7 @@ def compile_flat(
     else:
         program.timings["cache"] = 1.0
         observe.loaded(program)
-    artifact = compile_program(program, options)
+    artifact = compile_program(program, options, flat_fn)
     if cache is not None:
         cache.put(artifact)
     return artifact

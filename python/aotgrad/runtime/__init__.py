@@ -18,8 +18,9 @@ from typing import Any
 import torch
 
 from ..alias import OutputVerdict
-from ..errors import UnsupportedError, mark_raised_by_graph
+from ..errors import mark_raised_by_graph
 from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
+from .double_backward import second_order
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
 from .partial_backward import IndependentOutputs, tangent_components
@@ -78,27 +79,6 @@ def _task() -> int:
 
 def _call(bw: BoxedFn, args: list[Any]) -> Any:
     return bw(args)
-
-
-def _no_double_backward(bw: BoxedFn, args: list[Any]) -> Any:
-    """Run ``bw``; under ``create_graph=True`` its results carry a grad_fn that
-    refuses a second backward with a clear message instead of returning zeros."""
-
-    class _CompiledBackward(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, *a: Any) -> Any:
-            return tuple(bw(list(a[1:])))
-
-        @staticmethod
-        def backward(ctx: Any, *grads: Any) -> Any:
-            raise UnsupportedError(
-                "aotgrad: double backward through a compiled function (a gradient taken "
-                "with create_graph=True, then differentiated: a gradient penalty) is not "
-                "supported; compile the function with the outer backward inside it instead"
-            )
-
-    anchor = torch.empty(0, requires_grad=True)
-    return _CompiledBackward.apply(anchor, *args)
 
 
 def _unview(outs: Sequence[Any], fresh: Sequence[int]) -> tuple[Any, ...]:
@@ -265,9 +245,10 @@ class _TrainingPlan:
     the forward (run, settle versions, save, mark outputs) and the backward (tangents,
     run, write back, unreached inputs)."""
 
-    def __init__(self, fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, pruned: Any = None) -> None:
+    def __init__(self, fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, *later: Any) -> None:
         self.fw, self.bw = _without_autocast(fw), _without_autocast(bw)
-        self.pruned = pruned  # (the backward per set of unreached tangents)
+        # the backward per set of unreached tangents; how a create_graph backward runs
+        self.pruned, (self.replay, self.first_order) = later[0], second_order(later[1])
         self.n_fwd = n_fwd = layout.num_fwd_outputs
         self.n_tensors = layout.num_saved_tensors
         self.tangent_outputs = tangent_outputs = layout.tangent_outputs
@@ -343,6 +324,8 @@ class _TrainingPlan:
         # the stand-ins of inner leaves come last: inputs of the Function, not of the graph
         outs = self.fw(list(args[: len(args) - self.n_leaves]))
         self._save(ctx, args, outs)
+        if self.replay is not None:
+            self.replay.keep(ctx, args)
         return self._mark_outputs(ctx, args, tuple(outs[: self.n_fwd]))
 
     def _save(self, ctx: Any, args: tuple[Any, ...], outs: Sequence[Any]) -> None:
@@ -432,6 +415,8 @@ class _TrainingPlan:
         return fwd
 
     def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
+        if self.replay is not None and torch.is_grad_enabled():  # (create_graph)
+            return self.replay.gradients(ctx, grads)
         tangents, missing = self._tangents(ctx, grads)
         if self.watched:
             outs = zip(ctx.watched, self.expected, self.watched_tangents)
@@ -452,7 +437,7 @@ class _TrainingPlan:
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
         ctx.maybe_clear_saved_tensors()
-        run_bw = _no_double_backward if torch.is_grad_enabled() else _call
+        run_bw = self.first_order if torch.is_grad_enabled() else _call
         # One gradient per input; a trailing effect token of the backward is dropped.
         outs = tuple(run_bw(self._bw_for(ctx, grads), args))
         n = ctx.num_inputs
@@ -500,7 +485,7 @@ class _TrainingPlan:
         saved = saved_tensors(ctx, keep=True)
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
-        run_bw = _no_double_backward if torch.is_grad_enabled() else _call
+        run_bw = self.first_order if torch.is_grad_enabled() else _call
         outs = tuple(run_bw(self.bw, [*saved, *ctx.symints, *tangents]))
         ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
         start = self._post_write_start(ctx.num_inputs)
@@ -579,10 +564,10 @@ def _marking_failures(fw: BoxedFn) -> BoxedFn:
 
 
 def make_training_function(
-    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, pruned: Any = None
+    fw: BoxedFn, bw: BoxedFn, layout: ForwardLayout, pruned: Any = None, replay: Any = None
 ) -> Callable[..., tuple[Any, ...]]:
-    """``run(*flat_tensor_args) -> flat forward outputs`` through autograd (``pruned``)."""
-    plan = _TrainingPlan(_marking_failures(fw), bw, layout, pruned)
+    """``run(*flat_tensor_args) -> flat outputs`` through autograd (``pruned``, ``replay``)."""
+    plan = _TrainingPlan(_marking_failures(fw), bw, layout, pruned, replay)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod

@@ -1,0 +1,156 @@
+"""A gradient taken with ``create_graph=True`` through a compiled function: the function
+replayed eagerly, and differentiated by autograd.
+
+``g = autograd.grad(D(x).sum(), x, create_graph=True)`` and then a backward through ``g``
+(a gradient penalty, a Hessian-vector product): eager's ``g`` carries its own graph.
+The compiled backward cannot give one: its graphs were traced with ``detach()`` made an
+alias (functionalization), so differentiating them would be silently wrong through any
+detached value. So where the backward runs under ``create_graph``, the call's function
+is run again, eagerly, on the call's inputs (``flat_fn``: the function the graphs were
+traced from, over the graph inputs), and autograd gives the gradients of that run, with
+their graph. Eager's arithmetic, eager's ``detach()``.
+
+Only for a call that eager's replay reproduces: a plain layout (no input written, no
+output aliasing an input; ``ForwardLayout.plain``), no random op (the replay would draw
+again), no hook of the function's called by the backward, not under autocast. The inputs
+are kept for the replay: leaves that require grad (parameters, the ``x`` of a gradient
+penalty) by reference; any other tensor weakly (a strong reference would keep an
+activation alive until the backward that min-cut chose not to save): one freed by then
+is refused with a message, as are the other cases.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..errors import UnsupportedError
+from ..hook_calls import calls_hooks
+
+__all__ = ["Replay", "first_order_only", "refused", "replay_for", "second_order"]
+
+_REFUSED = (
+    "aotgrad: double backward through a compiled function (a gradient taken with "
+    "create_graph=True, then differentiated: a gradient penalty) {why}; compile the "
+    "function with the outer backward inside it instead"
+)
+
+
+def refused(why: str) -> UnsupportedError:
+    return UnsupportedError(_REFUSED.format(why=why))
+
+
+def first_order_only(why: str) -> Callable[[Callable[[list[Any]], Any], list[Any]], Any]:
+    """How a backward without a replay runs under ``create_graph=True``: ``bw`` on
+    ``args``, its results given a grad_fn that refuses (``why``) a second backward with
+    a clear message instead of returning zeros (a gradient taken with ``create_graph``
+    and not differentiated again is fine)."""
+
+    def run(bw: Callable[[list[Any]], Any], args: list[Any]) -> Any:
+        class _CompiledBackward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, *a: Any) -> Any:
+                return tuple(bw(list(a[1:])))
+
+            @staticmethod
+            def backward(ctx: Any, *grads: Any) -> Any:
+                raise refused(why)
+
+        return _CompiledBackward.apply(torch.empty(0, requires_grad=True), *args)
+
+    return run
+
+
+def second_order(replay: Any) -> tuple[Replay | None, Callable[..., Any]]:
+    """From ``replay_for``'s answer: the replay (None: none), and how the compiled
+    backward runs under ``create_graph`` (its results refusing a second backward)."""
+    if isinstance(replay, Replay):
+        return replay, first_order_only("")
+    return None, first_order_only(replay or "is not supported")
+
+
+def _random(gm: Any) -> bool:
+    return any(
+        n.op == "call_function"
+        and isinstance(n.target, torch._ops.OpOverload)
+        and torch.Tag.nondeterministic_seeded in n.target.tags
+        for n in gm.graph.nodes
+    )
+
+
+def replay_for(
+    flat_fn: Callable[..., Any] | None,
+    layout: Any,
+    graphs: Sequence[Any],
+    static: Sequence[int] = (),
+) -> Any:
+    """The :class:`Replay` of a call compiled from ``flat_fn`` (``static``: the inputs
+    that are parameters and buffers), or the reason there is none (a string)."""
+    if flat_fn is None:
+        return "is not supported for this function (a tensor subclass's parts)"
+    if not layout.plain or layout.num_fwd_outputs != layout.num_user_outputs:
+        return "is not supported where the function writes an input or returns a view"
+    if any(_random(g) for g in graphs if g is not None):
+        return "is not supported for a function with random ops (a replay would draw again)"
+    if any(calls_hooks(g) for g in graphs):
+        return "is not supported for a function that registers gradient hooks"
+    return Replay(flat_fn, static)
+
+
+def _kept(t: Any) -> Any:
+    if isinstance(t, torch.Tensor) and not (t.requires_grad and t.is_leaf):
+        return weakref.ref(t)
+    return t
+
+
+class Replay:
+    """The function eagerly, on one call's inputs, under the second-order backward."""
+
+    def __init__(self, flat_fn: Callable[..., Any], static: Sequence[int]) -> None:
+        self.flat_fn = flat_fn
+        self.static = frozenset(static)
+        self.others: list[int] | None = None  # (known at the first call)
+
+    def keep(self, ctx: Any, args: Sequence[Any]) -> None:
+        """The call's inputs, for a replay: parameters and buffers (alive with their
+        module) by reference, the others as ``_kept`` says."""
+        if self.others is None:
+            self.others = [i for i in range(len(args)) if i not in self.static]
+        kept = list(args)
+        for i in self.others:
+            kept[i] = _kept(kept[i])
+        ctx.replay_inputs = kept
+        ctx.replay_autocast = torch._C._is_any_autocast_enabled()
+
+    def gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
+        """Each input's gradient from the outputs' ``grads``, with its graph."""
+        if ctx.replay_autocast:
+            raise refused("is not supported for a call made under autocast")
+        inputs = [a() if isinstance(a, weakref.ref) else a for a in ctx.replay_inputs]
+        if any(a is None for a in inputs):
+            raise refused(
+                "needs the call's inputs to run it again, and one was freed before this "
+                "backward (keep a reference to it)"
+            )
+        with torch.enable_grad():
+            outs = self.flat_fn(*inputs)
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+        wanted = [
+            i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor) and a.requires_grad
+        ]
+        found: Sequence[Any] = ()
+        if pairs and wanted:
+            found = torch.autograd.grad(
+                [o for o, _ in pairs],
+                [inputs[i] for i in wanted],
+                [g for _, g in pairs],
+                create_graph=True,
+                allow_unused=True,
+            )
+        result: list[Any] = [None] * len(inputs)
+        for i, g in zip(wanted, found):
+            result[i] = g
+        return tuple(result)

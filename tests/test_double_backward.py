@@ -1,0 +1,169 @@
+"""Double backward through a compiled function (``runtime.double_backward``): a gradient
+taken with ``create_graph=True`` and differentiated again, against eager, for the
+families users write: gradient penalties, Hessian-vector products, MAML's inner step,
+``detach()`` and ``no_grad`` inside the function (where differentiating the traced
+graphs would be silently wrong), every entry point; and the clear refusals."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.errors import UnsupportedError
+from aotgrad.partition import default_partition
+
+F64 = torch.float64
+
+
+def _by_entry(entry: str) -> Callable[[Any], Any]:
+    if entry == "aot_function":
+        return lambda f: aotgrad.aot_function(f, aotgrad.nop)
+    if entry == "aot_module":
+        return lambda m: aotgrad.aot_module(m, aotgrad.nop)
+
+    def dynamo(f: Any) -> Any:
+        torch._dynamo.reset()
+        return torch.compile(f, backend=entry, fullgraph=True)
+
+    return dynamo
+
+
+def _detached_scale(x, w):
+    h = torch.tanh(x @ w)
+    return (h * h.detach()).sum()  # (the second derivative sees the detach)
+
+
+def _no_grad_inside(x, w):
+    h = (x @ w).sin()
+    with torch.no_grad():
+        s = h.abs().max()
+    return (h / s).pow(2).sum()
+
+
+def _plain(x, w):
+    return ((x @ w).sigmoid() * x.sum()).sum()
+
+
+FUNCTIONS = [_detached_scale, _no_grad_inside, _plain]
+
+
+def _penalty(run: Callable, x: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+    out = run(x, w)
+    (gx,) = torch.autograd.grad(out, x, create_graph=True)
+    ((gx.norm() - 1) ** 2 + out).backward()
+    return [out.detach(), gx.detach(), x.grad, w.grad]
+
+
+def _leaves() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, dtype=F64, requires_grad=True)
+    w = torch.randn(3, 5, dtype=F64, requires_grad=True)
+    return x, w
+
+
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager"])
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__.strip("_"))
+def test_a_gradient_penalty_is_eagers(fn: Callable, entry: str) -> None:
+    want = _penalty(fn, *_leaves())
+    got = _penalty(_by_entry(entry)(fn), *_leaves())
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+
+
+def test_differentiating_the_traced_graph_would_be_wrong_here() -> None:
+    """The case that needs the replay: with the detach, the second derivative differs
+    from the one of the function without it (what a differentiated functional graph,
+    whose detach is an alias, would give)."""
+
+    def without_detach(x, w):
+        h = torch.tanh(x @ w)
+        return (h * h).sum()
+
+    assert not torch.allclose(
+        _penalty(_detached_scale, *_leaves())[2], _penalty(without_detach, *_leaves())[2]
+    )
+
+
+class _Critic(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1 = torch.nn.Linear(3, 8)
+        self.l2 = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.l2(torch.nn.functional.softplus(self.l1(x)))
+
+
+def _wgan_gp_step(critic: torch.nn.Module, run: Callable) -> list[torch.Tensor]:
+    torch.manual_seed(1)
+    x = torch.randn(6, 3, requires_grad=True)
+    out = run(x)
+    (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    loss = out.mean() + 10 * ((g.norm(2, dim=1) - 1) ** 2).mean()
+    loss.backward()
+    return [loss.detach(), x.grad, *(p.grad for p in critic.parameters())]
+
+
+@pytest.mark.parametrize("entry", ["aot_module", "aotgrad_eager", "aotgrad"])
+def test_a_wgan_gp_critic_step_is_eagers(entry: str) -> None:
+    torch.manual_seed(0)
+    eager = _Critic()
+    torch.manual_seed(0)
+    critic = _Critic()
+    want = _wgan_gp_step(eager, eager)
+    run = _by_entry(entry)(critic)
+    for _ in range(2):  # (the second call reuses the compiled artefact)
+        for p in critic.parameters():
+            p.grad = None
+        got = _wgan_gp_step(critic, run)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+def test_hessian_vector_product_and_maml_inner_step() -> None:
+    def f(x, w):
+        return ((x @ w).sin() * x.sum()).sum()
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    results = []
+    for run in (f, compiled):
+        x, w = _leaves()
+        v = torch.ones_like(w)
+        (gw,) = torch.autograd.grad(run(x, w), w, create_graph=True)
+        (hvp,) = torch.autograd.grad(gw, w, v, retain_graph=True)
+        adapted = w - 0.1 * gw  # MAML: the outer loss through the inner step
+        run(x, adapted).backward()
+        results.append([hvp, w.grad, x.grad])
+    for g, e in zip(*results[::-1]):
+        torch.testing.assert_close(g, e)
+
+
+def test_random_ops_are_refused_clearly_and_first_order_still_runs() -> None:
+    def f(x):
+        return (torch.nn.functional.dropout(x, 0.5) * x).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    (g,) = torch.autograd.grad(aotgrad.aot_function(f, aotgrad.nop)(x), x, create_graph=True)
+    assert g.shape == x.shape
+    with pytest.raises(UnsupportedError, match="random ops"):
+        g.sum().backward()
+
+
+def test_an_input_freed_before_the_backward_is_refused_clearly() -> None:
+    """An activation passed in is held weakly (min-cut may not save it): freed before a
+    create_graph backward, the replay cannot run and says so."""
+
+    def f(a):
+        return a.relu().sum()
+
+    leaf = torch.randn(4, requires_grad=True)
+    compiled = aotgrad.aot_function(f, aotgrad.nop, partition_fn=default_partition)
+    out = compiled(leaf * 2)  # (relu saves its output only: the input is not saved)
+    gc.collect()
+    with pytest.raises(UnsupportedError, match="freed"):
+        torch.autograd.grad(out, leaf, create_graph=True)
