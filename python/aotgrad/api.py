@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from . import alias, guards, subclasses
+from . import alias, guards, python_state, subclasses
 from .compile import Compiler
 from .eager_calls import EagerCalls, for_inference_mode
 from .eager_replay import EagerReplays
@@ -136,7 +136,12 @@ class _FlatCall:
         for p, u in self.source.items():
             full[p] = tensors[u]
         a, kw = pytree.tree_unflatten(full, self.in_spec)
-        out_flat, self.out_spec = pytree.tree_flatten(self.fn(*a, **kw))
+        traced = EagerCalls.active() is not None
+        state = python_state.watch(self.fn) if traced else None
+        out = self.fn(*a, **kw)
+        if state:  # (traced: Python state it changed makes the calls run eagerly)
+            python_state.refuse_changes(state, self.fn)
+        out_flat, self.out_spec = pytree.tree_flatten(out)
         for k, o in enumerate(out_flat):
             _refuse_opaque_output(k, o)
             if subclasses.is_subclass(o):
@@ -358,6 +363,14 @@ class AotModule(torch.nn.Module):
         self._compiled = compiled
         self._settings = guards.ModuleSettings()
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The wrapper is not one of the caller's modules: hooks registered for every
+        # module (``register_module_forward_hook``) run for ``orig_module`` and its
+        # submodules, as eager's; the wrapper's own, if any, around it.
+        if has_own_hooks(self):
+            return super().__call__(*args, **kwargs)
+        return self.forward(*args, **kwargs)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if has_own_hooks(self.orig_module):  # run around the compiled call, as eager's
             return call_with_hooks(self.orig_module, self._call, args, kwargs)
@@ -461,11 +474,13 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
             refuse_submodule_hooks(mod)
         given = _once_per_module(mod, dict(zip(names, rest[: len(names)])))
         settings = guards.plain_settings(mod)
+        state = python_state.watch(mod) if EagerCalls.active() is not None else None
         with _reparametrize_module(mod, given):  # (every tied name is in ``names``)
             out = traced_forward(mod)(*rest[len(names) :], **kw)
             _refuse_reassigned(mod, given)
-        if EagerCalls.active() is not None:  # (traced; an eager replay changes them as eager)
+        if state is not None:  # (traced; an eager replay changes them as eager)
             guards.refuse_changed_settings(settings)
+            python_state.refuse_changes(state, mod)
         return out
 
     kwargs.setdefault("num_params_buffers", len(module_snapshot(mod)[1]))

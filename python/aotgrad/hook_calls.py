@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .errors import EagerRefusal
 from .input_hooks import holds_traced_values
 
 __all__ = [
@@ -116,6 +117,13 @@ def called_by_backward(hook: Any) -> Any:
     it holds tensors (traced: at runtime it would hold the trace's stand-ins)."""
     if getattr(_tracing, "hooks", False) or holds_traced_values(hook):
         return hook
+    if "register_multi_grad_hook.<locals>." in getattr(hook, "__qualname__", ""):
+        # (it asks the engine about the trace's nodes, which the backward never runs)
+        raise EagerRefusal(
+            "torch.autograd.graph.register_multi_grad_hook inside the function: its hook "
+            "reads which of the trace's autograd nodes the engine will run; the calls run "
+            "eagerly"
+        )
     return HookCall(hook)
 
 

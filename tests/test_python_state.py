@@ -1,0 +1,160 @@
+"""Python state a compiled function changes (``aotgrad.python_state``): its calls run
+eagerly, the trace's own changes set back, so that counters, logs and stashes hold what
+eager's hold after every call (a blind suite: a global counter counted 2 and baked its
+value into the graph; a log held two unreadable ``FunctionalTensor``s)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import aotgrad
+from aotgrad.errors import EagerReplayWarning
+
+COUNTER = 0
+LOG: list[Any] = []
+
+
+def _global_counter() -> tuple[Callable, Callable]:
+    def f(x):
+        global COUNTER
+        COUNTER += 1
+        return x * COUNTER
+
+    def state():
+        return COUNTER
+
+    return f, state
+
+
+def _global_log_of_items() -> tuple[Callable, Callable]:
+    def f(x):
+        LOG.append(x.sum().item())
+        return x.sin()
+
+    return f, lambda: list(LOG)
+
+
+def _closure_stash() -> tuple[Callable, Callable]:
+    stash: dict[str, Any] = {}
+
+    def f(x):
+        h = x.exp()
+        stash["h"] = h  # (used by the caller: its gradient flows)
+        return h.sum()
+
+    return f, lambda: {k: v.detach().clone() for k, v in stash.items()}
+
+
+def _nonlocal_counter() -> tuple[Callable, Callable]:
+    n = 0
+
+    def f(x):
+        nonlocal n
+        n += 1
+        return x + n
+
+    return f, lambda: n
+
+
+def _set_of_shapes() -> tuple[Callable, Callable]:
+    seen: set = set()
+
+    def f(x):
+        seen.add(("called", len(seen)))
+        return x.cos()
+
+    return f, lambda: sorted(seen)
+
+
+PROGRAMS = [
+    _global_counter,
+    _global_log_of_items,
+    _closure_stash,
+    _nonlocal_counter,
+    _set_of_shapes,
+]
+
+
+def _run(make: Callable, compiled: bool) -> list[Any]:
+    global COUNTER
+    COUNTER = 0
+    LOG.clear()
+    f, state = make()
+    run = aotgrad.aot_function(f, aotgrad.nop) if compiled else f
+    seen = []
+    for k in range(3):
+        x = torch.linspace(-1, 1, 4, dtype=torch.float64).add(k).requires_grad_()
+        out = run(x)
+        out.sum().backward()
+        seen.append((out.detach(), x.grad, state()))
+    return seen
+
+
+def _same(got: Any, want: Any) -> None:
+    if isinstance(want, torch.Tensor):
+        assert type(got) is torch.Tensor
+        torch.testing.assert_close(got, want)
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+    elif isinstance(want, dict):
+        assert got.keys() == want.keys()
+        for k in want:
+            _same(got[k], want[k])
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("make", PROGRAMS, ids=lambda m: m.__name__.strip("_"))
+def test_state_the_function_changes_is_eagers_after_every_call(make: Callable) -> None:
+    want = _run(make, False)
+    with pytest.warns(EagerReplayWarning, match="changes Python state"):
+        got = _run(make, True)
+    _same(got, want)
+
+
+def test_state_only_read_keeps_the_function_compiled() -> None:
+    scale = {"k": 3.0}
+
+    def f(x):
+        return x * scale["k"] + COUNTER
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerReplayWarning)
+        for _ in range(2):
+            x = torch.ones(3, requires_grad=True)
+            compiled(x).sum().backward()
+            torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+    assert compiled.artifacts  # (compiled, not replayed)
+
+
+class _Logged(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        y = self.lin(x)
+        LOG.append(y.detach())
+        return y.relu().sum()
+
+
+def test_a_modules_forward_logging_to_a_global_list_is_eagers() -> None:
+    torch.manual_seed(0)
+    module = _Logged()
+    runs = []
+    for run in (module, aotgrad.aot_module(module, aotgrad.nop)):
+        LOG.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EagerReplayWarning)
+            for k in range(2):
+                run(torch.full((2, 3), float(k))).backward()
+        runs.append(list(LOG))
+    _same(runs[1], runs[0])
