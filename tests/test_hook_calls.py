@@ -280,3 +280,30 @@ def test_weight_norm_on_a_submodule_matches_eager() -> None:
             run(x).backward()
     for (name, p), q in zip(want.named_parameters(), got.parameters()):
         torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+def test_a_hook_added_to_a_submodule_after_the_first_call_runs_and_its_removal_compiles() -> None:
+    """A hook registered between calls changes the guard (looked for again when any
+    hook handle was made): the calls with it run eagerly, with it removed the compiled
+    entry runs again."""
+
+    def negate(m, i, o):
+        return -o
+
+    torch.manual_seed(0)
+    want_net, got_net = _Net(), _Net()
+    got_net.load_state_dict(want_net.state_dict())
+    run = aotgrad.aot_module(got_net, aotgrad.nop)
+    results = []
+    for net, call in ((want_net, want_net), (got_net, run)):
+        outs = [call(torch.ones(2, 4))]
+        handle = net.a.register_forward_hook(negate)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EagerReplayWarning)
+            outs.append(call(torch.ones(2, 4)))
+        handle.remove()
+        outs.append(call(torch.ones(2, 4)))
+        results.append(outs)
+    for got, want in zip(*results[::-1]):
+        torch.testing.assert_close(got, want)
+    assert len(run._compiled.eager.keys) == 1 and len(run._compiled.cache) == 1

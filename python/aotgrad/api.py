@@ -19,13 +19,20 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.utils.hooks import RemovableHandle
 
 from . import alias, guards, python_state, subclasses
 from .compile import Compiler
 from .eager_calls import EagerCalls, for_inference_mode
 from .eager_replay import EagerReplays
 from .errors import GuardError, HookedViewRead, UnsupportedError
-from .module_hooks import call_with_hooks, has_own_hooks, refuse_submodule_hooks, traced_forward
+from .module_hooks import (
+    call_with_hooks,
+    has_own_hooks,
+    refuse_submodule_hooks,
+    traced_forward,
+    users_hooks,
+)
 from .program import (
     AotOptions,
     CompiledArtifact,
@@ -362,6 +369,7 @@ class AotModule(torch.nn.Module):
         self.orig_module = orig_module
         self._compiled = compiled
         self._settings = guards.ModuleSettings()
+        self._hooks_seen = (-1, False)  # (``RemovableHandle.next_id`` then, users' hooks?)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The wrapper is not one of the caller's modules: hooks registered for every
@@ -376,8 +384,19 @@ class AotModule(torch.nn.Module):
             return call_with_hooks(self.orig_module, self._call, args, kwargs)
         return self._call(*args, **kwargs)
 
+    def _submodules_hooked(self) -> bool:
+        """Whether a submodule has a hook of the user's (``module_hooks``), looked for
+        again only after a hook was registered anywhere (a handle's id moved): part of
+        the guard, so that a hook added after the first call makes the calls eager."""
+        seen, hooked = self._hooks_seen
+        if RemovableHandle.next_id != seen:
+            hooked = bool(users_hooks(self.orig_module))
+            self._hooks_seen = (RemovableHandle.next_id, hooked)
+        return hooked
+
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         names, tensors, flags = module_snapshot(self.orig_module, self._settings)
+        flags = (*flags, self._submodules_hooked())  # (``forget_written`` reads the first)
         if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
             flat: list[Any] = [names, *tensors, *args]
             shape: Any = len(flat)

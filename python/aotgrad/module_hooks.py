@@ -28,7 +28,13 @@ import torch
 
 from .errors import EagerRefusal
 
-__all__ = ["call_with_hooks", "has_own_hooks", "refuse_submodule_hooks", "traced_forward"]
+__all__ = [
+    "call_with_hooks",
+    "has_own_hooks",
+    "refuse_submodule_hooks",
+    "traced_forward",
+    "users_hooks",
+]
 
 _HOOK_DICTS = (
     "_forward_pre_hooks",
@@ -90,7 +96,7 @@ def _defined_in(hook: Any) -> str:
     return module if isinstance(module, str) else type(hook).__module__
 
 
-def _users_hooks(mod: torch.nn.Module) -> list[tuple[str, str, Any]]:
+def users_hooks(mod: torch.nn.Module) -> list[tuple[str, str, Any]]:
     """``(submodule name, kind, hook)`` for every hook of the user's on a submodule of
     ``mod`` (not ``mod`` itself: its own run around the compiled call) or registered
     globally for every module."""
@@ -110,7 +116,7 @@ def _users_hooks(mod: torch.nn.Module) -> list[tuple[str, str, Any]]:
 def refuse_submodule_hooks(mod: torch.nn.Module) -> None:
     """Before a trace of ``mod``'s forward: an ``EagerRefusal`` (the calls run eagerly)
     where a submodule has a hook of the user's (see the module's docstring)."""
-    hooks = _users_hooks(mod)
+    hooks = users_hooks(mod)
     if hooks:
         name, kind, hook = hooks[0]
         what = getattr(hook, "__qualname__", None) or type(hook).__name__
