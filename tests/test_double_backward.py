@@ -167,3 +167,87 @@ def test_an_input_freed_before_the_backward_is_refused_clearly() -> None:
     gc.collect()
     with pytest.raises(UnsupportedError, match="freed"):
         torch.autograd.grad(out, leaf, create_graph=True)
+
+
+def _chained(run: Callable, x: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+    y = run(run(x, w), w).pow(2).sum()  # (w reaches y through both calls)
+    gx, gw = torch.autograd.grad(y, (x, w), create_graph=True)
+    (gx.square().sum() + gw.square().sum()).backward()
+    return [gx.detach(), gw.detach(), x.grad, w.grad]
+
+
+def test_a_call_fed_its_own_output_and_weight_counts_each_path_once() -> None:
+    """Blind double-backward suite: ``cf(cf(x, w), w)``. The replay of the second call
+    differentiated ``w`` through the first call's history too, and the engine added that
+    part again through the first call's node: gw was twice as large in part. Each input
+    enters the replay through a node of its own."""
+
+    def f(x, w):
+        return torch.tanh(x @ w)
+
+    x, _ = _leaves()
+    w = torch.randn(3, 3, dtype=F64, requires_grad=True)
+    want = _chained(f, x.detach().requires_grad_(), w.detach().requires_grad_())
+    got = _chained(
+        aotgrad.aot_function(f, aotgrad.nop),
+        x.detach().requires_grad_(),
+        w.detach().requires_grad_(),
+    )
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+
+
+def test_an_input_that_requires_grad_and_is_unused_does_not_refuse() -> None:
+    def f(x, w, u):
+        return (x * w).sin().sum()
+
+    results = []
+    for run in (f, aotgrad.aot_function(f, aotgrad.nop)):
+        x, w, u = (torch.linspace(0.1, 1, 3, dtype=F64, requires_grad=True) for _ in range(3))
+        (gx,) = torch.autograd.grad(run(x, w, u), x, create_graph=True)
+        gx.sum().backward()
+        results.append([gx.detach(), x.grad, w.grad])
+    for g, e in zip(*results[::-1]):
+        torch.testing.assert_close(g, e)
+
+
+def test_a_call_under_autocast_replays_under_it() -> None:
+    def f(x, w):
+        return (x @ w).float().sigmoid().sum()
+
+    results = []
+    for run in (f, aotgrad.aot_function(f, aotgrad.nop)):
+        x, w = (t.float().detach().requires_grad_() for t in _leaves())
+        with torch.autocast("cpu", torch.bfloat16):
+            out = run(x, w)
+        (gx,) = torch.autograd.grad(out, x, create_graph=True)
+        gx.square().sum().backward()
+        results.append([gx.detach(), x.grad, w.grad])
+    for g, e in zip(*results[::-1]):
+        torch.testing.assert_close(g, e)
+
+
+class _Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x**2
+
+
+def test_a_custom_function_under_dynamo_is_refused_not_replayed() -> None:
+    """Dynamo's rewrite of a custom Function does not differentiate twice as eager's does
+    (``backend="eager"`` differs from eager too): refused, never a different value."""
+
+    def f(x):
+        return _Cube.apply(x).tanh().sum()
+
+    torch._dynamo.reset()
+    x = torch.linspace(-1, 1, 4, dtype=F64, requires_grad=True)
+    (gx,) = torch.autograd.grad(torch.compile(f, backend="aotgrad_eager")(x), x, create_graph=True)
+    with pytest.raises(UnsupportedError, match="double backward"):
+        gx.sum().backward()

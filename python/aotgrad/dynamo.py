@@ -77,6 +77,9 @@ def aot_module_simplified(
             *range(len(lifted.tensors)),
             *(i + len(lifted.tensors) for i in _dynamo_static_inputs(mod)),
         ],
+        # (Dynamo's rewrite of a custom autograd.Function is not differentiable twice as
+        # eager's is: a replay under a create_graph backward would differ from eager)
+        replays=not _calls_custom_functions(mod),
     )
     graph_inputs = [*lifted.tensors, *args]
     tc = TracingContext.try_get()
@@ -88,6 +91,18 @@ def aot_module_simplified(
         options.dynamic = options.dynamic or any(map(_dynamic_example, args))
         return _guarded(lifted, options)
     return _compiled_under_dynamo(lifted, graph_inputs, tc, options, cache=cache)
+
+
+def _calls_custom_functions(mod: Any) -> bool:
+    """Whether Dynamo's graph ``mod`` holds a custom ``autograd.Function`` (its HOP)."""
+    if not isinstance(mod, fx.GraphModule):
+        return False
+    return any(
+        n.op == "call_function" and "autograd_function_apply" in str(n.target)
+        for m in mod.modules()
+        if isinstance(m, fx.GraphModule)
+        for n in m.graph.nodes
+    )
 
 
 def _data_of(t: torch.Tensor) -> torch.Tensor:

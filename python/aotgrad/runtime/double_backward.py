@@ -12,15 +12,19 @@ their graph. Eager's arithmetic, eager's ``detach()``.
 
 Only for a call that eager's replay reproduces: a plain layout (no input written, no
 output aliasing an input; ``ForwardLayout.plain``), no random op (the replay would draw
-again), no hook of the function's called by the backward, not under autocast. The inputs
-are kept for the replay: leaves that require grad (parameters, the ``x`` of a gradient
-penalty) by reference; any other tensor weakly (a strong reference would keep an
-activation alive until the backward that min-cut chose not to save): one freed by then
-is refused with a message, as are the other cases.
+again), no hook of the function's called by the backward (under autocast, the replay
+runs under the call's autocast). The inputs
+are kept for the replay: leaves (parameters, the ``x`` of a gradient penalty, data) by
+reference; activations weakly (a strong reference would keep one alive until the
+backward where min-cut chose not to save it): one freed by then
+is refused with a message, as are the other cases. Each input that requires grad enters
+the replay through a node of its own (``_own_node``): autograd's gradient for it is the
+call's own partial derivative, as the compiled node's is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -101,9 +105,25 @@ def replay_for(
 
 
 def _kept(t: Any) -> Any:
-    if isinstance(t, torch.Tensor) and not (t.requires_grad and t.is_leaf):
-        return weakref.ref(t)
-    return t
+    # (an activation: its graph keeps what its backward needs, and no more)
+    return weakref.ref(t) if isinstance(t, torch.Tensor) and not t.is_leaf else t
+
+
+def _autocast_now() -> tuple[tuple[str, torch.dtype], ...]:
+    """The autocast contexts a call runs under: ``(device type, dtype)`` of each enabled."""
+    return tuple(
+        (d, torch.get_autocast_dtype(d))
+        for d in ("cpu", "cuda", "xpu", "mps")
+        if torch.is_autocast_enabled(d)
+    )
+
+
+def _own_node(t: Any) -> Any:
+    """``t`` through a node of its own for the replay: the gradient autograd gives for it
+    is then this call's part only, not also what reaches ``t`` through another input's
+    history (the output of an earlier call of the same function, given ``w`` again:
+    ``cf(cf(x, w), w)``; that part reaches ``w`` through the earlier call's own node)."""
+    return t.view_as(t) if isinstance(t, torch.Tensor) and t.requires_grad else t
 
 
 class Replay:
@@ -123,19 +143,20 @@ class Replay:
         for i in self.others:
             kept[i] = _kept(kept[i])
         ctx.replay_inputs = kept
-        ctx.replay_autocast = torch._C._is_any_autocast_enabled()
+        ctx.replay_autocast = _autocast_now() if torch._C._is_any_autocast_enabled() else ()
 
     def gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
         """Each input's gradient from the outputs' ``grads``, with its graph."""
-        if ctx.replay_autocast:
-            raise refused("is not supported for a call made under autocast")
         inputs = [a() if isinstance(a, weakref.ref) else a for a in ctx.replay_inputs]
         if any(a is None for a in inputs):
             raise refused(
                 "needs the call's inputs to run it again, and one was freed before this "
                 "backward (keep a reference to it)"
             )
-        with torch.enable_grad():
+        with torch.enable_grad(), contextlib.ExitStack() as autocast:
+            for device, dtype in ctx.replay_autocast:  # (the call's autocast, again)
+                autocast.enter_context(torch.autocast(device, dtype))
+            inputs = [_own_node(a) for a in inputs]
             outs = self.flat_fn(*inputs)
         pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
         wanted = [
