@@ -63,12 +63,6 @@ KNOWN: list[tuple[str, list[str], str]] = [
         "aot_eager and backend='eager' too)",
     ),
     (
-        "p31_retain_grad_and_hook_on_output",
-        DYN,
-        "Dynamo: the retained .grad of a hooked output is the gradient before the hooks "
-        "(eager's is after both), and the leaves' gradients differ (torch's aot_eager too)",
-    ),
-    (
         "p32_retain_grad_output_then_detach_",
         AOT,
         "retain_grad() then detach_() on an output: retains_grad is False and .grad stays "
@@ -85,12 +79,6 @@ KNOWN: list[tuple[str, list[str], str]] = [
         DYN,
         "Dynamo: y.grad_fn is the compiled node with 2 inputs, the hook returning 1 value makes "
         "backward raise RuntimeError (torch's aot_eager too; backend='eager' matches)",
-    ),
-    (
-        "p54_hook_then_retain_grad_on_output",
-        DYN,
-        "Dynamo: the retained .grad of an output hooked before retain_grad() is the gradient "
-        "before the hook (eager's is after it); torch's aot_eager too",
     ),
 ]
 _KNOWN = {(n, c): r for n, cs, r in KNOWN for c in cs}
@@ -253,21 +241,7 @@ def test_blind_side_effects_like_eager(kind: str, compiler: str) -> None:
     assert _same(eager, got), f"eager {eager}\ncompiled {got}"
 
 
-@pytest.mark.parametrize(
-    "compiler",
-    [
-        "aot_function-nop",
-        pytest.param(
-            "dynamo-aotgrad_eager",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Dynamo: the retained .grad of the output hooked before retain_grad() "
-                "misses the hook (as p54; torch's aot_eager too, and its no_grad call bumps "
-                "x's version twice)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("compiler", ["aot_function-nop", "dynamo-aotgrad_eager"])
 def test_blind_grad_then_no_grad_then_grad_calls(compiler: str) -> None:
     """One compiled function called with grad, under no_grad, then with grad again: hooks
     on an intermediate and retain_grad on an output, as eager's each time."""

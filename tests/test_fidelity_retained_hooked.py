@@ -69,22 +69,11 @@ def hook_removed_before_return(x, w):
     return y, y.cos()
 
 
-_DYNAMOS_ORDER = (hooked_then_retained, hooked_retained_hooked_and_computed_from)
-
-
 def _make():
     return leaves(((4, 4), True), ((4, 4), True))()
 
 
 @pytest.mark.parametrize("compiler", COMPILERS)
 @pytest.mark.parametrize("fn", PROGRAMS.values(), ids=PROGRAMS)
-def test_retained_grad_of_a_hooked_output_is_after_its_hooks(
-    fn: Callable, compiler: str, request: pytest.FixtureRequest
-) -> None:
-    if compiler.startswith("dynamo") and fn in _DYNAMOS_ORDER:
-        reason = (
-            "Dynamo replays retain_grad() and register_hook on an intermediate after the "
-            "graph, in its own order (torch.compile(backend='aot_eager') differs too)"
-        )
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+def test_retained_grad_of_a_hooked_output_is_after_its_hooks(fn: Callable, compiler: str) -> None:
     assert_like_eager(fn, _make, COMPILERS[compiler], calls=2)

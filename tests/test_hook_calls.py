@@ -307,3 +307,28 @@ def test_a_hook_added_to_a_submodule_after_the_first_call_runs_and_its_removal_c
     for got, want in zip(*results[::-1]):
         torch.testing.assert_close(got, want)
     assert len(run._compiled.eager.keys) == 1 and len(run._compiled.cache) == 1
+
+
+def test_hooks_on_an_output_keep_their_order_with_hooks_added_after_the_call() -> None:
+    """``g * 2``, then a recording hook (Dynamo breaks its graph there and registers it
+    and the next one on the output after the graph), then ``g + 1``: eager records the
+    doubled gradient. The first hook ran in the compiled backward, after the others."""
+
+    def run(compile_it: bool) -> tuple[list, torch.Tensor]:
+        seen: list[Any] = []
+
+        def f(x):
+            y = x * x
+            y.register_hook(lambda g: g * 2)
+            y.register_hook(lambda g: seen.append(g.clone()))
+            y.register_hook(lambda g: g + 1)
+            return y.sum() * 3
+
+        torch._dynamo.reset()
+        x = torch.linspace(-1, 1, 3, requires_grad=True)
+        (torch.compile(f, backend="aotgrad_eager") if compile_it else f)(x).backward()
+        return seen, x.grad
+
+    (want_seen, want_grad), (got_seen, got_grad) = run(False), run(True)
+    torch.testing.assert_close(got_seen, want_seen)
+    torch.testing.assert_close(got_grad, want_grad)

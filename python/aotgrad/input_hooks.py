@@ -30,20 +30,24 @@ from torch.utils.hooks import RemovableHandle
 from .alias import facts
 from .autograd_walks import reaches_output
 from .errors import EagerRefusal
+from .vocab import OutputVerdict
 
 __all__ = [
     "HookedView",
     "InputHooks",
     "PostAccumulate",
     "RetainedThrough",
+    "caller_fed_outputs",
     "holds_traced_values",
     "hooks_of_outputs",
     "hooks_on_members",
+    "on_node_returned",
     "register_hooks",
     "remake_views_of",
     "retain_grads",
     "retained_grads",
     "retained_written_inputs",
+    "take_off_hooks",
     "views_through_output_hooks",
 ]
 
@@ -141,6 +145,53 @@ def hooks_of_outputs(
         if k is not None:
             found.append((k, hook))
     return found
+
+
+def caller_fed_outputs(
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]], outs: Sequence[Any], verdicts: Any
+) -> list[tuple[int, Callable]]:
+    """``(output, hook)`` for the hooks on the fresh outputs (``verdicts``: the outputs'
+    ``alias.OutputVerdict``, ``NON_ALIAS``) that sit
+    on the node they are returned with, where every gradient of the output comes from
+    the caller: nothing else the function returns is computed from it. They run on the
+    caller's output (registered at runtime), not in the compiled backward: eager runs a
+    tensor's hooks in the order registered, and the compiled backward ran these after
+    every hook registered on the output after the call (Dynamo registers a hook it
+    cannot trace after its graph: ``g * 2`` then a recording hook recorded the gradient
+    before the doubling; a blind hooks suite)."""
+    found = []
+    plain = [k for k, v in enumerate(verdicts) if v is OutputVerdict.NON_ALIAS]
+    for k in plain:
+        t = outs[k]
+        hooked = on_node_returned(traced, t)
+        if not hooked or any(outs[j] is t for j in range(k)):
+            continue  # (an output returned twice is one tensor: its first place has them)
+        node, nr = t.grad_fn, t.output_nr
+        others = [o for o in outs if isinstance(o, torch.Tensor) and o is not t]
+        if not any(o.grad_fn is not None and reaches_output(o.grad_fn, node, nr) for o in others):
+            found += [(k, hook) for _, hook, _, _, _ in hooked]
+    return found
+
+
+def on_node_returned(traced: Sequence[tuple[Any, Callable, Any, Any, Any]], t: Any) -> list:
+    """The entries of ``traced`` (``InputHooks.traced_hooks``) registered on ``t`` while
+    it had the node it is returned with (a hook from before an in-place write sits on
+    the node the write replaced: it stays in the trace)."""
+    return [
+        e
+        for e in traced
+        if e[0] is t and e[3] is t.grad_fn and e[2].id in (t._backward_hooks or {})
+    ]
+
+
+def take_off_hooks(
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]], outs: Sequence[Any], fed: Sequence[int]
+) -> None:
+    """The joint trace's forward done: the hooks of the outputs ``fed`` (by the caller:
+    ``caller_fed_outputs``) taken off, for the runtime registers them on the outputs."""
+    for k in fed:
+        for _, _, handle, _, _ in on_node_returned(traced, outs[k]):
+            handle.remove()
 
 
 def hooks_on_members(

@@ -114,8 +114,12 @@ class TraceMetadata:
     early_input_hooks: list[tuple[int, Any]] = field(default_factory=list)
     #: Inputs it writes that it registered hooks on: those stay in the trace.
     traced_hook_inputs: list[int] = field(default_factory=list)
-    #: Hooks it registered on outputs the runtime rebuilds as views, ``(output, hook)``.
+    #: Hooks it registered on outputs the runtime rebuilds as views, or on the outputs
+    #: of ``caller_fed``, ``(output, hook)``: the runtime registers them on its outputs.
     output_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Fresh outputs whose hooks run on the caller's output (``caller_fed_outputs``):
+    #: the joint trace takes them off before its backward.
+    caller_fed: list[int] = field(default_factory=list)
     #: Hooked views that rebuilt outputs are viewed of (``input_hooks.HookedView``).
     hooked_views: list[Any] = field(default_factory=list)
     #: Per input whose metadata changes mix ones autograd records and ones it does not

@@ -16,6 +16,7 @@ from .. import alias
 from ..autograd_walks import reaches_node
 from ..eager_calls import EagerCalls
 from ..hops import refuse_deferred_autograd_errors
+from ..input_hooks import take_off_hooks
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
 from .autocast_casts import as_cached_leaves, cast_cache_as, leaf_copies
@@ -357,6 +358,7 @@ class _JointTrace(SavedReads):
             custom_function_saves(self._pack, self._unpack),
         ):
             outs = flat_call(self.fn, call, self.fake_args, calls)
+        take_off_hooks(calls.input_hooks.traced_hooks, outs, self.metadata.caller_fed)
         excluded = {*anchored, *self.relaid, *self.leaf_copies}
         excluded |= self.metadata.plan.facts.input_storage_set
         self.post_write = written_with_new_node(self.metadata, call, initial, excluded)

@@ -18,6 +18,7 @@ from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
 from ..input_hooks import (
     PostAccumulate,
+    caller_fed_outputs,
     hooks_of_outputs,
     retained_grads,
     retained_written_inputs,
@@ -696,7 +697,9 @@ def _with_hooks(
         and k not in facts.output_custom
     ]
     traced_hooks = calls.input_hooks.traced_hooks
-    metadata.output_hooks = hooks_of_outputs(traced_hooks, outs, rebuilt)
+    fed = caller_fed_outputs(traced_hooks, outs, plan.outputs)
+    metadata.caller_fed = sorted({k for k, _ in fed})
+    metadata.output_hooks = hooks_of_outputs(traced_hooks, outs, rebuilt) + fed
     metadata.hooked_views = views_through_output_hooks(traced_hooks, outs, rebuilt)
     metadata.output_hooks += _hooks_of_relaid_inputs_returned(plan, traced - set(recorded), hooks)
     metadata.metadata_steps = calls.metadata_steps.mixed()
