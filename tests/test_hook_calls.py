@@ -332,3 +332,22 @@ def test_hooks_on_an_output_keep_their_order_with_hooks_added_after_the_call() -
     (want_seen, want_grad), (got_seen, got_grad) = run(False), run(True)
     torch.testing.assert_close(got_seen, want_seen)
     torch.testing.assert_close(got_grad, want_grad)
+
+
+def test_a_hook_on_an_output_the_backward_does_not_reach_is_not_called() -> None:
+    """``a`` and ``b`` come from two nodes in eager, from one compiled node here: a
+    backward through ``a`` alone gave ``b``'s hook None (a recording hook raised)."""
+    for compile_it in (False, True):
+        seen: list[Any] = []
+
+        def f(x):
+            return x * 2, x * 3
+
+        run = aotgrad.aot_function(f, aotgrad.nop) if compile_it else f
+        x = torch.ones(3, requires_grad=True)
+        a, b = run(x)
+        a.register_hook(lambda g: seen.append(("a", g.clone())))
+        b.register_hook(lambda g: seen.append(("b", g.clone())))
+        a.sum().backward()
+        assert [name for name, _ in seen] == ["a"]
+        torch.testing.assert_close(x.grad, torch.full((3,), 2.0))

@@ -38,6 +38,7 @@ __all__ = [
     "PostAccumulate",
     "RetainedThrough",
     "caller_fed_outputs",
+    "defined_only",
     "holds_traced_values",
     "hooks_of_outputs",
     "hooks_on_members",
@@ -416,10 +417,10 @@ def register_hooks(tensors: Sequence[Any], hooks: Sequence[tuple[int, Callable]]
             if t.is_leaf and t.requires_grad:
                 t.register_post_accumulate_grad_hook(hook.hook)
         elif t.requires_grad:
-            t.register_hook(functools.partial(_defined_only, hook))
+            t.register_hook(functools.partial(defined_only, hook))
 
 
-def _defined_only(hook: Callable, grad: Any) -> Any:
+def defined_only(hook: Callable, grad: Any) -> Any:
     """``hook(grad)``, skipped for no gradient: the compiled Function gives every input that
     requires grad an edge, and autograd calls a hook on one the function never used with
     None, where eager has no edge and never calls it."""

@@ -23,6 +23,7 @@ from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhook
 from .double_backward import second_order
 from .epilogue import Epilogue, in_old_layouts
 from .layout import ForwardLayout, OutputAlias
+from .output_hooks import hooks_on_defined_gradients
 from .partial_backward import IndependentOutputs, tangent_components
 from .post_write_link import PostWriteLink
 from .saved_tensors import (
@@ -577,6 +578,8 @@ def make_training_function(
         @staticmethod
         def backward(ctx: Any, *grads: Any) -> Any:
             return plan.backward(ctx, grads)
+
+    hooks_on_defined_gradients(CompiledFunction)
 
     n_user = layout.num_user_outputs
     apply = readable_inputs(CompiledFunction.apply, layout.node_unread_views)
