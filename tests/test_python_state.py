@@ -158,3 +158,29 @@ def test_a_modules_forward_logging_to_a_global_list_is_eagers() -> None:
                 run(torch.full((2, 3), float(k))).backward()
         runs.append(list(LOG))
     _same(runs[1], runs[0])
+
+
+def test_drawing_from_pythons_or_numpys_generator_runs_eagerly_with_eagers_draws() -> None:
+    """``random.random()`` inside: a trace baked one draw into the graph (every call
+    scaled by it) and moved the generator twice; eager draws once per call."""
+    import random
+
+    import numpy as np
+
+    def py(x):
+        return x * random.random()
+
+    def npy(x):
+        return x * float(np.random.rand())
+
+    for fn in (py, npy):
+        compiled = aotgrad.aot_function(fn, aotgrad.nop)
+        draws = []
+        for run in (fn, compiled):
+            random.seed(0)
+            np.random.seed(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", EagerReplayWarning)
+                draws.append([run(torch.ones(1)).item() for _ in range(3)])
+            draws.append((random.random(), float(np.random.rand())))  # (where they left off)
+        assert draws[2:] == draws[:2]

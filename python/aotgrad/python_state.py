@@ -11,14 +11,19 @@ changes that state once per call, with real values.
 it closes over: plain values (numbers, strings, None) and the length of lists, dicts and
 sets; ``refuse_changes`` after the trace sets a changed value back (a list or set
 grown, a dict given keys: the new entries removed) and raises ``EagerRefusal``: the
-calls run eagerly, with an ``EagerReplayWarning`` naming the variable. State reached
-through attributes (``self.log.append``) is not seen here (a module's own attributes
-are: ``guards.refuse_changed_settings``).
+calls run eagerly, with an ``EagerReplayWarning`` naming the variable. Drawing from
+Python's or NumPy's global random generator (``random.random()``,
+``np.random.rand()``: the trace would bake one draw into the graph) counts as a change:
+the generators are set back and the calls run eagerly. State reached through
+attributes (``self.log.append``) is not seen here (a module's own attributes are:
+``guards.refuse_changed_settings``).
 """
 
 from __future__ import annotations
 
 import functools
+import random
+import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -116,12 +121,40 @@ def _snapshot(name: str, holder: Any, value: Any) -> _Watched | None:
     return None
 
 
-def watch(fn: Any) -> list[_Watched]:
+class _Generator:
+    """Python's or NumPy's global random generator, as ``_Watched`` is read."""
+
+    def __init__(self, name: str, get: Any, set_: Any) -> None:
+        self.name, self.get, self.set = name, get, set_
+        self.before = get()
+
+    def changed(self) -> bool:
+        now = self.get()
+        if isinstance(now, tuple) and len(now) > 1 and hasattr(now[1], "shape"):  # numpy
+            return any(
+                not (a == b).all() if hasattr(a, "shape") else a != b
+                for a, b in zip(now, self.before)
+            )
+        return now != self.before
+
+    def set_back(self) -> None:
+        self.set(self.before)
+
+
+def _generators() -> list[Any]:
+    found: list[Any] = [_Generator("random", random.getstate, random.setstate)]
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        found.append(_Generator("numpy.random", numpy.random.get_state, numpy.random.set_state))
+    return found
+
+
+def watch(fn: Any) -> list[Any]:
     """The state ``refuse_changes`` checks after a trace of ``fn``."""
     f = _function(fn)
     if f is None:
         return []
-    found: list[_Watched | None] = []
+    found: list[Any] = list(_generators())
     g = f.__globals__
     for name in dict.fromkeys(_names(f.__code__)):
         if name in g and not name.startswith("__"):
@@ -134,7 +167,7 @@ def watch(fn: Any) -> list[_Watched]:
     return [w for w in found if w is not None]
 
 
-def refuse_changes(watched: list[_Watched], fn: Any) -> None:
+def refuse_changes(watched: list[Any], fn: Any) -> None:
     """After a trace: a change to ``watched`` set back, and an ``EagerRefusal``."""
     changed = [w for w in watched if w.changed()]
     if not changed:
