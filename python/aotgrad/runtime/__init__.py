@@ -570,6 +570,7 @@ def make_training_function(
     """``run(*flat_tensor_args) -> flat outputs`` through autograd (``pruned``, ``replay``)."""
     plan = _TrainingPlan(_marking_failures(fw), bw, layout, pruned, replay)
 
+    @hooks_on_defined_gradients
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> Any:
@@ -579,23 +580,8 @@ def make_training_function(
         def backward(ctx: Any, *grads: Any) -> Any:
             return plan.backward(ctx, grads)
 
-    hooks_on_defined_gradients(CompiledFunction)
-
     n_user = layout.num_user_outputs
-    apply = readable_inputs(CompiledFunction.apply, layout.node_unread_views)
-    apply = edgeless_inputs(apply, layout.gradless_inputs)
-    apply = unhooked_views(apply, layout)
-    if layout.enable_grad:
-        recording = apply
-
-        def apply(*args: Any) -> Any:
-            if torch.is_inference_mode_enabled():
-                # (compiled by Dynamo, which traces a call under inference mode with
-                # no_grad on: there, autograd records nothing, enable_grad blocks too)
-                return recording(*args)
-            with torch.enable_grad():
-                return recording(*args)
-
+    apply = _applying(CompiledFunction.apply, layout)
     watching = layout.watched_inputs or layout.watched_bases or layout.saved_input_views
     watch = plan.note_watched if watching else None
     if layout.plain and watch is None:
@@ -626,6 +612,26 @@ def make_training_function(
         return outs
 
     return _views_of_no_output(run_and_replay, layout)
+
+
+def _applying(apply: Callable[..., Any], layout: ForwardLayout) -> Callable[..., Any]:
+    """``apply`` with the inputs as the Function must take them (``call_inputs``), under
+    ``enable_grad`` where the function records autograd even when called without."""
+    apply = readable_inputs(apply, layout.node_unread_views)
+    apply = edgeless_inputs(apply, layout.gradless_inputs)
+    apply = unhooked_views(apply, layout)
+    if not layout.enable_grad:
+        return apply
+
+    def recording(*args: Any) -> Any:
+        if torch.is_inference_mode_enabled():
+            # (compiled by Dynamo, which traces a call under inference mode with
+            # no_grad on: there, autograd records nothing, enable_grad blocks too)
+            return apply(*args)
+        with torch.enable_grad():
+            return apply(*args)
+
+    return recording
 
 
 def _epilogue(layout: ForwardLayout, plan: _TrainingPlan) -> Epilogue:
