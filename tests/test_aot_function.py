@@ -362,3 +362,20 @@ def test_the_compiled_function_keeps_no_calls_tensors():
     del a
     gc.collect()
     assert seen() is None
+
+
+@pytest.mark.parametrize("transform", ["grad", "vmap", "jacrev", "hessian"])
+def test_torch_func_transforms_over_a_compiled_function_run_as_eager(transform):
+    """``torch.func.grad(compiled)(x)``: the arguments are the transform's wrappers, which
+    have no storage; refused as a sparse tensor before, now the call runs eagerly under
+    the transform (with an ``EagerReplayWarning``), as eager's does."""
+    from aotgrad.errors import EagerReplayWarning
+
+    def f(x):
+        return (x.sin() * x).sum()
+
+    apply = getattr(torch.func, transform)
+    x = torch.linspace(-1, 1, 4) if transform != "vmap" else torch.randn(3, 4)
+    with pytest.warns(EagerReplayWarning, match="torch.func transform"):
+        got = apply(aotgrad.aot_function(f, aotgrad.nop))(x)
+    torch.testing.assert_close(got, apply(f)(x))

@@ -25,7 +25,7 @@ from . import alias, guards, python_state, subclasses
 from .compile import Compiler
 from .eager_calls import EagerCalls, for_inference_mode
 from .eager_replay import EagerReplays
-from .errors import GuardError, HookedViewRead, UnsupportedError
+from .errors import GuardError, HookedViewRead, UnderFunctorchTransform, UnsupportedError
 from .module_hooks import (
     call_with_hooks,
     has_own_hooks,
@@ -222,13 +222,16 @@ class AotFunction:
         they are positional leaves; ``state`` is the extra guarded state (or None)."""
         if self.subclass_outputs or subclasses.any_subclass(flat):
             return subclasses.call(self, flat, shape, state, AotFunction)
-        key = guards.call_key(
-            flat,
-            dynamic=self.options.dynamic,
-            state=state,
-            extra=shape,
-            static_dims=self.options.static_dims,
-        )
+        try:
+            key = guards.call_key(
+                flat,
+                dynamic=self.options.dynamic,
+                state=state,
+                extra=shape,
+                static_dims=self.options.static_dims,
+            )
+        except UnderFunctorchTransform as e:  # (the transform runs the function: eager's)
+            return self.eager.run_once(flat, shape, e)
         if self.eager.keys and key in self.eager.keys:
             return self.eager.run(key, flat, shape)
         entry = self.cache.get(key)

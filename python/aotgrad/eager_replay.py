@@ -25,7 +25,13 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .autocast_state import autocast_state_kept
-from .errors import EagerReplayWarning, HookedViewRead, raised_by_graph, raised_while_tracing
+from .errors import (
+    EagerReplayWarning,
+    HookedViewRead,
+    UnderFunctorchTransform,
+    raised_by_graph,
+    raised_while_tracing,
+)
 
 __all__ = ["EagerReplays", "replaying"]
 
@@ -61,7 +67,7 @@ class EagerReplays:
         args, kwargs = _arguments(flat, shape)
         with autocast_state_kept():
             result = self.fn(*args, **kwargs)
-        if isinstance(why, HookedViewRead):
+        if isinstance(why, (HookedViewRead, UnderFunctorchTransform)):
             self._warn(f"this call has {why}")
         else:
             self._warn("running its compiled graph raised, where eager PyTorch does not")

@@ -137,6 +137,12 @@ class HookedViewRead(RuntimeError):
     gradient only (``runtime.call_inputs.unhooked_views``); the call runs eagerly."""
 
 
+class UnderFunctorchTransform(RuntimeError):
+    """Raised by the guard before anything runs: an argument is a ``torch.func`` wrapper
+    (``grad``, ``vmap``, ``jacrev`` over the compiled function): the call runs eagerly,
+    under the transform, as eager's does."""
+
+
 class EagerReplayWarning(UserWarning):
     """A call whose trace raised an error eager PyTorch does not raise ran eagerly
     (``aotgrad.eager_replay``): aotgrad could not compile a program eager runs."""

@@ -54,7 +54,7 @@ import torch
 
 # Whether two inputs can reach a common byte: the same test that decides synthetic bases.
 from .alias.storage import overlaps as overlapping
-from .errors import EagerRefusal, UnsupportedError
+from .errors import EagerRefusal, UnderFunctorchTransform, UnsupportedError
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
@@ -216,7 +216,12 @@ def _is_leaf(t: torch.Tensor) -> bool | str:
         return "stale"
 
 
-def _without_storage(t: torch.Tensor, position: int) -> UnsupportedError:
+def _without_storage(t: torch.Tensor, position: int) -> Exception:
+    if torch._C._functorch.is_functorch_wrapped_tensor(t):
+        return UnderFunctorchTransform(
+            f"argument {position} is a torch.func transform's tensor (torch.func.grad, "
+            "vmap, jacrev... over the compiled function)"
+        )
     return UnsupportedError(
         f"argument {position} is a tensor without storage (layout {t.layout}): aotgrad "
         "traces strided tensors only; pass it dense (.to_dense()), or compile with "
