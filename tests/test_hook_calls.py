@@ -346,8 +346,8 @@ def test_a_hook_on_an_output_the_backward_does_not_reach_is_not_called() -> None
         run = aotgrad.aot_function(f, aotgrad.nop) if compile_it else f
         x = torch.ones(3, requires_grad=True)
         a, b = run(x)
-        a.register_hook(lambda g: seen.append(("a", g.clone())))
-        b.register_hook(lambda g: seen.append(("b", g.clone())))
+        a.register_hook(lambda g, seen=seen: seen.append(("a", g.clone())))
+        b.register_hook(lambda g, seen=seen: seen.append(("b", g.clone())))
         a.sum().backward()
         assert [name for name, _ in seen] == ["a"]
         torch.testing.assert_close(x.grad, torch.full((3,), 2.0))

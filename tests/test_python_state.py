@@ -184,3 +184,74 @@ def test_drawing_from_pythons_or_numpys_generator_runs_eagerly_with_eagers_draws
                 draws.append([run(torch.ones(1)).item() for _ in range(3)])
             draws.append((random.random(), float(np.random.rand())))  # (where they left off)
         assert draws[2:] == draws[:2]
+
+
+SCALE = 1.0
+CONFIG = {"scale": 1.0}
+
+
+class _Cfg:
+    scale = 1.0
+
+
+def test_plain_values_the_caller_changes_between_calls_are_read_again() -> None:
+    """A trace bakes ``SCALE`` into the graph: eager reads the caller's new value every
+    call. The values read are part of the guard (``ReadValues``): a change retraces."""
+    global SCALE
+    cfg = _Cfg()
+
+    def f(x):
+        return x * SCALE * CONFIG["scale"] * cfg.scale
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    try:
+        for k, (a, b, c) in enumerate([(1.0, 1.0, 1.0), (2.0, 1.0, 1.0), (2.0, 3.0, 0.5)]):
+            SCALE, CONFIG["scale"], cfg.scale = a, b, c
+            x = torch.ones(2, requires_grad=True)
+            out = compiled(x)
+            out.sum().backward()
+            torch.testing.assert_close(out, torch.full((2,), a * b * c), msg=str(k))
+            torch.testing.assert_close(x.grad, torch.full((2,), a * b * c))
+    finally:
+        SCALE, CONFIG["scale"] = 1.0, 1.0
+    assert compiled.compilations == 3
+
+
+def test_a_value_the_caller_keeps_changing_runs_eagerly_past_the_limit() -> None:
+    """A step count read by the function: each new value retraces, up to
+    ``recompile_limit``; past it, those calls run eagerly (not a ``GuardError``)."""
+    global SCALE
+
+    def f(x):
+        return x * SCALE
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop, recompile_limit=3)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for step in range(6):
+                SCALE = float(step)
+                torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), float(step)))
+    finally:
+        SCALE = 1.0
+    assert compiled.compilations == 3
+    assert any(issubclass(w.category, EagerReplayWarning) for w in seen)
+
+
+def test_a_counter_the_function_changes_is_not_guarded() -> None:
+    """The function's own writes run eagerly (``refuse_changes``) and are not part of the
+    guard: one retrace, not one per call."""
+    global COUNTER
+    COUNTER = 0
+
+    def f(x):
+        global COUNTER
+        COUNTER += 1
+        return x * COUNTER
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EagerReplayWarning)
+        outs = [compiled(torch.ones(1)).item() for _ in range(5)]
+    assert outs == [1.0, 2.0, 3.0, 4.0, 5.0] and COUNTER == 5
+    assert len(compiled.eager.keys) <= 2

@@ -11,6 +11,7 @@ stale answer. This module flattens calls, keys them and keeps their entries;
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 from collections.abc import Callable, Sequence
@@ -25,7 +26,13 @@ from . import alias, guards, python_state, subclasses
 from .compile import Compiler
 from .eager_calls import EagerCalls, for_inference_mode
 from .eager_replay import EagerReplays
-from .errors import GuardError, HookedViewRead, UnderFunctorchTransform, UnsupportedError
+from .errors import (
+    GuardError,
+    HookedViewRead,
+    UnderFunctorchTransform,
+    UnsupportedError,
+    mark_raised_while_tracing,
+)
 from .module_hooks import (
     call_with_hooks,
     has_own_hooks,
@@ -143,11 +150,11 @@ class _FlatCall:
         for p, u in self.source.items():
             full[p] = tensors[u]
         a, kw = pytree.tree_unflatten(full, self.in_spec)
-        traced = EagerCalls.active() is not None
-        state = python_state.watch(self.fn) if traced else None
-        out = self.fn(*a, **kw)
-        if state:  # (traced: Python state it changed makes the calls run eagerly)
-            python_state.refuse_changes(state, self.fn)
+        if EagerCalls.active() is None:
+            out = self.fn(*a, **kw)
+        else:  # (traced: Python state it changes makes the calls run eagerly)
+            with python_state.tracing(self.fn):
+                out = self.fn(*a, **kw)
         out_flat, self.out_spec = pytree.tree_flatten(out)
         for k, o in enumerate(out_flat):
             _refuse_opaque_output(k, o)
@@ -289,13 +296,29 @@ class AotFunction:
         assert self.last_key is not None
         return guards.describe_change(self.last_key, key)
 
+    def _only_values_read_changed(self, key: tuple) -> bool:
+        """Whether ``key`` differs from the last only in the Python values the function
+        reads (``python_state.ReadValues``): a value the caller keeps changing (a step
+        count) makes the calls with new values run eagerly, not fail."""
+        last = self.last_key
+        return (
+            isinstance(self.state, python_state.ReadValues)
+            and last is not None
+            and len(last) == len(key) == 6
+            and last[:4] == key[:4]
+            and last[5] == key[5]
+        )
+
     def _compile(self, flat: list[Any], key: tuple, inference_mode: bool = False) -> _Entry:
         if self.compilations >= self.options.recompile_limit:
-            raise GuardError(
+            error = GuardError(
                 f"{getattr(self.fn, '__qualname__', self.fn)} was compiled "
                 f"{self.compilations} times (recompile_limit={self.options.recompile_limit}); "
                 f"the assumption that keeps changing: {self._recompile_reason(flat, key)}"
             )
+            if self._only_values_read_changed(key):  # (run eagerly, as Dynamo does)
+                mark_raised_while_tracing(error)
+            raise error
         call = _FlatCall.of(self.fn, flat, key)
         tensors = [flat[i] for i in call.positions]
         training = needs_autograd(tensors, inference_mode)
@@ -361,7 +384,8 @@ def aot_function(
         dynamic=dynamic,
         recompile_limit=recompile_limit,
     )
-    return AotFunction(fn, options)
+    reads = python_state.ReadValues(fn)  # (plain values it reads are guarded)
+    return AotFunction(fn, options, reads if reads else None)
 
 
 class AotModule(torch.nn.Module):
@@ -373,6 +397,7 @@ class AotModule(torch.nn.Module):
         self._compiled = compiled
         self._settings = guards.ModuleSettings()
         self._hooks_seen = (-1, False)  # (``RemovableHandle.next_id`` then, users' hooks?)
+        self._reads = python_state.ReadValues(orig_module)  # (its forward's plain reads)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The wrapper is not one of the caller's modules: hooks registered for every
@@ -399,7 +424,8 @@ class AotModule(torch.nn.Module):
 
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         names, tensors, flags = module_snapshot(self.orig_module, self._settings)
-        flags = (*flags, self._submodules_hooked())  # (``forget_written`` reads the first)
+        # (``forget_written`` reads the first; then the guarded Python state)
+        flags = (*flags, self._submodules_hooked(), self._reads() if self._reads else ())
         if not kwargs and all(type(a) in _LEAF_TYPES or isinstance(a, torch.Tensor) for a in args):
             flat: list[Any] = [names, *tensors, *args]
             shape: Any = len(flat)
@@ -496,13 +522,18 @@ def aot_module(mod: torch.nn.Module, *args: Any, **kwargs: Any) -> AotModule:
             refuse_submodule_hooks(mod)
         given = _once_per_module(mod, dict(zip(names, rest[: len(names)])))
         settings = guards.plain_settings(mod)
-        state = python_state.watch(mod) if EagerCalls.active() is not None else None
-        with _reparametrize_module(mod, given):  # (every tied name is in ``names``)
-            out = traced_forward(mod)(*rest[len(names) :], **kw)
-            _refuse_reassigned(mod, given)
-        if state is not None:  # (traced; an eager replay changes them as eager)
-            guards.refuse_changed_settings(settings)
-            python_state.refuse_changes(state, mod)
+        traced = EagerCalls.active() is not None  # (an eager replay changes them as eager)
+        with python_state.tracing(mod) if traced else contextlib.nullcontext():
+            try:
+                with _reparametrize_module(mod, given):  # (every tied name is in ``names``)
+                    out = traced_forward(mod)(*rest[len(names) :], **kw)
+                    _refuse_reassigned(mod, given)
+            except BaseException:
+                if traced:
+                    guards.set_back_settings(settings)
+                raise
+            if traced:
+                guards.refuse_changed_settings(settings)
         return out
 
     kwargs.setdefault("num_params_buffers", len(module_snapshot(mod)[1]))

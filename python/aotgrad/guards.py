@@ -272,6 +272,20 @@ def refuse_changed_settings(before: list[tuple[Any, str, Any]]) -> None:
     setting is no longer guarded: ``ModuleSettings.forget_written``). A trace would bake
     the value in and run the forward more than once (blind training-patterns probe:
     three calls gave ``x * 2, x * 4, x * 4`` and ``calls == 4``; eager's ``1, 2, 3``)."""
+    changed = set_back_settings(before)
+    if not changed:
+        return
+    m, k, v, now = changed[0]
+    raise EagerRefusal(
+        f"the module's forward sets {type(m).__name__}.{k} ({_shown(v)} -> {_shown(now)}), "
+        "Python state a traced call would bake in or hand back as a traced tensor: the "
+        "calls run eagerly (torch.compile traces it)"
+    )
+
+
+def set_back_settings(before: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any, Any]]:
+    """The settings of ``before`` (``plain_settings``) a traced forward changed, each set
+    back as it was: ``(module, name, old value, the new one)``."""
     changed = []
     for m, k, v in before:
         if k is _NAMES:  # (public tensor attributes the forward set anew)
@@ -282,20 +296,13 @@ def refuse_changed_settings(before: list[tuple[Any, str, Any]]) -> None:
             ]
         elif _changed(v, m.__dict__.get(k, _GONE)):
             changed.append((m, k, v))
-    if not changed:
-        return
-    m, k, v = changed[0]
-    now = m.__dict__.get(k, _GONE)
+    shown = [(m, k, v, m.__dict__.get(k, _GONE)) for m, k, v in changed]
     for m2, k2, v2 in changed:
         if v2 is _GONE:
             del m2.__dict__[k2]
         else:
             setattr(m2, k2, v2)
-    raise EagerRefusal(
-        f"the module's forward sets {type(m).__name__}.{k} ({_shown(v)} -> {_shown(now)}), "
-        "Python state a traced call would bake in or hand back as a traced tensor: the "
-        "calls run eagerly (torch.compile traces it)"
-    )
+    return shown
 
 
 _GONE = object()

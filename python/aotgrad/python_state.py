@@ -21,10 +21,15 @@ attributes (``self.log.append``) is not seen here (a module's own attributes are
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
+import io
+import os
 import random
 import sys
 import types
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,46 +38,67 @@ import torch
 
 from .errors import EagerRefusal
 
-__all__ = ["refuse_changes", "watch"]
+__all__ = ["ReadValues", "refuse_changes", "set_back", "tracing", "watch"]
 
 _PLAIN = (int, float, bool, complex, str, bytes, type(None))
-_CONTAINERS = (list, dict, set)
+_CONTAINERS = (list, dict, set, collections.deque)
+#: Attributes of one object, entries of one dict looked at (one level below a name).
+_MOST_CHILDREN = 64
+
+
+class _Slot:
+    """Where a watched value lives: a dict's key (globals, a dict, an instance's
+    ``__dict__``), a closure cell, or a class attribute."""
+
+    def __init__(self, holder: Any, key: Any = None) -> None:
+        self.holder, self.key = holder, key
+
+    def get(self) -> Any:
+        h = self.holder
+        if isinstance(h, dict):
+            return h.get(self.key, _GONE)
+        if isinstance(h, type):
+            return h.__dict__.get(self.key, _GONE)
+        try:
+            return h.cell_contents
+        except ValueError:
+            return _GONE
+
+    def set(self, value: Any) -> None:
+        h = self.holder
+        if isinstance(h, dict):
+            h[self.key] = value
+        elif isinstance(h, type):
+            setattr(h, self.key, value)
+        else:
+            h.cell_contents = value
 
 
 @dataclass
 class _Watched:
-    name: str
-    holder: Any  # a globals dict or a closure cell
+    label: str
+    slot: _Slot
     value: Any
-    before: Any  # the value (plain) or a copy of the keys / length (containers)
-
-    def now(self) -> Any:
-        if isinstance(self.holder, dict):
-            return self.holder.get(self.name, _GONE)
-        try:
-            return self.holder.cell_contents
-        except ValueError:
-            return _GONE
+    before: Any  # the value (plain), the length (list) or a copy (other containers)
 
     def changed(self) -> bool:
-        now = self.now()
+        now = self.slot.get()
         if now is not self.value:
             return not (
                 isinstance(now, _PLAIN) and type(now) is type(self.value) and now == self.value
             )
         if isinstance(now, list):
             return len(now) != self.before
+        if isinstance(now, collections.deque):
+            return len(now) != len(self.before) or any(a is not b for a, b in zip(now, self.before))
         if isinstance(now, _CONTAINERS):
             return len(now) != len(self.before)
         return False
 
     def set_back(self) -> None:
-        now = self.now()
+        now = self.slot.get()
         if now is not self.value:
-            if isinstance(self.holder, dict):
-                self.holder[self.name] = self.value
-            else:
-                self.holder.cell_contents = self.value
+            self.slot.set(self.value)
         elif isinstance(now, list):
             del now[self.before :]
         elif isinstance(now, dict):
@@ -80,6 +106,9 @@ class _Watched:
                 del now[k]
         elif isinstance(now, set):
             now.intersection_update(self.before)
+        elif isinstance(now, collections.deque):
+            now.clear()
+            now.extend(self.before)
 
 
 _GONE = object()
@@ -111,14 +140,61 @@ def _names(code: types.CodeType) -> Iterator[str]:
             yield from _names(c)
 
 
-def _snapshot(name: str, holder: Any, value: Any) -> _Watched | None:
+def _snapshot(label: str, slot: _Slot, value: Any) -> _Watched | None:
     if isinstance(value, _PLAIN):
-        return _Watched(name, holder, value, value)
+        return _Watched(label, slot, value, value)
     if isinstance(value, list):
-        return _Watched(name, holder, value, len(value))
-    if isinstance(value, (dict, set)):
-        return _Watched(name, holder, value, set(value) if isinstance(value, set) else list(value))
+        return _Watched(label, slot, value, len(value))
+    if isinstance(value, set):
+        return _Watched(label, slot, value, set(value))
+    if isinstance(value, (dict, collections.deque)):
+        return _Watched(label, slot, value, list(value))
     return None
+
+
+def _users_object(value: Any) -> bool:
+    """An object of the user's whose attributes a function may change (``cfg.calls``):
+    not a module, function, tensor or ``nn.Module`` (``guards`` watches those), nor one
+    of Python's or torch's own."""
+    if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType)):
+        return False
+    if isinstance(value, (torch.Tensor, torch.nn.Module, *_PLAIN, *_CONTAINERS)):
+        return False
+    owner = value if isinstance(value, type) else type(value)
+    return not owner.__module__.startswith(("torch", "builtins", "aotgrad", "numpy", "typing"))
+
+
+def _children(label: str, value: Any) -> Iterator[_Watched | None]:
+    """One level below a watched name: a dict's entries, a user object's or class's
+    attributes (``G["calls"] += 1``, ``cfg.calls += 1``, ``Counter.n += 1``)."""
+    if isinstance(value, dict):
+        items = list(value.items())[:_MOST_CHILDREN]
+        holder: Any = value
+    elif _users_object(value) and isinstance(
+        getattr(value, "__dict__", None), (dict, types.MappingProxyType)
+    ):
+        holder = value if isinstance(value, type) else value.__dict__
+        items = [(k, v) for k, v in vars(value).items() if not k.startswith("__")][:_MOST_CHILDREN]
+    else:
+        return
+    for k, v in items:
+        yield _snapshot(
+            f"{label}.{k}" if not isinstance(value, dict) else f"{label}[{k!r}]",
+            _Slot(holder, k),
+            v,
+        )
+
+
+def _watched_names(f: types.FunctionType) -> Iterator[tuple[str, _Slot]]:
+    g = f.__globals__
+    for name in dict.fromkeys(_names(f.__code__)):
+        if name in g and not name.startswith("__"):
+            yield name, _Slot(g, name)
+    for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+        yield name, _Slot(cell)
+    for k, d in enumerate((*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())):
+        if isinstance(d, _CONTAINERS):  # (a mutable default: ``acc=[]``)
+            yield f"default {k}", _Slot({0: d}, 0)
 
 
 class _Generator:
@@ -149,34 +225,113 @@ def _generators() -> list[Any]:
     return found
 
 
+def _module_containers(mod: torch.nn.Module) -> Iterator[_Watched | None]:
+    """The lists, dicts, sets and deques ``mod`` and its submodules hold as attributes
+    (``self.history.append(loss.item())``, ``self.feats["h"] = h``; their plain settings
+    are ``guards``')."""
+    for name, m in mod.named_modules():
+        for k, v in m.__dict__.items():
+            if not k.startswith("_") and isinstance(v, _CONTAINERS):
+                yield _snapshot(f"{name or type(mod).__name__}.{k}", _Slot(m.__dict__, k), v)
+
+
 def watch(fn: Any) -> list[Any]:
     """The state ``refuse_changes`` checks after a trace of ``fn``."""
     f = _function(fn)
     if f is None:
         return []
     found: list[Any] = list(_generators())
-    g = f.__globals__
-    for name in dict.fromkeys(_names(f.__code__)):
-        if name in g and not name.startswith("__"):
-            found.append(_snapshot(name, g, g[name]))
-    for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
-        try:
-            found.append(_snapshot(name, cell, cell.cell_contents))
-        except ValueError:  # (an empty cell)
+    if isinstance(fn, torch.nn.Module):
+        found += _module_containers(fn)
+    for label, slot in _watched_names(f):
+        value = slot.get()
+        if value is _GONE:
             continue
+        found.append(_snapshot(label, slot, value))
+        found += _children(label, value)
     return [w for w in found if w is not None]
 
 
-def refuse_changes(watched: list[Any], fn: Any) -> None:
-    """After a trace: a change to ``watched`` set back, and an ``EagerRefusal``."""
+def set_back(watched: list[Any]) -> list[Any]:
+    """What of ``watched`` changed, set back."""
     changed = [w for w in watched if w.changed()]
-    if not changed:
-        return
     for w in changed:
         w.set_back()
+    return changed
+
+
+def refuse_changes(watched: list[Any], fn: Any, printed: bool = False) -> None:
+    """After a trace: a change to ``watched`` set back, and an ``EagerRefusal``; also
+    where the trace ``printed`` or warned from the user's code."""
+    changed = [w.label for w in set_back(watched)]
+    code = getattr(_function(fn), "__code__", None)
+    if changed and code is not None:
+        _written.setdefault(code, set()).update(changed)
+    if printed:
+        changed.append("what it prints or warns")
+    if not changed:
+        return
     name = getattr(_function(fn), "__qualname__", "the function")
     raise EagerRefusal(
-        f"{name} changes Python state ({', '.join(w.name for w in changed)}), which a "
-        "traced call would change once, at trace time, with stand-in values; eager "
-        "changes it every call: the calls run eagerly (torch.compile replays such changes)"
+        f"{name} changes Python state ({', '.join(changed)}), which a traced call would "
+        "change once, at trace time, with stand-in values; eager changes it every call: "
+        "the calls run eagerly (torch.compile replays such changes)"
     )
+
+
+@contextlib.contextmanager
+def tracing(fn: Any) -> Iterator[None]:
+    """Around a trace of ``fn``'s code: ``watch``, with what it prints kept back and the
+    warnings it emits recorded; a change refused (``refuse_changes``). Where the trace
+    raises, the state is set back and the error goes on (the call replays eagerly or
+    fails as it would have)."""
+    state = watch(fn)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            yield
+        except BaseException:
+            set_back(state)
+            raise
+    users = [w for w in seen if not _ours(w.filename)]
+    for w in seen if not users else ():  # (torch's own, as they would have been)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    refuse_changes(state, fn, printed=bool(out.getvalue() or users))
+
+
+def _ours(filename: str) -> bool:
+    """A warning from torch's or aotgrad's code (not the user's)."""
+    return any(f"{os.sep}{pkg}{os.sep}" in filename for pkg in ("torch", "aotgrad", "functorch"))
+
+
+#: Labels of the state each function (its code object) was seen to change: not guarded.
+_written: dict[types.CodeType, set[str]] = {}
+
+
+class ReadValues:
+    """The plain values ``fn``'s code reads from globals, closure cells, and one level
+    below them (``CFG["scale"]``, ``cfg.scale``), as part of the guard: a trace bakes
+    them into the graph, and eager reads them every call (a global scale the caller
+    changed between calls kept its first value; a blind suite). What the function
+    itself changes is not guarded (those calls run eagerly: ``refuse_changes``)."""
+
+    def __init__(self, fn: Any) -> None:
+        f = _function(fn)
+        self.code = None if f is None else f.__code__
+        self.slots: list[tuple[str, _Slot]] = []
+        if f is not None:
+            for w in watch(f):
+                if isinstance(w, _Watched) and isinstance(w.value, _PLAIN):
+                    self.slots.append((w.label, w.slot))
+        self._seen = -1
+
+    def __bool__(self) -> bool:
+        return bool(self.slots)
+
+    def __call__(self) -> tuple[Any, ...]:
+        written = _written.get(self.code) if self.code is not None else None
+        if written is not None and len(written) != self._seen:
+            self._seen = len(written)
+            self.slots = [(label, slot) for label, slot in self.slots if label not in written]
+        return tuple(slot.get() for _, slot in self.slots)
