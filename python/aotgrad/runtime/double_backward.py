@@ -104,9 +104,7 @@ def replay_for(
     return Replay(flat_fn, static)
 
 
-def _kept(t: Any) -> Any:
-    # (an activation: its graph keeps what its backward needs, and no more)
-    return weakref.ref(t) if isinstance(t, torch.Tensor) and not t.is_leaf else t
+_ANY_AUTOCAST = torch._C._is_any_autocast_enabled
 
 
 def _autocast_now() -> tuple[tuple[str, torch.dtype], ...]:
@@ -136,14 +134,20 @@ class Replay:
 
     def keep(self, ctx: Any, args: Sequence[Any]) -> None:
         """The call's inputs, for a replay: parameters and buffers (alive with their
-        module) by reference, the others as ``_kept`` says."""
-        if self.others is None:
-            self.others = [i for i in range(len(args)) if i not in self.static]
-        kept = list(args)
-        for i in self.others:
-            kept[i] = _kept(kept[i])
+        module) and other leaves by reference, activations weakly (their graph keeps what
+        their backward needs and no more)."""
+        others = self.others
+        if others is None:
+            others = self.others = [i for i in range(len(args)) if i not in self.static]
+        kept: Any = args
+        for i in others:
+            a = args[i]
+            if isinstance(a, torch.Tensor) and a.grad_fn is not None:
+                if kept is args:
+                    kept = list(args)
+                kept[i] = weakref.ref(a)
         ctx.replay_inputs = kept
-        ctx.replay_autocast = _autocast_now() if torch._C._is_any_autocast_enabled() else ()
+        ctx.replay_autocast = _autocast_now() if _ANY_AUTOCAST() else ()
 
     def gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
         """Each input's gradient from the outputs' ``grads``, with its graph."""
