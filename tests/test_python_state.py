@@ -255,3 +255,35 @@ def test_a_counter_the_function_changes_is_not_guarded() -> None:
         outs = [compiled(torch.ones(1)).item() for _ in range(5)]
     assert outs == [1.0, 2.0, 3.0, 4.0, 5.0] and COUNTER == 5
     assert len(compiled.eager.keys) <= 2
+
+
+def test_an_iterator_the_function_reads_runs_it_eagerly_without_taking_an_item() -> None:
+    """``next(scales)`` inside: a trace took two items (metadata, joint) and froze the
+    second; what a trace takes cannot be put back, so the calls run eagerly before any
+    trace runs."""
+    import itertools
+
+    got = []
+    for compile_it in (False, True):
+        steps = itertools.count()
+
+        def f(x, steps=steps):
+            return x * next(steps)
+
+        run = aotgrad.aot_function(f, aotgrad.nop) if compile_it else f
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EagerReplayWarning)
+            got.append([run(torch.ones(1)).item() for _ in range(3)] + [next(steps)])
+    assert got[1] == got[0] == [0.0, 1.0, 2.0, 3]
+
+
+def test_a_short_list_of_numbers_the_caller_changes_is_read_again() -> None:
+    weights = [1.0, 2.0]
+
+    def f(x):
+        return x * sum(weights)
+
+    compiled = aotgrad.aot_function(f, aotgrad.nop)
+    assert compiled(torch.ones(1)).item() == 3.0
+    weights.append(4.0)
+    assert compiled(torch.ones(1)).item() == 7.0

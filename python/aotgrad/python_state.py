@@ -22,6 +22,7 @@ attributes (``self.log.append``) is not seen here (a module's own attributes are
 from __future__ import annotations
 
 import collections
+import collections.abc
 import contextlib
 import functools
 import io
@@ -193,7 +194,7 @@ def _watched_names(f: types.FunctionType) -> Iterator[tuple[str, _Slot]]:
     for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
         yield name, _Slot(cell)
     for k, d in enumerate((*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())):
-        if isinstance(d, _CONTAINERS):  # (a mutable default: ``acc=[]``)
+        if isinstance(d, (*_CONTAINERS, collections.abc.Iterator)):  # (``acc=[]``)
             yield f"default {k}", _Slot({0: d}, 0)
 
 
@@ -252,6 +253,18 @@ def watch(fn: Any) -> list[Any]:
     return [w for w in found if w is not None]
 
 
+def _iterators(fn: Any) -> list[str]:
+    """The names ``fn``'s code reads that hold an iterator (``next(steps)``)."""
+    f = _function(fn)
+    if f is None:
+        return []
+    return [
+        label
+        for label, slot in _watched_names(f)
+        if isinstance(slot.get(), collections.abc.Iterator)
+    ]
+
+
 def set_back(watched: list[Any]) -> list[Any]:
     """What of ``watched`` changed, set back."""
     changed = [w for w in watched if w.changed()]
@@ -286,6 +299,12 @@ def tracing(fn: Any) -> Iterator[None]:
     raises, the state is set back and the error goes on (the call replays eagerly or
     fails as it would have)."""
     state = watch(fn)
+    advanced = _iterators(fn)
+    if advanced:  # (what a trace takes from one cannot be put back: refused before it)
+        raise EagerRefusal(
+            f"the function reads an iterator ({', '.join(advanced)}): a trace would take "
+            "its items once; eager takes them every call: the calls run eagerly"
+        )
     out = io.StringIO()
     with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -322,7 +341,7 @@ class ReadValues:
         self.slots: list[tuple[str, _Slot]] = []
         if f is not None:
             for w in watch(f):
-                if isinstance(w, _Watched) and isinstance(w.value, _PLAIN):
+                if isinstance(w, _Watched) and _read(w.value) is not _UNREAD:
                     self.slots.append((w.label, w.slot))
         self._seen = -1
 
@@ -334,4 +353,17 @@ class ReadValues:
         if written is not None and len(written) != self._seen:
             self._seen = len(written)
             self.slots = [(label, slot) for label, slot in self.slots if label not in written]
-        return tuple(slot.get() for _, slot in self.slots)
+        return tuple(_read(slot.get()) for _, slot in self.slots)
+
+
+_UNREAD = object()
+
+
+def _read(value: Any) -> Any:
+    """What of ``value`` the guard holds: a plain value itself, a short list of plain
+    values as a tuple (``sum(weights)`` of a list the caller changes); else ``_UNREAD``."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, list) and len(value) <= 16 and all(isinstance(v, _PLAIN) for v in value):
+        return ("list", *value)
+    return _UNREAD
