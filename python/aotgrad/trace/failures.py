@@ -58,11 +58,13 @@ def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
             "storage)"
         )
     if "mutating a non-functional tensor with a functional tensor" in msg:
-        # a tensor from outside the arguments written with a traced value
-        return UnsupportedError(
-            f"cannot trace {name}: it writes a tensor that is not one of its arguments (a "
-            f"global, or a closure's) at {where}: pass it as an argument (a module's "
-            "buffers go through aot_module)"
+        # a tensor from outside the arguments written with a traced value: eager runs it
+        return _replayed(
+            UnsupportedError(
+                f"cannot trace {name}: it writes a tensor that is not one of its arguments "
+                f"(a global, or a closure's) at {where}: pass it as an argument (a "
+                "module's buffers go through aot_module)"
+            )
         )
     if msg == "slice() cannot be applied to a 0-dim tensor.":
         return IndexError(msg)  # torch's decomposition raises another type than eager's
@@ -71,6 +73,14 @@ def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
             f"cannot trace {name}: data-dependent operation at {where}: {msg.splitlines()[0]}"
         )
     return None
+
+
+def _replayed(error: Exception) -> Exception:
+    """``error``, marked so that the calls run eagerly (with an ``EagerReplayWarning``
+    naming it): a tensor from outside the arguments cannot be traced (its gradient and
+    later values would be lost), and eager runs the function."""
+    mark_raised_while_tracing(error)
+    return error
 
 
 def _eagers_error(e: AssertionError) -> Exception | None:
@@ -161,10 +171,12 @@ def _translated(fn: Callable[..., Any]):
             raise eagers from e
         if "Please convert all Tensors to FakeTensors" in str(e):
             # a real tensor met the traced ones: one the function reads from outside
-            raise UnsupportedError(
-                f"cannot trace {name}: it reads a tensor that is not one of its arguments "
-                f"(a global, or a closure's) at {_user_frame(e.__traceback__)}: pass it as "
-                "an argument (a module's parameters and buffers: aot_module)"
+            raise _replayed(
+                UnsupportedError(
+                    f"cannot trace {name}: it reads a tensor that is not one of its "
+                    f"arguments (a global, or a closure's) at {_user_frame(e.__traceback__)}: "
+                    "pass it as an argument (a module's parameters and buffers: aot_module)"
+                )
             ) from e
         raise
     except ValueError as e:
