@@ -351,3 +351,23 @@ def test_a_hook_on_an_output_the_backward_does_not_reach_is_not_called() -> None
         a.sum().backward()
         assert [name for name, _ in seen] == ["a"]
         torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+
+
+def test_a_hook_on_an_output_the_others_are_computed_from_warns_what_it_sees() -> None:
+    """``a = x * 2; b = a.exp()``, both returned, a hook on ``a`` after the call, backward
+    through ``b``: eager's hook sees ``a``'s gradient through ``b``; the compiled node adds
+    that part inside, so the hook sees only what the caller gives ``a``. It is still
+    called (a counting hook counts as eager's) and a warning says so."""
+    calls = []
+
+    def f(x):
+        a = x * 2
+        return a, a.exp()
+
+    x = torch.ones(3, requires_grad=True)
+    a, b = aotgrad.aot_function(f, aotgrad.nop)(x)
+    with pytest.warns(UserWarning, match="other outputs are computed from"):
+        a.register_hook(lambda g: calls.append(g))
+    b.sum().backward()
+    assert len(calls) == 1
+    torch.testing.assert_close(x.grad, 2 * torch.exp(torch.full((3,), 2.0)))

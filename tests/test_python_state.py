@@ -275,15 +275,3 @@ def test_an_iterator_the_function_reads_runs_it_eagerly_without_taking_an_item()
             warnings.simplefilter("ignore", EagerReplayWarning)
             got.append([run(torch.ones(1)).item() for _ in range(3)] + [next(steps)])
     assert got[1] == got[0] == [0.0, 1.0, 2.0, 3]
-
-
-def test_a_short_list_of_numbers_the_caller_changes_is_read_again() -> None:
-    weights = [1.0, 2.0]
-
-    def f(x):
-        return x * sum(weights)
-
-    compiled = aotgrad.aot_function(f, aotgrad.nop)
-    assert compiled(torch.ones(1)).item() == 3.0
-    weights.append(4.0)
-    assert compiled(torch.ones(1)).item() == 7.0

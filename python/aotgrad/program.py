@@ -42,6 +42,7 @@ from .runtime import (
 )
 from .runtime.double_backward import replay_for
 from .runtime.epilogue import leaving_grad_mode
+from .runtime.output_hooks import fed_on
 from .runtime.unreached_tangents import (
     PrunedBackwards,
 )
@@ -462,6 +463,7 @@ def compile_program(
         return inputs
 
     layout.merged_outputs = _merged_outputs(program.forward, layout)
+    layout.outputs_fed_on = fed_on(program.forward, layout.num_fwd_outputs)
     if program.training:
         _versions_before_saving(program.forward, layout)
         layout.saved_read_by_storage = _saved_read_by_storage(program.backward, layout)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import contextlib
+import dis
 import functools
 import io
 import os
@@ -58,6 +59,8 @@ class _Slot:
         h = self.holder
         if isinstance(h, dict):
             return h.get(self.key, _GONE)
+        if isinstance(h, list):
+            return h[self.key] if -len(h) <= self.key < len(h) else _GONE
         if isinstance(h, type):
             return h.__dict__.get(self.key, _GONE)
         try:
@@ -67,7 +70,7 @@ class _Slot:
 
     def set(self, value: Any) -> None:
         h = self.holder
-        if isinstance(h, dict):
+        if isinstance(h, (dict, list)):
             h[self.key] = value
         elif isinstance(h, type):
             setattr(h, self.key, value)
@@ -171,6 +174,9 @@ def _children(label: str, value: Any) -> Iterator[_Watched | None]:
     if isinstance(value, dict):
         items = list(value.items())[:_MOST_CHILDREN]
         holder: Any = value
+    elif isinstance(value, list):  # (``SCALE[0]``)
+        items = list(enumerate(value[:_MOST_CHILDREN]))
+        holder = value
     elif _users_object(value) and isinstance(
         getattr(value, "__dict__", None), (dict, types.MappingProxyType)
     ):
@@ -180,7 +186,7 @@ def _children(label: str, value: Any) -> Iterator[_Watched | None]:
         return
     for k, v in items:
         yield _snapshot(
-            f"{label}.{k}" if not isinstance(value, dict) else f"{label}[{k!r}]",
+            f"{label}[{k!r}]" if isinstance(value, (dict, list)) else f"{label}.{k}",
             _Slot(holder, k),
             v,
         )
@@ -340,8 +346,13 @@ class ReadValues:
         self.code = None if f is None else f.__code__
         self.slots: list[tuple[str, _Slot]] = []
         if f is not None:
+            loaded, keys = _own_reads(f)
             for w in watch(f):
-                if isinstance(w, _Watched) and _read(w.value) is not _UNREAD:
+                if not isinstance(w, _Watched) or _read(w.value) is _UNREAD:
+                    continue
+                parent = w.label.split(".")[0].split("[")[0]
+                child = parent != w.label
+                if parent in loaded and (not child or w.slot.key in keys):
                     self.slots.append((w.label, w.slot))
         self._seen = -1
 
@@ -359,11 +370,18 @@ class ReadValues:
 _UNREAD = object()
 
 
+def _own_reads(f: types.FunctionType) -> tuple[set[str], set[Any]]:
+    """The globals and closure variables ``f``'s own code loads (not its nested
+    functions': a hook defined inside may change them as the backward runs), and the
+    attribute names and constants it uses (``cfg.scale``, ``CFG["scale"]``)."""
+    loads = ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF")
+    loaded = {i.argval for i in dis.get_instructions(f) if i.opname in loads}
+    code = f.__code__
+    keys = set(code.co_names) | {c for c in code.co_consts if isinstance(c, (str, int))}
+    return loaded, keys
+
+
 def _read(value: Any) -> Any:
-    """What of ``value`` the guard holds: a plain value itself, a short list of plain
-    values as a tuple (``sum(weights)`` of a list the caller changes); else ``_UNREAD``."""
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, list) and len(value) <= 16 and all(isinstance(v, _PLAIN) for v in value):
-        return ("list", *value)
-    return _UNREAD
+    """What of ``value`` the guard holds: a plain value itself; else ``_UNREAD``. (Not a
+    list's items: a list hooks or the caller's loop append to would retrace each call.)"""
+    return value if isinstance(value, _PLAIN) else _UNREAD

@@ -570,7 +570,6 @@ def make_training_function(
     """``run(*flat_tensor_args) -> flat outputs`` through autograd (``pruned``, ``replay``)."""
     plan = _TrainingPlan(_marking_failures(fw), bw, layout, pruned, replay)
 
-    @hooks_on_defined_gradients
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> Any:
@@ -579,6 +578,8 @@ def make_training_function(
         @staticmethod
         def backward(ctx: Any, *grads: Any) -> Any:
             return plan.backward(ctx, grads)
+
+    hooks_on_defined_gradients(CompiledFunction, layout.outputs_fed_on)
 
     n_user = layout.num_user_outputs
     apply = _applying(CompiledFunction.apply, layout)

@@ -270,6 +270,9 @@ class ForwardLayout:
     #: Hooks it registered on outputs rebuilt as views, ``(output, hook)``: registered on
     #: the rebuilt output too (the caller's gradient reaches it there).
     output_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Forward outputs that others of them are computed from (``output_hooks.fed_on``):
+    #: a hook the caller registers on one sees the gradient the caller gives it only.
+    outputs_fed_on: frozenset[int] = frozenset()
     #: Hooked views the rebuilt outputs eager views of them are made of (an output, or
     #: remade with their hooks: ``input_hooks.HookedView``).
     hooked_views: list[Any] = field(default_factory=list)
