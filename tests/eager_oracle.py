@@ -22,6 +22,20 @@ def _aot(partition_fn: Callable[..., Any]) -> Callable[[Callable], Callable]:
     return lambda fn: aotgrad.aot_function(fn, aotgrad.nop, partition_fn=partition_fn)
 
 
+def aot_inductor(fn: Callable) -> Callable:
+    """``aot_function`` with Inductor as the ``"aotgrad"`` backend runs it (its compilers,
+    partitioner wrapper and decompositions)."""
+    from aotgrad import inductor
+
+    return aotgrad.aot_function(
+        fn,
+        inductor.inductor_forward,
+        inductor.inductor_backward,
+        partition_fn=inductor.inductor_partition(min_cut_rematerialization_partition),
+        decompositions=inductor.inductor_decompositions(),
+    )
+
+
 def _dynamo(fn: Callable) -> Callable:
     torch._dynamo.reset()
     return torch.compile(fn, backend="aotgrad_eager")

@@ -17,7 +17,15 @@ import torch
 
 import aotgrad
 from aotgrad.errors import EagerReplayWarning, UnsupportedError
-from eager_oracle import COMPILERS, DirtyMul, Half, ViewOf, assert_like_eager, leaf_clone
+from eager_oracle import (
+    COMPILERS,
+    DirtyMul,
+    Half,
+    ViewOf,
+    aot_inductor,
+    assert_like_eager,
+    leaf_clone,
+)
 
 
 def _r(*shape: int) -> torch.Tensor:
@@ -231,20 +239,6 @@ def test_retained_output_the_caller_writes_in_place(compiler: str) -> None:
         )
 
 
-def _aot_inductor(fn: Any) -> Any:
-    from aotgrad import inductor
-
-    return aotgrad.aot_function(
-        fn,
-        inductor.inductor_forward,
-        inductor.inductor_backward,
-        partition_fn=inductor.inductor_partition(
-            aotgrad.partition.min_cut_rematerialization_partition
-        ),
-        decompositions=inductor.inductor_decompositions(),
-    )
-
-
 @pytest.mark.parametrize("compile", ["nop", "inductor"])
 @pytest.mark.parametrize("use", [(0, 1), (0,), (1,), (2,)])
 def test_retained_output_grad_follows_what_the_caller_reaches(use: Any, compile: str) -> None:
@@ -273,7 +267,7 @@ def test_retained_output_grad_follows_what_the_caller_reaches(use: Any, compile:
     with warnings.catch_warnings():
         warnings.simplefilter("error", EagerReplayWarning)  # compiled, not run eagerly
         compiled = run(
-            aotgrad.aot_function(f, aotgrad.nop) if compile == "nop" else _aot_inductor(f)
+            aotgrad.aot_function(f, aotgrad.nop) if compile == "nop" else aot_inductor(f)
         )
     assert eager[0] is compiled[0] is True
     for a, b in zip(eager[1:], compiled[1:]):

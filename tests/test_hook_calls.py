@@ -14,26 +14,14 @@ import pytest
 import torch
 
 import aotgrad
-from aotgrad import cache, inductor
+from aotgrad import cache
 from aotgrad.errors import EagerReplayWarning
 from aotgrad.hook_calls import TENSOR_HOOK
-
-
-def _inductor(fn: Callable) -> Callable:
-    return aotgrad.aot_function(
-        fn,
-        inductor.inductor_forward,
-        inductor.inductor_backward,
-        partition_fn=inductor.inductor_partition(
-            aotgrad.partition.min_cut_rematerialization_partition
-        ),
-        decompositions=inductor.inductor_decompositions(),
-    )
-
+from eager_oracle import aot_inductor
 
 COMPILERS = {
     "nop": lambda fn: aotgrad.aot_function(fn, aotgrad.nop),
-    "inductor": _inductor,
+    "inductor": aot_inductor,
 }
 
 
