@@ -6,7 +6,7 @@ What autograd decides from that counter follows: a view of ``b[4:]`` made under
 ``no_grad`` before the write raises when its ``grad_fn`` is read, a tensor saved from
 ``b[4:]`` fails the backward. Traced, each input is a stand-in of its own, with a counter of
 its own, unless the function writes it with grad (then the inputs are views of one
-synthetic base: ``alias.storage.join_siblings``).
+synthetic base: ``alias.siblings.join_siblings``).
 
 ``SharedCounters`` keeps the stand-ins' counters moving together: after each call it adds
 what each member of a group gained to the others, and keeps count of those additions so

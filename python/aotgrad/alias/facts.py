@@ -41,7 +41,7 @@ from ..vocab import (  # the bits: Rust's (alias/facts.rs), read by aotgrad.voca
     OUT_VIEW_OF_INTERMEDIATE,
 )
 from .reinterpret import by_view_dtype, reinterpreted_spec
-from .storage import byte_range, join_siblings, overlap_groups
+from .storage import byte_range, overlap_groups
 from .views import ViewSpec, _plain, eager_layout
 
 
@@ -159,20 +159,6 @@ def _storage_set(w: Any) -> bool:
 def _unwrap(t: FunctionalTensor) -> Any:
     torch._sync(t)
     return t.elem
-
-
-def link_siblings(facts: AliasFacts, originals: Sequence[Any]) -> None:
-    """Joins to the written inputs' alias groups the disjoint views of their base that
-    eager links through it (``join_siblings``): a write autograd records, or any write
-    beside a view autograd made otherwise. Not under inference mode, where autograd
-    records and checks nothing."""
-    flags = facts.input_flags
-    facts.input_storage = join_siblings(
-        facts.input_storage,
-        originals,
-        [k for k, f in enumerate(flags) if written_with_grad(f)],
-        [k for k, f in enumerate(flags) if f & (IN_MUTATES_DATA | IN_MUTATES_METADATA)],
-    )
 
 
 def written_with_grad(flags: int) -> bool:

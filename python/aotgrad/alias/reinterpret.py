@@ -34,6 +34,10 @@ class Reinterpret:
     #: gradient (``x.view(torch.complex128)`` of an (8, 4) float64 ``x``, which no
     #: ``view_as_complex`` takes), whose later views (``.conj()``) view it.
     dtype_view: bool = False
+    #: The base's sizes, strides and offset when traced (static ones): a base whose
+    #: metadata the function changed after taking the view (``t = x.view(torch.complex128);
+    #: x.as_strided_(...)``) is seen as it was then, as eager's view was taken.
+    base_layout: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
 
     @classmethod
     def of(cls, view: torch.Tensor) -> Reinterpret:
@@ -72,6 +76,9 @@ def reinterpreted_view(base: torch.Tensor, spec: ViewSpec) -> torch.Tensor:
     element size): eager's ``x.view(torch.complex128)[:]`` or ``.conj().conj()`` has it for
     ``._base``, and the whole of it is viewed once more to be one."""
     assert spec.reinterpret is not None
+    was = spec.reinterpret.base_layout
+    if was is not None and (tuple(base.shape), tuple(base.stride()), base.storage_offset()) != was:
+        base = base.as_strided(*was)
     seen = spec.reinterpret.apply(base)
     at = seen.storage_offset() + spec.offset
     if not spec.through and (tuple(seen.shape), tuple(seen.stride()), seen.storage_offset()) == (
@@ -143,12 +150,21 @@ def reinterpreted_spec(
             for m in through
             if (m.dtype, m.is_conj(), m.is_neg()) == (view.dtype, view.is_conj(), view.is_neg())
         ),
-        reinterpret=Reinterpret(view.dtype, view.is_conj(), view.is_neg(), dtype_view),
+        reinterpret=Reinterpret(
+            view.dtype, view.is_conj(), view.is_neg(), dtype_view, _static_layout(base)
+        ),
     )
     hinted = _hints(laid), _hints(base)
     if None in (*hinted[0], *hinted[1]):
         return None  # (unbacked: data-dependent)
     return spec if _rebuilds(spec.reinterpret, base, *hinted) else None
+
+
+def _static_layout(t: Any) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    items = (*t.shape, *t.stride(), t.storage_offset())
+    if any(isinstance(v, torch.SymInt) for v in items):
+        return None
+    return tuple(t.shape), tuple(t.stride()), int(t.storage_offset())
 
 
 def _hints(t: Any) -> tuple[Any, ...]:

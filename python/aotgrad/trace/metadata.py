@@ -13,6 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import alias
+from ..alias.siblings import link_siblings
 from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
@@ -385,7 +386,7 @@ def _finish_facts(
             for f, w in zip(facts.input_flags, wrapped)
         ]
     else:
-        alias.facts.link_siblings(facts, fake_args)
+        link_siblings(facts, fake_args)
     facts.input_storage_resize = {
         **{i: 0 for i, a in enumerate(fake_args) if _empty_storage(a)},
         **resized,
