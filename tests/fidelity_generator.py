@@ -10,7 +10,9 @@ values, other ``requires_grad`` flags, a call mode: grad, ``no_grad``,
 ``inference_mode``, ``autocast``; some calls run the function twice on the same inputs
 before one backward through both results; some write an input between the call and the
 backward). ``tests/fidelity_vocabulary_extra.py`` adds, each from its own stream,
-complex tensors, a momentum float, a running buffer and the caller's ``.data`` writes.
+complex tensors, a momentum float, a running buffer and the caller's ``.data`` writes;
+``tests/fidelity_vocabulary_hooks.py`` tensor hooks the function registers and a
+second-order backward (a gradient penalty).
 ``print(program.source)`` is the reproducer.
 ``tests/fidelity_programs.py`` runs and compares them.
 """
@@ -33,6 +35,7 @@ from fidelity_vocabulary import (
     views_for,
 )
 from fidelity_vocabulary_extra import Extra, backward_how, caller_write
+from fidelity_vocabulary_hooks import Hooks, create_graph
 
 
 class Gen:
@@ -46,6 +49,7 @@ class Gen:
         self.in_autocast = False
         self.in_autocast_off = False
         self.extra = Extra(self)  # vocabulary drawn from its own streams
+        self.hooks = Hooks(self)
 
     def fresh(self, p="t"):
         self.n += 1
@@ -608,7 +612,8 @@ class Gen:
             own = random.Random(seed * 37 + 11)
             wi = own.randrange(len(self.args)) if own.random() < 0.15 else None
             cw = caller_write(seed, len(self.args))
-            calls.append(Call(seed, rg, mode, scal, pm, twice, wi, cw, backward_how(seed)))
+            how = backward_how(seed) or ("create_graph" if create_graph(seed) else None)
+            calls.append(Call(seed, rg, mode, scal, pm, twice, wi, cw, how))
         return calls
 
 
@@ -619,8 +624,9 @@ def generate(seed: int) -> Program:
     g.gen_scalars()
     body = []
     g.extra.plan(n_steps := g.rng.randint(1, 7))
+    g.hooks.plan(n_steps)
     for k in range(n_steps):
-        body += g.step() + g.extra.after_step(k)
+        body += g.step() + g.extra.after_step(k) + g.hooks.after_step(k)
     body += g.autograd_api_step()
     ret = g.extra.finish(g.gen_outputs())
     params = g.args + [s[0] for s in g.scalars]

@@ -545,6 +545,8 @@ def _observe_call(obs, prog, runner, ns, ci, call):
         obs, pre, watch, diff, cots, versions
     ):
         return
+    if call.backward_how == "create_graph" and not _create_graph(obs, pre, watch, outs, diff, cots):
+        return
     if call.backward_how == "per_output":
         ok = _backward_per_output(obs, pre, diff, cots)
     else:
@@ -624,4 +626,43 @@ def _autograd_grad(obs, pre, watch, diff, cots, versions) -> bool:
         if g is not None:
             obs.add(f"{key}.dtype", f"{cat}_dtype", str(g.dtype))
             obs.add(f"{key}.stride", "out_stride", _safe(g.stride))
+    return True
+
+
+def _create_graph(obs, pre, watch, outs, diff, cots) -> bool:
+    """A second-order backward, as a gradient penalty takes one: the gradients of the
+    outputs for every watched leaf that requires grad with ``create_graph=True`` (each
+    one's value and whether it requires grad), then the backward of their squared sum
+    (the leaves' ``.grad`` recorded, then cleared for the plain backward that follows);
+    False: one raised (recorded)."""
+    names = [
+        n
+        for n, w in watch.items()
+        if isinstance(w, torch.Tensor) and _safe(lambda w=w: w.requires_grad and w.is_leaf) is True
+    ]
+    seen: dict[int, str] = {}
+    names = [seen.setdefault(id(watch[n]), n) for n in names if id(watch[n]) not in seen]
+    if not names:
+        return True
+    key = f"{pre}.create_graph"
+    try:
+        got = torch.autograd.grad(
+            diff, [watch[n] for n in names], _fresh(cots), create_graph=True, allow_unused=True
+        )
+        for n, g in zip(names, got, strict=True):
+            obs.add(f"{key}.{n}", "create_graph_grad", None if g is None else _val(g))
+            obs.add(
+                f"{key}.{n}.requires_grad", "create_graph_grad", _safe(lambda g=g: g.requires_grad)
+            )
+        penalty = [(g * g).sum() for g in got if g is not None and g.requires_grad]
+        if penalty:
+            torch.autograd.backward(penalty)
+    except Exception as e:
+        _show(e)
+        obs.add(f"{key}.raise", "raise", _exc(e))
+        return False
+    obs.add(f"{key}.raise", "raise", None)
+    _record_grads(obs, key, watch, outs, "second_order_grad")
+    for n in names:
+        watch[n].grad = None
     return True

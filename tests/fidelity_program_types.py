@@ -31,7 +31,8 @@ class Call:
     # how the caller runs the backward: None (one ``backward`` over every differentiable
     # output), "per_output" (one ``backward(retain_graph=True)`` per output, in order)
     # or "autograd_grad" (``torch.autograd.grad`` for the inputs that require grad, then
-    # the ``backward``); its own stream, like write_input
+    # the ``backward``), or "create_graph" (a second-order backward first: a gradient
+    # penalty, ``fidelity_vocabulary_hooks``); its own stream, like write_input
     backward_how: str | None = None
 
 

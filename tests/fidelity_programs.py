@@ -64,6 +64,7 @@ STAGES = [
     "c0.write_input",
     "c0.caller_write",
     "c0.autograd_grad",
+    "c0.create_graph",
     "c0.bw1",
     "c0.bw2",
     "c1.call",
@@ -71,6 +72,7 @@ STAGES = [
     "c1.write_input",
     "c1.caller_write",
     "c1.autograd_grad",
+    "c1.create_graph",
     "c1.bw1",
     "c1.bw2",
 ]

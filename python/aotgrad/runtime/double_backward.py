@@ -27,12 +27,14 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from ..errors import UnsupportedError
 from ..hook_calls import calls_hooks
+from ..vocab import OutputVerdict
 
 __all__ = ["Replay", "first_order_only", "refused", "replay_for", "second_order"]
 
@@ -95,13 +97,44 @@ def replay_for(
     that are parameters and buffers), or the reason there is none (a string)."""
     if flat_fn is None:
         return "is not supported for this function (a tensor subclass's parts)"
-    if not layout.plain or layout.num_fwd_outputs != layout.num_user_outputs:
+    bases = _intermediate_bases(layout)
+    if bases is None:
         return "is not supported where the function writes an input or returns a view"
     if any(_random(g) for g in graphs if g is not None):
         return "is not supported for a function with random ops (a replay would draw again)"
     if any(calls_hooks(g) for g in graphs):
         return "is not supported for a function that registers gradient hooks"
-    return Replay(flat_fn, static)
+    return Replay(flat_fn, static, bases)
+
+
+_OF_INPUT = (OutputVerdict.IS_INPUT, OutputVerdict.ALIAS_OF_INPUT)
+_OF_INTERMEDIATE = (
+    OutputVerdict.ALIAS_OF_INTERMEDIATE,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+)
+
+
+def _intermediate_bases(layout: Any) -> list[int] | None:
+    """Per intermediate base the compiled forward returns, a user output eager returns as
+    a view of it (the replay differentiates that view's ``._base``); None where the
+    replay does not reproduce the call: an input written or re-laid, an output rebuilt
+    otherwise than as a plain view (a detached alias, a leaf, routed) or made of another
+    output. Views of inputs (and inputs returned) are rebuilt outside the compiled node:
+    their gradients are eager's own."""
+    if not replace(layout, output_aliases=[]).plain:
+        return None
+    if layout.num_fwd_outputs != layout.num_user_outputs + layout.num_intermediate_bases:
+        return None
+    bases: dict[int, int] = {}
+    for a in layout.output_aliases:
+        simple = not (a.detached or a.routed or a.base_leaf or a.base_output >= 0)
+        if not simple or a.verdict not in (*_OF_INPUT, *_OF_INTERMEDIATE):
+            return None
+        if a.verdict in _OF_INTERMEDIATE:
+            bases.setdefault(a.source, a.index)
+    if sorted(bases) != list(range(layout.num_intermediate_bases)):
+        return None
+    return [bases[b] for b in range(layout.num_intermediate_bases)]
 
 
 _ANY_AUTOCAST = torch._C._is_any_autocast_enabled
@@ -127,9 +160,12 @@ def _own_node(t: Any) -> Any:
 class Replay:
     """The function eagerly, on one call's inputs, under the second-order backward."""
 
-    def __init__(self, flat_fn: Callable[..., Any], static: Sequence[int]) -> None:
+    def __init__(
+        self, flat_fn: Callable[..., Any], static: Sequence[int], bases: Sequence[int] = ()
+    ) -> None:
         self.flat_fn = flat_fn
         self.static = frozenset(static)
+        self.bases = list(bases)  # (``_intermediate_bases``)
         self.others: list[int] | None = None  # (known at the first call)
 
     def keep(self, ctx: Any, args: Sequence[Any]) -> None:
@@ -161,7 +197,8 @@ class Replay:
             for device, dtype in ctx.replay_autocast:  # (the call's autocast, again)
                 autocast.enter_context(torch.autocast(device, dtype))
             inputs = [_own_node(a) for a in inputs]
-            outs = self.flat_fn(*inputs)
+            outs = list(self.flat_fn(*inputs))
+        outs += [self._base_of(outs[j]) for j in self.bases]
         pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
         wanted = [
             i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor) and a.requires_grad
@@ -179,3 +216,12 @@ class Replay:
         for i, g in zip(wanted, found):
             result[i] = g
         return tuple(result)
+
+    @staticmethod
+    def _base_of(view: Any) -> Any:
+        """The intermediate the compiled forward returned for a view output: the replayed
+        view's ``._base``."""
+        base = view._base if isinstance(view, torch.Tensor) else None
+        if base is None:
+            raise refused("is not supported here (an output view the replay made no view)")
+        return base
