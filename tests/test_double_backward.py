@@ -175,6 +175,58 @@ def test_outputs_viewing_inputs_and_intermediates_are_replayed(entry: str, writt
         torch.testing.assert_close(g, e)
 
 
+class _NormedCritic(torch.nn.Module):
+    """A critic with BatchNorm in train mode: each call writes its running statistics."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1 = torch.nn.Linear(3, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.l2 = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.bn(self.l1(x)))).view(-1)
+
+
+@pytest.mark.parametrize("entry", ["aot_module", "aotgrad_eager"])
+def test_a_critic_writing_running_statistics_is_eagers(entry: str) -> None:
+    """The replay runs on copies of the inputs the call wrote (under no_grad), as they
+    were before it: the gradients are eager's and the statistics are written once per
+    call, not again by the replay. Was refused ("writes an input")."""
+    results = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        critic = _NormedCritic().double()
+        run = _by_entry(entry)(critic) if compiled else critic
+        for step in range(2):
+            torch.manual_seed(step)
+            x = torch.randn(6, 3, dtype=F64, requires_grad=True)
+            out = run(x)
+            (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+            (out.mean() + g.pow(2).sum(1).mean()).backward()
+        results.append([*(p.grad for p in critic.parameters()), *critic.bn.buffers()])
+    for g, e in zip(*results[::-1]):
+        torch.testing.assert_close(g, e)
+
+
+def test_a_large_written_input_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aotgrad.runtime import double_backward
+
+    monkeypatch.setattr(double_backward, "KEEP_WRITTEN_BYTES", 8)
+
+    def f(x, buf):
+        with torch.no_grad():
+            buf.add_(x.detach().mean(0))
+        return (x.sin() * buf).sum()
+
+    x = torch.randn(4, 3, dtype=F64, requires_grad=True)
+    (g,) = torch.autograd.grad(
+        aotgrad.aot_function(f, aotgrad.nop)(x, torch.zeros(3, dtype=F64)), x, create_graph=True
+    )
+    with pytest.raises(UnsupportedError, match="MiB of its inputs"):
+        g.sum().backward()
+
+
 def test_hessian_vector_product_and_maml_inner_step() -> None:
     def f(x, w):
         return ((x @ w).sin() * x.sum()).sum()

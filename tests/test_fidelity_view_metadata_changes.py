@@ -13,12 +13,13 @@ silently wrong gradient:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
 import torch
 
-from aotgrad.errors import UnsupportedError
+from aotgrad.errors import EagerReplayWarning
 from eager_oracle import COMPILERS, assert_like_eager, leaf_clone
 
 
@@ -374,20 +375,25 @@ def test_write_through_a_view_taken_before_its_input_was_transposed(compiler: st
 
 
 @pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
-def test_write_through_a_view_taken_before_its_intermediate_was_transposed_is_refused(
+def test_write_through_a_view_taken_before_its_intermediate_was_transposed_runs_eagerly(
     compiler: str,
 ) -> None:
     """Of an intermediate, autograd would record the write by replaying ``t[0]`` on the
     transposed ``t``: ``y``'s gradient was row 0 of the cotangent, eager's is column 0
-    (a silently wrong gradient a blind probe found). Refused by name instead; eager's
-    result is checked so the test fails if eager ever refuses it itself."""
-    x, y = _x_and_y()[0]
-    eager = _intermediate_row_then_t_write_row(x, y)
-    eager.backward(torch.arange(16.0, dtype=torch.float64).view(4, 4))
-    assert torch.equal(y.grad, torch.tensor([0.0, 4.0, 8.0, 12.0], dtype=torch.float64))
-    x, y = _x_and_y()[0]
-    with pytest.raises(UnsupportedError, match="view taken before"):
-        COMPILERS[compiler](_intermediate_row_then_t_write_row)(x, y)
+    (a silently wrong gradient a blind probe found). The calls run eagerly, with a warning
+    naming it."""
+    want = torch.tensor([0.0, 4.0, 8.0, 12.0], dtype=torch.float64)
+    for fn in (
+        _intermediate_row_then_t_write_row,
+        COMPILERS[compiler](_intermediate_row_then_t_write_row),
+    ):
+        x, y = _x_and_y()[0]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = fn(x, y)
+        out.backward(torch.arange(16.0, dtype=torch.float64).view(4, 4))
+        assert torch.equal(y.grad, want)
+    assert any("view taken before" in str(w.message) for w in caught)
 
 
 # ------------- an input's metadata changed under no_grad, then again with grad (soak 40282)
@@ -610,8 +616,11 @@ def test_a_view_read_after_its_input_was_restrided(fn: Any, compiler: str) -> No
 
 
 # ...and written through after an unrecorded change (or an as_strided_): eager records
-# the write from the input's new geometry, whose gradient no traced chain gives: refused
-# by name (it was a silently different gradient).
+# the write from the input's new geometry, whose gradient no traced chain gives: the calls
+# run eagerly with a warning (it was a silently different gradient, then a refusal). So
+# are writes of a value with grad through a view without grad taken before the input
+# (without grad) was re-laid: autograd's record of the write on the input replays the view
+# on the new geometry (a transposed gradient, torch's own aot_function's too).
 
 
 def _row_then_transposed_unrecorded_then_written(x):
@@ -629,11 +638,44 @@ def _row_then_restrided_then_written(x):
     return (x * 1,)
 
 
+def _gradless_view_then_transposed_then_written_with_grad(x, y):
+    v = x.view_as(x)
+    x.t_()
+    v.copy_(y)
+    return (x,)
+
+
+def _gradless_row_then_transposed_then_multiplied(x, y):
+    v = x[0:2]
+    x.t_()
+    v.mul_(y[0:2])
+    return (x * 1,)
+
+
+def _gradless_and_leaf() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(4, 4, dtype=torch.float64, generator=g)
+    y = torch.randn(4, 4, dtype=torch.float64, generator=g).requires_grad_()
+    return [x, y.clone()], [y]
+
+
 @pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
 @pytest.mark.parametrize(
     "fn", [_row_then_transposed_unrecorded_then_written, _row_then_restrided_then_written]
 )
-def test_a_write_through_a_view_after_its_input_was_relaid_is_refused(fn: Any, compiler: str):
-    (x,), _ = leaf_clone(4, 4)()
-    with pytest.raises(UnsupportedError, match="taken before the function changed"):
-        COMPILERS[compiler](fn)(x)
+def test_a_write_through_a_view_after_its_input_was_relaid_runs_eagerly(fn: Any, compiler: str):
+    with pytest.warns(EagerReplayWarning, match="taken before the function changed"):
+        assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler], calls=2)
+
+
+@pytest.mark.filterwarnings("ignore::aotgrad.errors.EagerReplayWarning")
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _gradless_view_then_transposed_then_written_with_grad,
+        _gradless_row_then_transposed_then_multiplied,
+    ],
+)
+def test_a_gradless_view_written_with_grad_after_its_input_was_relaid(fn: Any, compiler: str):
+    assert_like_eager(fn, _gradless_and_leaf, COMPILERS[compiler], calls=2)

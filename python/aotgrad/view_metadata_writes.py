@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 
-from .errors import UnsupportedError
+from .errors import UnsupportedError, mark_raised_while_tracing
 from .inplace_checks import written_tensor
 
 __all__ = ["METADATA_WRITES", "EarlierViews", "leaf_view_of_gradless", "write_metadata"]
@@ -148,9 +148,11 @@ class EarlierViews:
 
     def note(self, result: Any) -> None:
         for t in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad:
+            if isinstance(t, FunctionalTensor) and t._is_view():
+                # (one without grad too: a write with grad through it records on its root)
                 self.views.append(weakref.ref(t))
-                self.made_at[id(t)] = (self.views[-1], t._version)
+                if t.requires_grad:
+                    self.made_at[id(t)] = (self.views[-1], t._version)
 
     def written_since_made(self, t: Any) -> bool:
         """Whether the version count of the view ``t`` (made by the function) moved since
@@ -201,9 +203,16 @@ class EarlierViews:
         replay of their view ops on the input's new geometry: ``x.reshape(2, -1)``, then
         ``x.as_strided_(..)``, then a read of the reshaped view)."""
 
+        grad_write = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad
+            for a in torch.utils._pytree.tree_leaves((args, kwargs))
+        )
+
         def stand_in(t: Any) -> Any:
-            if not (isinstance(t, FunctionalTensor) and t._is_view() and t.requires_grad):
+            if not (isinstance(t, FunctionalTensor) and t._is_view()):
                 return t
+            if not t.requires_grad and not (t is written and grad_write):
+                return t  # (a view without grad, written with a value that has it: recorded)
             if id(t) in keep or not self._is_relaid(t):
                 return t
             creation = torch._C._autograd._get_creation_meta(t)
@@ -213,14 +222,14 @@ class EarlierViews:
             if source is not None and source is not t:
                 if t is written:
                     if id(t._base) in self.unrecorded:
-                        _refuse_write(t, frozenset())
+                        _refuse_write(t, frozenset(), grad_write)
                     return t
                 with torch.enable_grad():
                     return source.as_strided(t.size(), t.stride(), t.storage_offset())
             if id(t._base) in roots and not of_inputs:
                 return t  # (of an input: substituted, it lost its identity and offsets)
             if t is written:
-                _refuse_write(t, roots)
+                _refuse_write(t, roots, grad_write)
                 return t
             with torch.enable_grad():
                 view = t._base.as_strided(t.size(), t.stride(), t.storage_offset())
@@ -233,19 +242,23 @@ class EarlierViews:
 _DEFAULT = torch._C._autograd.CreationMeta.DEFAULT
 
 
-def _refuse_write(t: Any, roots: frozenset[int]) -> None:
+def _refuse_write(t: Any, roots: frozenset[int], grad_write: bool = False) -> None:
     """A write with grad through ``t``, a view made before its root (an intermediate)
     changed metadata in place: autograd records it by replaying ``t``'s view ops on the
     root's new geometry, which routes the gradient to other elements than eager's
     (``v = t[0]; t.t_(); v.add_(y)``: ``y``'s gradient would be a row of the cotangent,
-    eager's is a column). Refused rather than given a wrong gradient."""
-    if torch.is_grad_enabled() and t.requires_grad and id(t._base) not in roots:
-        raise UnsupportedError(
+    eager's is a column). The calls run eagerly (``EagerReplayWarning``) rather than with
+    a wrong gradient. ``grad_write``: the value written requires grad (a view without
+    grad of an input without grad: ``v = x.view_as(x); x.t_(); v.copy_(y)``)."""
+    if torch.is_grad_enabled() and (t.requires_grad or grad_write) and id(t._base) not in roots:
+        error = UnsupportedError(
             "a write with grad through a view taken before the function changed its "
             "base's metadata in place (t_/transpose_/unsqueeze_/as_strided_...): autograd "
-            "would replay the view on the new geometry and misroute the gradient; not "
-            "supported (take the view after the change, or write the base)"
+            "would replay the view on the new geometry and misroute the gradient; run "
+            "eagerly (take the view after the change, or write the base, to compile it)"
         )
+        mark_raised_while_tracing(error)
+        raise error
 
 
 def left_autograd_views(args: Any, kwargs: Any, left: set[int]) -> frozenset[int]:

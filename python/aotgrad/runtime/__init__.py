@@ -323,10 +323,10 @@ class _TrainingPlan:
 
     def forward(self, ctx: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         # the stand-ins of inner leaves come last: inputs of the Function, not of the graph
+        if self.replay is not None:  # (before the graph: inputs it writes as they were)
+            self.replay.keep(ctx, args)
         outs = self.fw(list(args[: len(args) - self.n_leaves]))
         self._save(ctx, args, outs)
-        if self.replay is not None:
-            self.replay.keep(ctx, args)
         return self._mark_outputs(ctx, args, tuple(outs[: self.n_fwd]))
 
     def _save(self, ctx: Any, args: tuple[Any, ...], outs: Sequence[Any]) -> None:
@@ -416,8 +416,8 @@ class _TrainingPlan:
         return fwd
 
     def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
-        if self.replay is not None and torch.is_grad_enabled():  # (create_graph)
-            return self.replay.gradients(ctx, grads)
+        if self.replay is not None and torch.is_grad_enabled() and self.replay.runs(ctx):
+            return self.replay.gradients(ctx, grads)  # (create_graph)
         tangents, missing = self._tangents(ctx, grads)
         if self.watched:
             outs = zip(ctx.watched, self.expected, self.watched_tangents)

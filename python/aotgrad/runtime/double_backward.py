@@ -10,9 +10,13 @@ is run again, eagerly, on the call's inputs (``flat_fn``: the function the graph
 traced from, over the graph inputs), and autograd gives the gradients of that run, with
 their graph. Eager's arithmetic, eager's ``detach()``.
 
-Only for a call that eager's replay reproduces: a plain layout (no input written, no
-output aliasing an input; ``ForwardLayout.plain``), no random op (the replay would draw
-again), no hook of the function's called by the backward (under autocast, the replay
+Only for a call that eager's replay reproduces: nothing the runtime does beyond
+returning the outputs (``ForwardLayout.plain``) but views rebuilt of inputs or
+intermediates (the replay differentiates the view's ``._base`` for the intermediate the
+compiled node returns) and writes autograd does not record (under ``no_grad``: running
+statistics; the replay runs on copies of those inputs as they were before the call, kept
+by the call where they are small, ``KEEP_WRITTEN_BYTES``); no random op (the replay would
+draw again), no hook of the function's called by the backward (under autocast, the replay
 runs under the call's autocast). The inputs
 are kept for the replay: leaves (parameters, the ``x`` of a gradient penalty, data) by
 reference; activations weakly (a strong reference would keep one alive until the
@@ -73,8 +77,8 @@ def first_order_only(why: str) -> Callable[[Callable[[list[Any]], Any], list[Any
 def second_order(replay: Any) -> tuple[Replay | None, Callable[..., Any]]:
     """From ``replay_for``'s answer: the replay (None: none), and how the compiled
     backward runs under ``create_graph`` (its results refusing a second backward)."""
-    if isinstance(replay, Replay):
-        return replay, first_order_only("")
+    if isinstance(replay, Replay):  # (where a call kept no copies: ``Replay.runs``)
+        return replay, first_order_only(_TOO_LARGE)
     return None, first_order_only(replay or "is not supported")
 
 
@@ -97,14 +101,18 @@ def replay_for(
     that are parameters and buffers), or the reason there is none (a string)."""
     if flat_fn is None:
         return "is not supported for this function (a tensor subclass's parts)"
-    bases = _intermediate_bases(layout)
+    written = _unrecorded_writes(layout)
+    bases = _intermediate_bases(layout) if written is not None else None
     if bases is None:
-        return "is not supported where the function writes an input or returns a view"
+        return (
+            "is not supported where the function writes an input autograd records the "
+            "write of, changes an input's metadata, or returns an alias other than a view"
+        )
     if any(_random(g) for g in graphs if g is not None):
         return "is not supported for a function with random ops (a replay would draw again)"
     if any(calls_hooks(g) for g in graphs):
         return "is not supported for a function that registers gradient hooks"
-    return Replay(flat_fn, static, bases)
+    return Replay(flat_fn, static, bases, written)
 
 
 _OF_INPUT = (OutputVerdict.IS_INPUT, OutputVerdict.ALIAS_OF_INPUT)
@@ -114,17 +122,28 @@ _OF_INTERMEDIATE = (
 )
 
 
+def _unrecorded_writes(layout: Any) -> list[int] | None:
+    """The inputs the function writes where autograd records nothing (under ``no_grad``:
+    running statistics); None where the replay does not reproduce the call: a write
+    autograd records, a metadata change, another storage given, effect tokens, or
+    anything else the runtime does beyond returning the outputs (``plain``)."""
+    rest = replace(
+        layout, output_aliases=[], mutated_inputs=[], mutation_with_grad=[], version_deltas={}
+    )
+    written = list(layout.mutated_inputs)
+    if not rest.plain or any(layout.mutation_with_grad) or layout.storage_sets:
+        return None
+    if set(layout.version_deltas) - set(written) or layout.num_tokens:
+        return None
+    return written
+
+
 def _intermediate_bases(layout: Any) -> list[int] | None:
     """Per intermediate base the compiled forward returns, a user output eager returns as
-    a view of it (the replay differentiates that view's ``._base``); None where the
-    replay does not reproduce the call: an input written or re-laid, an output rebuilt
-    otherwise than as a plain view (a detached alias, a leaf, routed) or made of another
-    output. Views of inputs (and inputs returned) are rebuilt outside the compiled node:
-    their gradients are eager's own."""
-    if not replace(layout, output_aliases=[]).plain:
-        return None
-    if layout.num_fwd_outputs != layout.num_user_outputs + layout.num_intermediate_bases:
-        return None
+    a view of it (the replay differentiates that view's ``._base``); None where an output
+    is rebuilt otherwise than as a plain view (a detached alias, a leaf, routed) or made
+    of another output. Views of inputs (and inputs returned) are rebuilt outside the
+    compiled node: their gradients are eager's own."""
     bases: dict[int, int] = {}
     for a in layout.output_aliases:
         simple = not (a.detached or a.routed or a.base_leaf or a.base_output >= 0)
@@ -157,15 +176,61 @@ def _own_node(t: Any) -> Any:
     return t.view_as(t) if isinstance(t, torch.Tensor) and t.requires_grad else t
 
 
+#: The most bytes of written inputs a call copies for a replay (running statistics are
+#: far smaller; a larger write is refused at the second-order backward, with the reason).
+KEEP_WRITTEN_BYTES = 4 << 20
+
+
+def _values_before(args: Sequence[Any], written: Sequence[int]) -> dict[int, Any] | None:
+    """Copies of the inputs the call writes (without autograd) as they are before it, for
+    the replay to run on (None: too large to keep)."""
+    tensors = [args[i] for i in written if isinstance(args[i], torch.Tensor)]
+    if sum(t.numel() * t.element_size() for t in tensors) > KEEP_WRITTEN_BYTES:
+        return None
+    with torch.no_grad():
+        return {i: args[i].clone() for i in written if isinstance(args[i], torch.Tensor)}
+
+
+class _ValueBefore(torch.autograd.Function):
+    """The input's value before the call, its gradient the input's (an identity)."""
+
+    @staticmethod
+    def forward(ctx: Any, now: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+        return before.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return g, None
+
+
+_TOO_LARGE = (
+    f"is not supported where the function writes more than {KEEP_WRITTEN_BYTES >> 20} MiB "
+    "of its inputs (their values before the call are not kept)"
+)
+
+
+def _as_before(inputs: list[Any], before: dict[int, Any]) -> None:
+    """The written inputs replaced by their values before the call (the replay writes
+    those copies, not the caller's tensors), each one's gradient reaching the input."""
+    for i, old in before.items():
+        now = inputs[i]
+        inputs[i] = _ValueBefore.apply(now, old) if now.requires_grad else old.clone()
+
+
 class Replay:
     """The function eagerly, on one call's inputs, under the second-order backward."""
 
     def __init__(
-        self, flat_fn: Callable[..., Any], static: Sequence[int], bases: Sequence[int] = ()
+        self,
+        flat_fn: Callable[..., Any],
+        static: Sequence[int],
+        bases: Sequence[int] = (),
+        written: Sequence[int] = (),
     ) -> None:
         self.flat_fn = flat_fn
         self.static = frozenset(static)
         self.bases = list(bases)  # (``_intermediate_bases``)
+        self.written = list(written)  # (``_unrecorded_writes``)
         self.others: list[int] | None = None  # (known at the first call)
 
     def keep(self, ctx: Any, args: Sequence[Any]) -> None:
@@ -184,6 +249,12 @@ class Replay:
                 kept[i] = weakref.ref(a)
         ctx.replay_inputs = kept
         ctx.replay_autocast = _autocast_now() if _ANY_AUTOCAST() else ()
+        if self.written:
+            ctx.replay_before = _values_before(args, self.written)
+
+    def runs(self, ctx: Any) -> bool:
+        """Whether the call kept what its replay needs (copies of the inputs it wrote)."""
+        return not self.written or ctx.replay_before is not None
 
     def gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
         """Each input's gradient from the outputs' ``grads``, with its graph."""
@@ -197,6 +268,8 @@ class Replay:
             for device, dtype in ctx.replay_autocast:  # (the call's autocast, again)
                 autocast.enter_context(torch.autocast(device, dtype))
             inputs = [_own_node(a) for a in inputs]
+            if self.written:
+                _as_before(inputs, ctx.replay_before)
             outs = list(self.flat_fn(*inputs))
         outs += [self._base_of(outs[j]) for j in self.bases]
         pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
