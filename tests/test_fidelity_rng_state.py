@@ -95,3 +95,38 @@ def test_reading_the_state_without_setting_it_traces():
 
     x = torch.ones(3, dtype=DT, requires_grad=True)
     torch.testing.assert_close(aotgrad.aot_function(f, aotgrad.nop)(x), x * 2)
+
+
+# torch's ``default_partition`` outside Dynamo (blind checkpoint/RNG suite): it looks up
+# the trace's fake mode through a tracing context, which only Dynamo had made. A random op
+# in a checkpoint raised "fake_mode must not be None"; without one, dropout was recomputed
+# in the backward, which drew from the global generator again (the next call's mask, and
+# every later draw, differed from eager's).
+
+
+def _checkpointed_dropout(x):
+    return torch.utils.checkpoint.checkpoint(
+        lambda z: torch.nn.functional.dropout(z, 0.5, training=True).sin() * z,
+        x,
+        use_reentrant=False,
+    )
+
+
+def _dropout(x):
+    return torch.nn.functional.dropout(x.exp(), 0.5, training=True).sin()
+
+
+@pytest.mark.parametrize("fn", [_checkpointed_dropout, _dropout])
+def test_default_partition_draws_as_eager(fn):
+    from functorch.compile import default_partition
+
+    results = []
+    for run in (fn, aotgrad.aot_function(fn, aotgrad.nop, partition_fn=default_partition)):
+        x = torch.linspace(-1, 1, 16, dtype=DT).requires_grad_()
+        torch.manual_seed(12)
+        first = run(x)
+        first.sum().backward()
+        second = run(x)  # (its mask drawn after the first backward)
+        results.append([first.detach(), x.grad, second.detach(), torch.rand(4)])
+    for got, want in zip(*results[::-1]):
+        torch.testing.assert_close(got, want)

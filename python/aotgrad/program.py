@@ -15,6 +15,7 @@ sequence of stages driven:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -372,6 +373,18 @@ def _grad_tangents(bw: fx.GraphModule, num_inputs: int) -> list[tuple[int, ...]]
     return [tuple(sorted(deps[o])) if isinstance(o, fx.Node) else () for o in outs]
 
 
+def _fake_mode_found(fake_mode: Any) -> Any:
+    """A tracing context holding the trace's fake mode, where none is active (outside
+    Dynamo): torch's ``default_partition`` looks it up to make the RNG state a recomputed
+    random op (in a checkpoint) is replayed from (``functionalize_rng_ops``)."""
+    from torch._guards import TracingContext, tracing
+
+    found = TracingContext.try_get()
+    if found is not None and found.fake_mode is not None:
+        return contextlib.nullcontext()
+    return tracing(TracingContext(fake_mode))
+
+
 @with_frame_room
 @_gc_paused
 def build_program(
@@ -407,9 +420,10 @@ def build_program(
     observe.traced("joint", joint.gm, timings)
     t1 = time.perf_counter()
     regions.stitch(joint.gm, options.partition_fn)
-    fw_gm, bw_gm = options.partition_fn(
-        joint.gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
-    )
+    with _fake_mode_found(fake_mode):
+        fw_gm, bw_gm = options.partition_fn(
+            joint.gm, joint.joint_inputs, num_fwd_outputs=joint.num_fwd_outputs
+        )
     timings["partition"] = time.perf_counter() - t1
     n_tensors, n_sym = _saved_split(fw_gm, joint.num_fwd_outputs)
     layout = layout_of_trace(
