@@ -12,6 +12,12 @@ eager.
   ``no_grad`` with an input that requires grad (218050): rebuilt of the input as it is
   after the call, its dtype view raised ("self.stride(-1) must be 1 to view Double as
   ComplexDouble"); eager's was taken of the input as it was.
+- An ``unbind`` output of an input the function re-laid (``x.t_()``, or a no-op
+  ``squeeze_(0)``; 220992), and a slice of a ``chunk`` of a detached alias made a leaf
+  (``x.detach().requires_grad_().chunk(2)[1][::2]``; 221854): remade as an ``as_strided``
+  they lost their creation meta, so writing one in place (or reading its node after its
+  base was written) ran where eager raises ("the output of a function that returns
+  multiple views").
 """
 
 from __future__ import annotations
@@ -88,3 +94,57 @@ def _complex_view_alone(x0, x1, y):
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 def test_dtype_view_taken_before_the_input_was_restrided(compiler: str, fn: Any) -> None:
     assert_like_eager(fn, _grad_leaf, COMPILERS[compiler], ctx=torch.no_grad)
+
+
+def _unbind_of_relaid(x):
+    x.t_()
+    return (x.unbind(0)[3],)
+
+
+def _unbind_after_noop_squeeze(x):
+    x.squeeze_(0)
+    return (x.unbind(0)[3],)
+
+
+def _chunk_of_detached_leaf(x):
+    t = x.detach().requires_grad_()
+    _, b = t.chunk(2, -1)
+    return b[::2], b.view_as(b)
+
+
+def _clone_of_leaf() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    leaf = torch.randn(4, 4, dtype=DT, generator=torch.Generator().manual_seed(5))
+    leaf.requires_grad_()
+    return [leaf.clone()], [leaf]
+
+
+def _write_first(outs: list[Any]) -> None:
+    outs[0].mul_(2)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_unbind_of_relaid, _unbind_after_noop_squeeze, _chunk_of_detached_leaf],
+    ids=["t_", "squeeze_", "detached_chunk"],
+)
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_multi_output_views_remade_keep_eagers_check(compiler: str, fn: Any) -> None:
+    assert_like_eager(fn, _clone_of_leaf, COMPILERS[compiler], after=_write_first)
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+def test_chunk_of_a_detached_leaf_is_checked_after_the_input_is_written(compiler: str) -> None:
+    """Eager's ``b[::2]`` views the chunk of ``x.detach()``, which shares ``x``'s version
+    counter: once the caller writes ``x``, reading the view's node raises."""
+    seen = []
+    for fn in (_chunk_of_detached_leaf, COMPILERS[compiler](_chunk_of_detached_leaf)):
+        (x,), _ = _clone_of_leaf()
+        x = x.detach()
+        outs = fn(x)
+        with torch.no_grad():
+            x.mul_(2)
+        with pytest.raises(RuntimeError, match="returns multiple views"):
+            outs[0].grad_fn
+        seen.append([o.detach().clone() for o in outs])
+    for got, want in zip(*seen[::-1]):
+        torch.testing.assert_close(got, want)

@@ -34,6 +34,7 @@ from .input_writes import InputWrites, _alias, _made_early
 from .layout import ForwardLayout, OutputAlias
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
+_MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 
 
 def _identity(spec: ViewSpec) -> ViewSpec:
@@ -512,7 +513,10 @@ class Epilogue(InputWrites):
             if a.detached == 2 and leaf and a.index not in self.layout.made_leaves:
                 no_grad = a.creation_meta == _NO_GRAD_MODE
                 return view_of_detached_leaf(base, spec(a.view), no_grad)
-            return detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
+            out = detached_alias(base, spec(a.view), a.detached, a.requires_grad, leaf)
+            if meta == _MULTI_OUTPUT and out._is_view():  # (``t.detach().chunk(2)[1]``)
+                torch._C._autograd._set_creation_meta(out, meta)
+            return out
         if a.routed:  # its history, which the base lost, is the graph's output's
             return routed_view(base, spec(a.view), outs[a.index])
         requires_grad = a.requires_grad or (a.grad_through_base and base.requires_grad)
@@ -635,7 +639,19 @@ def _of_root(o: Any) -> Any:
     if root is None or not o.requires_grad or o.grad_fn is None or _reinterprets(o, root):
         return o
     with torch.enable_grad():
-        return root.as_strided(o.size(), o.stride(), o.storage_offset())
+        return _made_alike(root.as_strided(o.size(), o.stride(), o.storage_offset()), o)
+
+
+def _made_alike(view: Any, o: Any) -> Any:
+    """``view``, remade for the view ``o``, with ``o``'s creation meta (an ``unbind``
+    output's: eager's in-place check on it raises)."""
+    meta = torch._C._autograd._get_creation_meta(o) if o._is_view() else None
+    if meta is not None and meta != _CREATION_DEFAULT:
+        torch._C._autograd._set_creation_meta(view, meta)
+    return view
+
+
+_CREATION_DEFAULT = torch._C._autograd.CreationMeta.DEFAULT
 
 
 def _through(t: Any, o: Any) -> Any:
@@ -645,7 +661,7 @@ def _through(t: Any, o: Any) -> Any:
     if not o.requires_grad or o.grad_fn is None or not t.requires_grad or _reinterprets(o, t):
         return o
     with torch.enable_grad():
-        return t.as_strided(o.size(), o.stride(), o.storage_offset())
+        return _made_alike(t.as_strided(o.size(), o.stride(), o.storage_offset()), o)
 
 
 def _reinterprets(o: Any, t: Any) -> bool:
