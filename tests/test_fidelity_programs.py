@@ -141,6 +141,9 @@ VOCABULARY = [
     "m0 > 0.5",  # a branch on a float that changes between the calls
     "# a running buffer updated in place",
     "caller_write=",
+    # tests/fidelity_vocabulary_hooks.py
+    "# a hook the function registers",
+    "backward_how='create_graph'",
 ]
 
 
