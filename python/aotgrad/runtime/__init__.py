@@ -36,6 +36,7 @@ from .saved_tensors import (
     views_of_new_data,
     views_of_outputs_detached,
 )
+from .unreached_hooks import hooked_non_leaves, quiet_unreached
 
 __all__ = ["ForwardLayout", "OutputAlias", "make_inference_function", "make_training_function"]
 
@@ -325,6 +326,7 @@ class _TrainingPlan:
         # the stand-ins of inner leaves come last: inputs of the Function, not of the graph
         if self.replay is not None:  # (before the graph: inputs it writes as they were)
             self.replay.keep(ctx, args)
+        ctx.hooked = hooked_non_leaves(args)
         outs = self.fw(list(args[: len(args) - self.n_leaves]))
         self._save(ctx, args, outs)
         return self._mark_outputs(ctx, args, tuple(outs[: self.n_fwd]))
@@ -456,7 +458,9 @@ class _TrainingPlan:
                     slot.fill(total, missing)
         grads = _unshared(outs[:n])
         if missing:
-            return _unreached_to_none(grads, self.grad_tangents, set(missing))
+            grads = _unreached_to_none(grads, self.grad_tangents, set(missing))
+        if None in grads:
+            quiet_unreached(ctx, grads, getattr(ctx, "hooked", None))
         return grads
 
     def _less_passed_on(self, outs: tuple[Any, ...], n: int) -> tuple[Any, ...]:
