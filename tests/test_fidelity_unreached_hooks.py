@@ -89,3 +89,36 @@ def test_a_parameter_hook_of_the_head_not_trained_is_not_called() -> None:
     torch.testing.assert_close(
         [g for g in got if g is not None], [g for g in want if g is not None]
     )
+
+
+def _three(x):
+    return x.exp(), x.cos(), x * 2
+
+
+@pytest.mark.parametrize("mode", ["all", "any"])
+@pytest.mark.parametrize("entry", list(COMPILERS))
+def test_a_multi_grad_hook_over_outputs_one_without_a_gradient(entry: str, mode: str) -> None:
+    """``register_multi_grad_hook`` over the outputs, one of which the backward does not
+    reach: eager's "all" fires once with None for it ("all" never fired: its per-output
+    hook, skipped on None, was never counted); "any" fires once, with a real gradient."""
+    seen = []
+    for fn in (_three, COMPILERS[entry](_three)):
+        x = torch.linspace(-1, 1, 3, dtype=DT, requires_grad=True)
+        outs = fn(x)
+        calls: list[Any] = []
+        torch.autograd.graph.register_multi_grad_hook(
+            list(outs),
+            lambda gs, c=calls: c.append([g if g is None else g.clone() for g in gs]),
+            mode=mode,
+        ) if mode == "all" else torch.autograd.graph.register_multi_grad_hook(
+            list(outs), lambda g, c=calls: c.append(g.clone()), mode=mode
+        )
+        (outs[0].sum() * 2 + outs[2].sum()).backward()
+        seen.append((calls, x.grad))
+    (want_calls, want), (got_calls, got) = seen
+    assert len(got_calls) == len(want_calls) == 1
+    if mode == "all":
+        torch.testing.assert_close(got_calls, want_calls)
+    else:  # (the first output's gradient: which one is first is each engine's order)
+        assert got_calls[0] is not None
+    torch.testing.assert_close(got, want)

@@ -30,11 +30,23 @@ __all__ = ["fed_on", "hooks_on_defined_gradients"]
 _REGISTER_HOOK_DICT = torch._C._FunctionBase._register_hook_dict
 
 
+def _counts_calls(hook: Any) -> bool:
+    """A hook of ``register_multi_grad_hook(..., mode="all")``: it counts one call per
+    tensor whose node the engine runs (each output of the compiled node), None included,
+    before it calls the user's function (skipped on None, it never did)."""
+    return getattr(hook, "__module__", None) == "torch.autograd.graph" and getattr(
+        hook, "__qualname__", ""
+    ).startswith("register_multi_grad_hook.")
+
+
 class _DefinedOnlyHooks(OrderedDict):
     """A tensor's hook dict whose hooks are skipped on no gradient."""
 
     def __setitem__(self, key: Any, hook: Any) -> None:
-        super().__setitem__(key, functools.partial(defined_only, hook))
+        if _counts_calls(hook):
+            super().__setitem__(key, hook)
+        else:
+            super().__setitem__(key, functools.partial(defined_only, hook))
 
 
 def _register_hook_dict(node: Any, tensor: torch.Tensor) -> None:
