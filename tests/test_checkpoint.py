@@ -28,7 +28,7 @@ from torch.utils.checkpoint import (
 )
 
 from aotgrad import aot_function, aot_module, nop, observe
-from aotgrad.errors import UnsupportedError
+from aotgrad.errors import EagerReplayWarning
 from aotgrad.partition import PartitionResult, partition_joint
 from aotgrad.program import CompiledArtifact
 from aotgrad.split import split_joint
@@ -224,16 +224,24 @@ def test_checkpoint_under_aot_module(mode: str) -> None:
     assert bool(mms & set(res.saved_nodes())) == (mode == "sac")
 
 
-def test_reentrant_checkpoint_without_dynamo_is_refused() -> None:
-    """Reentrant checkpoint refuses ``autograd.grad``: an aotgrad error saying what to do
-    (under torch.compile, Dynamo traces every checkpoint as non-reentrant)."""
+def test_reentrant_checkpoint_without_dynamo_runs_eagerly() -> None:
+    """Reentrant checkpoint refuses ``autograd.grad``, which tracing the backward uses:
+    the calls run eagerly with a warning saying what to do (was refused; under
+    torch.compile, Dynamo traces every checkpoint as non-reentrant)."""
+    torch.manual_seed(0)
     w = torch.randn(D, 4 * D, requires_grad=True)
 
     def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return checkpoint(lambda a: (a @ w).sin(), x, use_reentrant=True).sum()
 
-    with pytest.raises(UnsupportedError, match="use_reentrant=False"):
-        aot_function(fn, nop)(_inputs(0).requires_grad_(), w)
+    x = _inputs(0).requires_grad_()
+    fn(x, w).backward()
+    want = [x.grad, w.grad]
+    x.grad = w.grad = None
+    with pytest.warns(EagerReplayWarning, match="use_reentrant=False"):
+        out = aot_function(fn, nop)(x, w)
+    out.backward()
+    torch.testing.assert_close([x.grad, w.grad], want)
 
 
 # ------------------------------------------------------------------------ node table
