@@ -175,3 +175,60 @@ def test_the_compiled_graph_reads_one_cast_per_weight() -> None:
     # eager's backward: the two uses' bfloat16 gradients summed, then one cast per input
     assert len(casts) == 2
     assert all(n.args[0].target is torch.ops.aten.add.Tensor for n in casts)
+
+
+def _stale_cast_between_uses(x, w):
+    a = F.linear(x, w)
+    with torch.no_grad():
+        w.mul_(2.0)
+    b = F.linear(x, w)  # with the cache on: the cast made before the write
+    with torch.no_grad():
+        w.div_(2.0)
+    return a, b
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+def test_one_function_called_with_the_cache_on_then_off(compiler: str) -> None:
+    """The cache setting is part of the guard (blind autocast suite: the graph traced with
+    the cache on, reading the stale cast, was reused with it off, where eager's second
+    use reads the written weight)."""
+    g = COMPILERS[compiler](_stale_cast_between_uses)
+    for cache in (True, False, True):
+        ctx = lambda c=cache: torch.autocast("cpu", dtype=BF16, cache_enabled=c)  # noqa: E731
+        make = _inputs((4, 6), (5, 6))
+        assert_like_eager(_stale_cast_between_uses, make, lambda _fn: g, ctx=ctx)
+
+
+def _block_without_a_dtype(x, w):
+    with torch.autocast("cpu"):
+        return x @ w
+
+
+@pytest.mark.parametrize(
+    "compiler",
+    [
+        pytest.param(
+            c,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="Dynamo reads the device's dtype when it traces the block and does not "
+                "guard it (backend='aot_eager' the same): its graph holds the first dtype",
+            ),
+        )
+        if c.startswith("dynamo")
+        else c
+        for c in ENTRIES
+    ],
+)
+def test_a_block_without_a_dtype_follows_the_devices_dtype(compiler: str) -> None:
+    """``torch.autocast("cpu")`` inside takes the device's autocast dtype, which the caller
+    sets (``torch.set_autocast_dtype``, or an outer ``autocast(dtype=..., enabled=False)``):
+    the graph traced for bfloat16 was reused for float16."""
+    g = COMPILERS[compiler](_block_without_a_dtype)
+    before = torch.get_autocast_dtype("cpu")
+    try:
+        for dtype in (BF16, torch.float16, BF16):
+            torch.set_autocast_dtype("cpu", dtype)
+            assert_like_eager(_block_without_a_dtype, _inputs((4, 6), (6, 5)), lambda _fn: g)
+    finally:
+        torch.set_autocast_dtype("cpu", before)

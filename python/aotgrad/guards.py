@@ -59,10 +59,19 @@ from .errors import EagerRefusal, UnderFunctorchTransform, UnsupportedError
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
 
+#: Device types whose autocast dtype a block the function enters reads when it names none
+#: (``with torch.autocast("cpu"):``), where the caller's autocast is off.
+_DEFAULT_DTYPE_DEVICES = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+
+
 def _autocast_state() -> tuple[Any, ...]:
+    """Per enabled device type its dtype, and whether casts are cached (a function that
+    writes a weight between two uses reads the stale cast only where they are); with
+    autocast off, the dtypes a block inside would take (``torch.set_autocast_dtype``,
+    or an outer ``autocast(dtype=..., enabled=False)``, changes them)."""
     if not torch._C._is_any_autocast_enabled():
-        return ()
-    state = []
+        return tuple(torch.get_autocast_dtype(d) for d in _DEFAULT_DTYPE_DEVICES)
+    state: list[Any] = [torch.is_autocast_cache_enabled()]
     for d in _AUTOCAST_DEVICES:
         try:
             if torch.is_autocast_enabled(d):
