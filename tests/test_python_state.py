@@ -275,3 +275,27 @@ def test_an_iterator_the_function_reads_runs_it_eagerly_without_taking_an_item()
             warnings.simplefilter("ignore", EagerReplayWarning)
             got.append([run(torch.ones(1)).item() for _ in range(3)] + [next(steps)])
     assert got[1] == got[0] == [0.0, 1.0, 2.0, 3]
+
+
+def _turns_autocast_on(x, w):
+    torch.set_autocast_enabled("cpu", True)  # (left on: eager's later ops run under it)
+    return x @ w
+
+
+def test_a_function_leaving_autocast_on_runs_eagerly_every_call() -> None:
+    """A trace set it once (blind autocast suite: from the second call the caller's
+    autocast stayed off, its next ``x @ w`` in float32 where eager's is bfloat16)."""
+    seen, caught = [], []
+    for run in (_turns_autocast_on, aotgrad.aot_function(_turns_autocast_on, aotgrad.nop)):
+        states = []
+        for _ in range(2):
+            x, w = torch.randn(3, 4), torch.randn(4, 2)
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always")
+                out = run(x, w)
+            caught += warned
+            states.append((out.dtype, torch.is_autocast_enabled("cpu")))
+            torch.set_autocast_enabled("cpu", False)
+        seen.append(states)
+    assert seen[1] == seen[0] == [(torch.bfloat16, True)] * 2
+    assert any(isinstance(w.message, EagerReplayWarning) for w in caught)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["autocast_enabled_anywhere", "autocast_state_kept"]
+__all__ = ["autocast_enabled_anywhere", "autocast_state_kept", "restore", "snapshot"]
 
 #: Device types with an autocast dispatch key (``torch.is_autocast_enabled(device)``).
 _DEVICES = ("cpu", "cuda", "xpu", "hpu", "mps", "xla", "ipu", "privateuseone", "mtia", "maia")
@@ -68,3 +68,9 @@ def autocast_state_kept() -> Iterator[None]:
     except BaseException:
         _restore(state)
         raise
+
+
+#: The state (nesting count, cache flag, per device its flag and dtype), and putting it
+#: back: for a trace that must not leave a change the function made (``python_state``).
+snapshot = _snapshot
+restore = _restore

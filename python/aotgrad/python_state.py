@@ -32,12 +32,14 @@ import random
 import sys
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from .autocast_state import restore as restore_autocast
+from .autocast_state import snapshot as autocast_snapshot
 from .errors import EagerRefusal
 
 __all__ = ["ReadValues", "refuse_changes", "set_back", "tracing", "watch"]
@@ -279,15 +281,19 @@ def set_back(watched: list[Any]) -> list[Any]:
     return changed
 
 
-def refuse_changes(watched: list[Any], fn: Any, printed: bool = False) -> None:
+def refuse_changes(
+    watched: list[Any], fn: Any, printed: bool = False, also: Sequence[str] = ()
+) -> None:
     """After a trace: a change to ``watched`` set back, and an ``EagerRefusal``; also
-    where the trace ``printed`` or warned from the user's code."""
+    where the trace ``printed`` or warned from the user's code, or changed what ``also``
+    names (set back by the caller)."""
     changed = [w.label for w in set_back(watched)]
     code = getattr(_function(fn), "__code__", None)
     if changed and code is not None:
         _written.setdefault(code, set()).update(changed)
     if printed:
         changed.append("what it prints or warns")
+    changed += also
     if not changed:
         return
     name = getattr(_function(fn), "__qualname__", "the function")
@@ -305,6 +311,7 @@ def tracing(fn: Any) -> Iterator[None]:
     raises, the state is set back and the error goes on (the call replays eagerly or
     fails as it would have)."""
     state = watch(fn)
+    autocast = autocast_snapshot()
     advanced = _iterators(fn)
     if advanced:  # (what a trace takes from one cannot be put back: refused before it)
         raise EagerRefusal(
@@ -322,7 +329,11 @@ def tracing(fn: Any) -> Iterator[None]:
     users = [w for w in seen if not _ours(w.filename)]
     for w in seen if not users else ():  # (torch's own, as they would have been)
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-    refuse_changes(state, fn, printed=bool(out.getvalue() or users))
+    also = []
+    if autocast_snapshot() != autocast:  # (``torch.set_autocast_enabled(...)`` left on)
+        restore_autocast(autocast)
+        also.append("torch's autocast state, left changed")
+    refuse_changes(state, fn, printed=bool(out.getvalue() or users), also=also)
 
 
 def _ours(filename: str) -> bool:
