@@ -101,7 +101,7 @@ def replay_for(
     that are parameters and buffers), or the reason there is none (a string)."""
     if flat_fn is None:
         return "is not supported for this function (a tensor subclass's parts)"
-    written = _unrecorded_writes(layout)
+    written = _written_inputs(layout)
     bases = _intermediate_bases(layout) if written is not None else None
     if bases is None:
         return (
@@ -122,11 +122,12 @@ _OF_INTERMEDIATE = (
 )
 
 
-def _unrecorded_writes(layout: Any) -> list[int] | None:
+def _written_inputs(layout: Any) -> list[int] | None:
     """The inputs the function writes where autograd records nothing (under ``no_grad``:
     running statistics); None where the replay does not reproduce the call: a write
-    autograd records, a metadata change, another storage given, effect tokens, or
-    anything else the runtime does beyond returning the outputs (``plain``)."""
+    autograd records (the caller's tensor then has the write's node, past the one the
+    replay must differentiate at), a metadata change, another storage given, effect
+    tokens, or anything else the runtime does beyond returning the outputs (``plain``)."""
     rest = replace(
         layout, output_aliases=[], mutated_inputs=[], mutation_with_grad=[], version_deltas={}
     )
@@ -209,12 +210,13 @@ _TOO_LARGE = (
 )
 
 
-def _as_before(inputs: list[Any], before: dict[int, Any]) -> None:
-    """The written inputs replaced by their values before the call (the replay writes
-    those copies, not the caller's tensors), each one's gradient reaching the input."""
+def _as_before(called: list[Any], before: dict[int, Any]) -> None:
+    """In ``called`` (the replay's arguments), the written inputs replaced by their values
+    before the call (the replay writes those copies, not the caller's tensors), each one's
+    gradient reaching the input it replaces (where the gradients are taken)."""
     for i, old in before.items():
-        now = inputs[i]
-        inputs[i] = _ValueBefore.apply(now, old) if now.requires_grad else old.clone()
+        now = called[i]
+        called[i] = _ValueBefore.apply(now, old) if now.requires_grad else old.clone()
 
 
 class Replay:
@@ -230,7 +232,7 @@ class Replay:
         self.flat_fn = flat_fn
         self.static = frozenset(static)
         self.bases = list(bases)  # (``_intermediate_bases``)
-        self.written = list(written)  # (``_unrecorded_writes``)
+        self.written = list(written)  # (``_written_inputs``)
         self.others: list[int] | None = None  # (known at the first call)
 
     def keep(self, ctx: Any, args: Sequence[Any]) -> None:
@@ -268,9 +270,10 @@ class Replay:
             for device, dtype in ctx.replay_autocast:  # (the call's autocast, again)
                 autocast.enter_context(torch.autocast(device, dtype))
             inputs = [_own_node(a) for a in inputs]
+            called = list(inputs)
             if self.written:
-                _as_before(inputs, ctx.replay_before)
-            outs = list(self.flat_fn(*inputs))
+                _as_before(called, ctx.replay_before)
+            outs = list(self.flat_fn(*called))
         outs += [self._base_of(outs[j]) for j in self.bases]
         pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
         wanted = [
