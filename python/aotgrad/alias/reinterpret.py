@@ -12,7 +12,7 @@ view has eager's ``._base``, storage, version counter and gradient path. As
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, replace
+from dataclasses import astuple, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -37,7 +37,9 @@ class Reinterpret:
     #: The base's sizes, strides and offset when traced (static ones): a base whose
     #: metadata the function changed after taking the view (``t = x.view(torch.complex128);
     #: x.as_strided_(...)``) is seen as it was then, as eager's view was taken.
-    base_layout: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
+    base_layout: tuple[tuple[int, ...], tuple[int, ...], int] | None = field(
+        default=None, compare=False
+    )
 
     @classmethod
     def of(cls, view: torch.Tensor) -> Reinterpret:
