@@ -157,6 +157,13 @@ def mark_raised_while_tracing(e: BaseException) -> None:
         setattr(e, _RAISED_WHILE_TRACING, True)
 
 
+def run_eagerly(e: BaseException) -> BaseException:
+    """``e``, marked (``mark_raised_while_tracing``) so that the calls run eagerly with an
+    ``EagerReplayWarning`` naming it: eager runs the function, only a trace cannot."""
+    mark_raised_while_tracing(e)
+    return e
+
+
 def raised_while_tracing(e: BaseException) -> bool:
     return getattr(e, _RAISED_WHILE_TRACING, False) is True
 

@@ -56,7 +56,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .errors import AotgradError, UnsupportedError, mark_raised_while_tracing
+from .errors import AotgradError, UnsupportedError, run_eagerly
 
 
 def failing_hop(tb: TracebackType | None) -> HigherOrderOperator | None:
@@ -107,15 +107,14 @@ def unsupported_hop_error(exc: Exception) -> UnsupportedError | None:
     if hop is not None and _is_hop_failure(exc):
         return UnsupportedError(f"higher-order op {hop.name()} is not supported: {_reason(exc)}")
     if isinstance(exc, RuntimeError) and _REENTRANT in str(exc):
-        # eager runs it: the calls run eagerly (an ``EagerReplayWarning`` names it)
-        error = UnsupportedError(
-            "checkpoint(use_reentrant=True) cannot be traced (it refuses autograd.grad, which "
-            "tracing the backward uses): run eagerly; pass use_reentrant=False, or compile "
-            "with torch.compile (whose checkpoint op traces the non-reentrant form), to "
-            "compile it"
+        return run_eagerly(  # (eager runs it)
+            UnsupportedError(
+                "checkpoint(use_reentrant=True) cannot be traced (it refuses autograd.grad, "
+                "which tracing the backward uses): run eagerly; pass use_reentrant=False, or "
+                "compile with torch.compile (whose checkpoint op traces the non-reentrant "
+                "form), to compile it"
+            )
         )
-        mark_raised_while_tracing(error)
-        return error
     no_grad = _NO_AUTOGRAD.search(str(exc)) if isinstance(exc, RuntimeError) else None
     if no_grad is not None:
         return UnsupportedError(

@@ -7,7 +7,8 @@ sets its state (``torch.manual_seed(3)``, ``torch.set_rng_state(s)``, a
 tracing: every later call would draw other numbers than eager's (blind I1: a second
 call differed without a word). Such calls from the user's code stop the trace and the
 calls run eagerly, with an ``EagerReplayWarning`` (they were refused; ``torch.compile``
-breaks the graph there instead, so its graphs never hold one); torch's own (checkpointing replays the state it saved) are let through. So is a
+breaks the graph there instead, so its graphs never hold one); torch's own
+(checkpointing replays the state it saved) are let through. So is a
 ``torch.Generator`` the function makes itself and draws from: the graph would keep the
 one made while tracing and carry on drawing from it (``GeneratorsSeen``).
 """
@@ -23,7 +24,7 @@ from unittest import mock
 
 import torch
 
-from .errors import UnsupportedError, mark_raised_while_tracing
+from .errors import UnsupportedError, run_eagerly
 
 _SETTERS = (
     (torch, "manual_seed"),
@@ -46,11 +47,13 @@ def _refusing(name: str, setter: Callable[..., Any]) -> Callable[..., Any]:
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if not _from_torch(sys._getframe(1)):
-            raise _run_eagerly(
-                f"the function calls {name}(): a compiled graph cannot set the random "
-                "number generator's state on every call as eager does (it would draw other "
-                "numbers from the second call on); run eagerly (set it outside the "
-                "compiled function to compile it)"
+            raise run_eagerly(
+                UnsupportedError(
+                    f"the function calls {name}(): a compiled graph cannot set the random "
+                    "number generator's state on every call as eager does (it would draw "
+                    "other numbers from the second call on); run eagerly (set it outside the "
+                    "compiled function to compile it)"
+                )
             )
         return setter(*args, **kwargs)
 
@@ -80,17 +83,11 @@ class GeneratorsSeen:
 
     def refuse_made_inside(self) -> None:
         if any(r() is None for r in self.refs):
-            raise _run_eagerly(
-                "the function makes a torch.Generator and draws from it: a compiled graph "
-                "would keep drawing from the one made while tracing, not a fresh one per call "
-                "as eager does; run eagerly (make it outside the function and pass it in to "
-                "compile it)"
+            raise run_eagerly(
+                UnsupportedError(
+                    "the function makes a torch.Generator and draws from it: a compiled graph "
+                    "would keep drawing from the one made while tracing, not a fresh one per "
+                    "call as eager does; run eagerly (make it outside the function and pass it "
+                    "in to compile it)"
+                )
             )
-
-
-def _run_eagerly(why: str) -> UnsupportedError:
-    """``why``, marked so that the calls run eagerly (``EagerReplayWarning``): eager runs
-    the function, only the graph cannot repeat it."""
-    error = UnsupportedError(why)
-    mark_raised_while_tracing(error)
-    return error

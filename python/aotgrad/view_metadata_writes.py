@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 
-from .errors import UnsupportedError, mark_raised_while_tracing
+from .errors import UnsupportedError, run_eagerly
 from .inplace_checks import written_tensor
 
 __all__ = ["METADATA_WRITES", "EarlierViews", "leaf_view_of_gradless", "write_metadata"]
@@ -251,14 +251,14 @@ def _refuse_write(t: Any, roots: frozenset[int], grad_write: bool = False) -> No
     a wrong gradient. ``grad_write``: the value written requires grad (a view without
     grad of an input without grad: ``v = x.view_as(x); x.t_(); v.copy_(y)``)."""
     if torch.is_grad_enabled() and (t.requires_grad or grad_write) and id(t._base) not in roots:
-        error = UnsupportedError(
-            "a write with grad through a view taken before the function changed its "
-            "base's metadata in place (t_/transpose_/unsqueeze_/as_strided_...): autograd "
-            "would replay the view on the new geometry and misroute the gradient; run "
-            "eagerly (take the view after the change, or write the base, to compile it)"
+        raise run_eagerly(
+            UnsupportedError(
+                "a write with grad through a view taken before the function changed its "
+                "base's metadata in place (t_/transpose_/unsqueeze_/as_strided_...): autograd "
+                "would replay the view on the new geometry and misroute the gradient; run "
+                "eagerly (take the view after the change, or write the base, to compile it)"
+            )
         )
-        mark_raised_while_tracing(error)
-        raise error
 
 
 def left_autograd_views(args: Any, kwargs: Any, left: set[int]) -> frozenset[int]:

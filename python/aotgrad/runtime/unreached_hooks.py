@@ -18,11 +18,14 @@ hooks back. A non-leaf input's hooks are found through the tensor, noted at the 
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from ..input_hooks import defined_only
 
 __all__ = ["hooked_non_leaves", "quiet_unreached"]
 
@@ -35,13 +38,6 @@ def hooked_non_leaves(args: Sequence[Any]) -> dict[int, weakref.ref] | None:
             found = found or {}
             found[i] = weakref.ref(a)
     return found
-
-
-def _skip_none(hook: Callable[..., Any]) -> Callable[..., Any]:
-    def hook_given_a_gradient(grad: Any) -> Any:
-        return None if grad is None else hook(grad)
-
-    return hook_given_a_gradient
 
 
 def _only_if_accumulated(hook: Callable[..., Any], t: torch.Tensor) -> Callable[..., Any]:
@@ -81,9 +77,9 @@ def quiet_unreached(ctx: Any, grads: Sequence[Any], hooked: dict[int, weakref.re
             kept = dict(hooks)
             for key, hook in kept.items():
                 hooks[key] = (
-                    _skip_none(hook)
+                    functools.partial(defined_only, hook)
                     if name == "_backward_hooks"
-                    else (_only_if_accumulated(hook, t))
+                    else _only_if_accumulated(hook, t)
                 )
             undo.append((hooks, kept))
     if undo:

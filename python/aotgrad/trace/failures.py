@@ -15,6 +15,7 @@ from ..errors import (
     TraceError,
     UnsupportedError,
     mark_raised_while_tracing,
+    run_eagerly,
 )
 
 _TORCH_DIRS = (torch.__file__.rsplit("/", 1)[0], __file__.rsplit("/", 2)[0])
@@ -59,7 +60,7 @@ def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
         )
     if "mutating a non-functional tensor with a functional tensor" in msg:
         # a tensor from outside the arguments written with a traced value: eager runs it
-        return _replayed(
+        return run_eagerly(
             UnsupportedError(
                 f"cannot trace {name}: it writes a tensor that is not one of its arguments "
                 f"(a global, or a closure's) at {where}: pass it as an argument (a "
@@ -73,14 +74,6 @@ def _runtime_error(name: str, e: RuntimeError) -> Exception | None:
             f"cannot trace {name}: data-dependent operation at {where}: {msg.splitlines()[0]}"
         )
     return None
-
-
-def _replayed(error: Exception) -> Exception:
-    """``error``, marked so that the calls run eagerly (with an ``EagerReplayWarning``
-    naming it): a tensor from outside the arguments cannot be traced (its gradient and
-    later values would be lost), and eager runs the function."""
-    mark_raised_while_tracing(error)
-    return error
 
 
 def _eagers_error(e: AssertionError) -> Exception | None:
@@ -171,7 +164,7 @@ def _translated(fn: Callable[..., Any]):
             raise eagers from e
         if "Please convert all Tensors to FakeTensors" in str(e):
             # a real tensor met the traced ones: one the function reads from outside
-            raise _replayed(
+            raise run_eagerly(
                 UnsupportedError(
                     f"cannot trace {name}: it reads a tensor that is not one of its "
                     f"arguments (a global, or a closure's) at {_user_frame(e.__traceback__)}: "
