@@ -93,6 +93,7 @@ def _grad_bookkeeping(metadata: Any) -> dict[str, Any]:
     function's hooks on inputs and outputs, the views remade through hooked views."""
     return {
         "retained_grads": metadata.retained_grads,
+        "fed_outputs": metadata.fed_outputs,
         "input_hooks": metadata.input_hooks,
         "early_input_hooks": metadata.early_input_hooks,
         "output_hooks": metadata.output_hooks,

@@ -22,6 +22,7 @@ from ..errors import mark_raised_by_graph
 from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
 from .double_backward import second_order
 from .epilogue import Epilogue, in_old_layouts
+from .fed_outputs_link import FedOutputsLink, less_handed
 from .layout import ForwardLayout, OutputAlias
 from .output_hooks import hooks_on_defined_gradients
 from .partial_backward import IndependentOutputs, tangent_components
@@ -269,6 +270,7 @@ class _TrainingPlan:
         # outputs whose whole gradient the backward returns, after the written values
         self.retained_through = dict(layout.retained_grads[2])
         self.n_post_write = len(layout.post_write_inputs)
+        self.fed_outputs = layout.fed_outputs
         self.post_write_passed = layout.post_write_passed
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
@@ -317,6 +319,7 @@ class _TrainingPlan:
             or self.retained_through
             or layout.watched_outputs
             or layout.post_write_inputs
+            or layout.fed_outputs
         )
         if self.track_unreached and len(components) > 1 and plain:
             return IndependentOutputs(components)
@@ -420,6 +423,8 @@ class _TrainingPlan:
     def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
         if self.replay is not None and torch.is_grad_enabled() and self.replay.runs(ctx):
             return self.replay.gradients(ctx, grads)  # (create_graph)
+        if self.fed_outputs:
+            grads = less_handed(ctx, grads)
         tangents, missing = self._tangents(ctx, grads)
         if self.watched:
             outs = zip(ctx.watched, self.expected, self.watched_tangents)
@@ -483,6 +488,15 @@ class _TrainingPlan:
         from the tangents ``given`` (by position; zeros for the others): the compiled
         backward's last outputs, read before the Function's own backward runs (its saved
         tensors kept for it)."""
+        outs = self.backward_kept(ctx, given, metas)
+        ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
+        start = self._post_write_start(ctx.num_inputs)
+        return list(outs[start : start + self.n_post_write])
+
+    def backward_kept(self, ctx: Any, given: dict[int, Any], metas: list[tuple]) -> tuple:
+        """The compiled backward's outputs from the tangents ``given`` (by position; zeros
+        for the others), run before the Function's own backward (its saved tensors kept
+        for it): for the links (``post_write_link``, ``fed_outputs_link``)."""
         tangents = [
             _plain_tangent(given[j]) if j in given else torch.zeros(*m[:1], dtype=m[1], device=m[2])
             for j, m in enumerate(metas)
@@ -491,15 +505,18 @@ class _TrainingPlan:
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
         run_bw = self.first_order if torch.is_grad_enabled() else _call
-        outs = tuple(run_bw(self.bw, [*saved, *ctx.symints, *tangents]))
-        ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
-        start = self._post_write_start(ctx.num_inputs)
-        return list(outs[start : start + self.n_post_write])
+        return tuple(run_bw(self.bw, [*saved, *ctx.symints, *tangents]))
+
+    def fed_totals_start(self, n: int) -> int:
+        """Where the fed outputs' totals start among the backward's outputs (after the
+        ``n`` inputs' gradients, the written values and the retained totals)."""
+        return n + len(self.bw_written) + len(self.retained_through)
 
     def _post_write_start(self, n: int) -> int:
         """Where the link's outputs start among the backward's (after the ``n`` inputs'
-        gradients, the written values and the retained totals: ``JointGraph``)."""
-        return n + len(self.bw_written) + len(self.retained_through)
+        gradients, the written values, the retained and the fed outputs' totals:
+        ``JointGraph``)."""
+        return self.fed_totals_start(n) + len(self.fed_outputs)
 
     def _saved(self, ctx: Any, n_tangents: int, missing: Sequence[int]) -> list[Any]:
         """The saved tensors for this pass: autograd's, or those kept across passes
@@ -589,13 +606,18 @@ def make_training_function(
     apply = _applying(CompiledFunction.apply, layout)
     watching = layout.watched_inputs or layout.watched_bases or layout.saved_input_views
     watch = plan.note_watched if watching else None
+    fed = _fed_link(layout, plan)
     if layout.plain and watch is None:
+        if fed is not None:
+            apply = _then(apply, fed)
 
         def run(*args: Any) -> tuple[Any, ...]:
             return apply(*args)[:n_user]
 
         return _views_of_no_output(run, layout)
-    epilogue = None if layout.plain else _epilogue(layout, plan)
+    epilogue = None if layout.plain else _epilogue(layout, plan, fed)
+    if epilogue is None and fed is not None:
+        apply = _then(apply, fed)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         if epilogue is None:
@@ -639,13 +661,31 @@ def _applying(apply: Callable[..., Any], layout: ForwardLayout) -> Callable[...,
     return recording
 
 
-def _epilogue(layout: ForwardLayout, plan: _TrainingPlan) -> Epilogue:
+def _epilogue(layout: ForwardLayout, plan: _TrainingPlan, fed: Any) -> Epilogue:
     """The training call's epilogue: with the link of outputs onto written inputs' new
-    nodes where the trace found reads after a write (``post_write_link``)."""
+    nodes where the trace found reads after a write (``post_write_link``), or else onto
+    the outputs they are computed from (``fed_outputs_link``)."""
     epilogue = Epilogue(layout)
     if layout.post_write_inputs:
         epilogue.link = PostWriteLink(plan.post_write_grads, layout)
+    elif fed is not None:
+        epilogue.link = lambda args, fwd: fed(fwd)
     return epilogue
+
+
+def _fed_link(layout: ForwardLayout, plan: _TrainingPlan) -> FedOutputsLink | None:
+    """The link of outputs onto the outputs they are computed from, where the trace
+    found some (not beside the post-write link: its gradients would count twice)."""
+    if not layout.fed_outputs or layout.post_write_inputs:
+        return None
+    return FedOutputsLink(plan, layout)
+
+
+def _then(apply: Callable[..., Any], link: Callable[..., Any]) -> Callable[..., Any]:
+    def applied(*args: Any) -> Any:
+        return link(apply(*args))
+
+    return applied
 
 
 def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:

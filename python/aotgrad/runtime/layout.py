@@ -260,6 +260,11 @@ class ForwardLayout:
     #: it on the caller's tensors; then the outputs whose whole gradient the backward
     #: computes, after the inputs' written values (``trace.TraceMetadata.retained_grads``).
     retained_grads: tuple[list[int], list[int], dict[int, tuple[int, ...]]] = ([], [], {})
+    #: Outputs the function computes other outputs from, per output the forward values
+    #: computed from it: the backward returns the total gradient at each after the
+    #: retained ones, and the runtime hands what those values pass back to the caller's
+    #: tensor (``runtime.fed_outputs_link``).
+    fed_outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Hooks the function registered on inputs, ``(input, hook)``: registered on the
     #: caller's tensors at each call (``aotgrad.input_hooks``). A layout with hooks is not
     #: written to the disk cache (they are the traced call's objects).

@@ -13,7 +13,7 @@ passes on out of its gradients, since it comes back through the writes' nodes: t
 are unchanged.
 
 Computing that gradient runs the compiled backward once more, so the link hands it on
-only in a pass that can see it (``_observed``): one that asks for some gradients
+only in a pass that can see it (``observed``): one that asks for some gradients
 (``torch.autograd.grad``, ``backward(inputs=...)``: it may ask for the input's), or where
 the caller's tensor retains its gradient or has hooks. A plain ``backward()`` passes the
 outputs' gradients straight through, at no extra cost, with eager's totals.
@@ -30,7 +30,7 @@ from torch.autograd.graph import get_gradient_edge
 
 from .layout import ForwardLayout
 
-__all__ = ["PostWriteLink"]
+__all__ = ["PROBE", "PostWriteLink", "observed"]
 
 #: (the Function's node, the tangent positions of the linked outputs, every tangent
 #: output's shape, dtype and device) -> the gradient at each linked input's node
@@ -40,12 +40,12 @@ PostGrads = Callable[[Any, dict[int, Any], list[tuple]], Sequence[Any]]
 #: A leaf nothing is computed from but the link: a pass that asks for every leaf's
 #: gradient (``backward()``) runs every node it reaches, this one's accumulator too; a
 #: pass that asks for some (``autograd.grad``, ``inputs=``) runs only those on their paths.
-_PROBE = torch.zeros((), requires_grad=True)
+PROBE = torch.zeros((), requires_grad=True)
 
 
-def _observed(watched: Sequence[Any]) -> bool:
+def observed(watched: Sequence[Any]) -> bool:
     """Whether this backward pass can see the gradient at a linked input's node."""
-    if not torch._C._will_engine_execute_node(get_gradient_edge(_PROBE).node):
+    if not torch._C._will_engine_execute_node(get_gradient_edge(PROBE).node):
         return True
     for ref in watched:
         t = ref()
@@ -74,7 +74,7 @@ class _ReadsAfterWrite(torch.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> Any:
         post_grads, node, positions, metas, watched = ctx.link
         given = {p: g for p, g in zip(positions, grads, strict=True) if g is not None}
-        if given and _observed(watched):
+        if given and observed(watched):
             to_inputs = list(post_grads(node, given, metas))
         else:
             to_inputs = [None] * ctx.n
@@ -111,7 +111,7 @@ class PostWriteLink:
         with torch.enable_grad():
             link = (self.post_grads, node, positions, metas, watched)
             outs = _ReadsAfterWrite.apply(
-                link, len(targets), _PROBE, *targets, *(fwd[k] for _, k in linked)
+                link, len(targets), PROBE, *targets, *(fwd[k] for _, k in linked)
             )
         fwd = list(fwd)
         for (_, k), o in zip(linked, outs, strict=True):

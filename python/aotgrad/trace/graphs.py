@@ -143,6 +143,10 @@ class TraceMetadata:
     #: Grad mode the function leaves where it is not the call's (a
     #: ``torch.set_grad_enabled(False)`` not undone): the runtime sets it after the call.
     grad_mode_after: bool | None = None
+    #: Outputs the function computes other outputs from, per output the forward values
+    #: computed from it (``trace.fed_outputs``): the backward also returns the gradient at
+    #: each, which the runtime hands the caller's tensor (``runtime.fed_outputs_link``).
+    fed_outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: User outputs that are an input's ``.data`` (``EagerCalls.data_reads``) or a view
     #: of one: eager's has a version counter of its own (``metadata._data_outputs``).
     data_outputs: dict[int, tuple[int, bool, int]] = field(default_factory=dict)

@@ -156,6 +156,8 @@ class _JointTrace(SavedReads):
     #: Outputs retained and computed from (``input_hooks.RetainedThrough``): their whole
     #: gradients (backward outputs), and the tangents that reach each.
     retained_totals: list[Any] = []
+    #: The whole gradient at each output others are computed from (``fed_outputs``).
+    fed_totals: list[Any] = []
     retained_tangents: dict[int, tuple[int, ...]] = {}
     #: Inputs written with autograd that outputs read after the write (``post_write_reads``).
     post_write: list[int] = []
@@ -294,7 +296,8 @@ class _JointTrace(SavedReads):
         # Inputs the backward writes (a custom Function's backward updating a saved input):
         # their new values follow the gradients; the runtime copies them in.
         bwd += [from_functional(call[i]) for i in self.written_in_backward]
-        bwd += [from_functional(g) for g in [*self.retained_totals, *self._post_write_outputs()]]
+        totals = [*self.retained_totals, *self.fed_totals]
+        bwd += [from_functional(g) for g in [*totals, *self._post_write_outputs()]]
         return fwd + fwd_tokens, bwd + chain.finish()
 
     def _seen_as_views(self) -> list[int]:
@@ -466,6 +469,8 @@ class _JointTrace(SavedReads):
         needs += self.edges_dropped
         retained = self._retained_through(fwd_values, diff_outs)
         needs += retained
+        needs += [fwd_values[k] for k in self.metadata.fed_outputs]  # (``fed_outputs``)
+        n_totals = len(retained) + len(self.metadata.fed_outputs)
         hooked = [_after_hooks(t) for t in retained]
         refuse_deferred_autograd_errors(diff_outs)
         versions = alias.facts.versions(call)
@@ -489,12 +494,13 @@ class _JointTrace(SavedReads):
             if a != b:
                 self.written_in_backward.append(i)
                 self.backward_version_deltas.append(b - a)
-        per_input, totals = self._laid_out(fp, grads, earlier, len(retained))
+        per_input, totals = self._laid_out(fp, grads, earlier, n_totals)
         if retained:
             self.retained_totals = [
                 (h[0] if h and h[0] is not None else total) for h, total in zip(hooked, totals)
             ]
-        self.post_write_passed = self._passed_on(fp, earlier, len(retained))
+        self.fed_totals = list(totals[len(retained) :])
+        self.post_write_passed = self._passed_on(fp, earlier, n_totals)
         return per_input
 
     def _laid_out(

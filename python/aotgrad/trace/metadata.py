@@ -27,6 +27,7 @@ from ..input_hooks import (
 )
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
+from .fed_outputs import fed_outputs
 from .functional import (
     EffectChain,
     flat_call,
@@ -501,6 +502,7 @@ def collect_metadata(
         relaid = _relaid_inputs(plan, wrapped, fake_args)
         fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
         retained = _retained(calls, outs, wrapped, fake_args, plan, len(bases) + len(outs), fresh)
+        fed = fed_outputs(outs, bases, fresh, retained)
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
@@ -522,6 +524,7 @@ def collect_metadata(
         retained,
         views_before_requires_grad=cut,
         grad_mode_after=None if calls.grad_mode_after == grad_mode else calls.grad_mode_after,
+        fed_outputs=fed,
         **_output_sources(outs, wrapped, fake_args, plan, calls),
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)

@@ -1,0 +1,91 @@
+"""Outputs the function computes other outputs from: eager's gradient at such an output.
+
+``h = layer(x); return h, head(h)``: in eager, the second output's history goes through
+``h``'s node, so ``torch.autograd.grad(logits, h)`` (Grad-CAM), ``h.retain_grad()`` and a
+hook registered on ``h`` after the call see what ``head(h)`` passes back to it. The
+compiled Function's outputs are its own, side by side: ``autograd.grad`` raised that
+``h`` was not used, ``h.grad`` stayed None, a hook saw the caller's part only.
+
+So the joint trace also differentiates with respect to each such output (its total, a
+backward output), and the runtime routes the outputs computed from it through a node
+that hands ``h``'s caller tensor what they pass back (``runtime.fed_outputs_link``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..alias import facts
+from ..autograd_walks import reaches_output
+
+
+def fed_outputs(
+    outs: Sequence[Any],
+    bases: Sequence[Any],
+    fresh: Sequence[bool],
+    retained: tuple[list[int], list[int], dict[int, tuple[int, ...]]],
+) -> dict[int, tuple[int, ...]]:
+    """Per output another is computed from, the forward values (user outputs, then
+    intermediate bases) computed from it. Only outputs that are the compiled Function's
+    own (``fresh``), returned once, not ``retain_grad()``-ed or hooked by the function
+    (``input_hooks.RetainedThrough`` has those)."""
+    values = [*outs, *bases]
+    found: dict[int, tuple[int, ...]] = {}
+    for k, o in enumerate(outs):
+        if not _candidate(k, o, outs, fresh, retained):
+            continue
+        node, nr = facts.grad_fn_of(o), o.output_nr
+        users = tuple(
+            j
+            for j, v in enumerate(values)
+            if _differentiable(v)
+            and v is not o
+            and v._base is not o  # (a view of it: remade of the caller's tensor)
+            and (g := facts.grad_fn_of(v)) is not node
+            and reaches_output(g, node, nr)
+        )
+        if users:
+            found[k] = users
+    return found
+
+
+def _candidate(k: int, o: Any, outs: Sequence[Any], fresh: Sequence[bool], retained: tuple) -> bool:
+    return (
+        fresh[k]
+        and _differentiable(o)
+        and not o._backward_hooks
+        and k not in retained[0]
+        and k not in retained[2]
+        and sum(x is o for x in outs) == 1
+    )
+
+
+def _differentiable(t: Any) -> bool:
+    return (
+        isinstance(t, torch.Tensor)
+        and t.requires_grad
+        and facts.grad_fn_of(t) not in (None, facts.STALE_VIEW)
+    )
+
+
+def upstream_first(fed: dict[int, tuple[int, ...]]) -> list[int]:
+    """The fed outputs, each before those computed from it (the runtime links them in
+    this order: a link's edge goes to the tensor the earlier links made)."""
+    order: list[int] = []
+    seen: set[int] = set()
+
+    def visit(k: int) -> None:
+        if k in seen:
+            return
+        seen.add(k)
+        for u, users in fed.items():  # (those it is computed from first)
+            if k in users:
+                visit(u)
+        order.append(k)
+
+    for k in sorted(fed):
+        visit(k)
+    return order
