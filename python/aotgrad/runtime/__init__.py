@@ -421,10 +421,10 @@ class _TrainingPlan:
         return fwd
 
     def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
-        if self.replay is not None and torch.is_grad_enabled() and self.replay.runs(ctx):
-            return self.replay.gradients(ctx, grads)  # (create_graph)
         if self.fed_outputs:
             grads = less_handed(ctx, grads)
+        if self.replays(ctx):
+            return self.replay.gradients(ctx, grads)  # (create_graph)
         tangents, missing = self._tangents(ctx, grads)
         if self.watched:
             outs = zip(ctx.watched, self.expected, self.watched_tangents)
@@ -492,6 +492,10 @@ class _TrainingPlan:
         ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
         start = self._post_write_start(ctx.num_inputs)
         return list(outs[start : start + self.n_post_write])
+
+    def replays(self, ctx: Any) -> bool:
+        """Whether this backward runs the call's replay (``double_backward``)."""
+        return self.replay is not None and torch.is_grad_enabled() and self.replay.runs(ctx)
 
     def backward_kept(self, ctx: Any, given: dict[int, Any], metas: list[tuple]) -> tuple:
         """The compiled backward's outputs from the tangents ``given`` (by position; zeros
@@ -600,13 +604,14 @@ def make_training_function(
         def backward(ctx: Any, *grads: Any) -> Any:
             return plan.backward(ctx, grads)
 
-    hooks_on_defined_gradients(CompiledFunction, layout.outputs_fed_on)
+    fed = _fed_link(layout, plan)
+    linked = set(layout.fed_outputs) if fed is not None else set()
+    hooks_on_defined_gradients(CompiledFunction, layout.outputs_fed_on - linked)
 
     n_user = layout.num_user_outputs
     apply = _applying(CompiledFunction.apply, layout)
     watching = layout.watched_inputs or layout.watched_bases or layout.saved_input_views
     watch = plan.note_watched if watching else None
-    fed = _fed_link(layout, plan)
     if layout.plain and watch is None:
         if fed is not None:
             apply = _then(apply, fed)
@@ -670,6 +675,7 @@ def _epilogue(layout: ForwardLayout, plan: _TrainingPlan, fed: Any) -> Epilogue:
         epilogue.link = PostWriteLink(plan.post_write_grads, layout)
     elif fed is not None:
         epilogue.link = lambda args, fwd: fed(fwd)
+        epilogue.fed_views = fed.onto_views
     return epilogue
 
 

@@ -260,21 +260,7 @@ class Replay:
 
     def gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
         """Each input's gradient from the outputs' ``grads``, with its graph."""
-        inputs = [a() if isinstance(a, weakref.ref) else a for a in ctx.replay_inputs]
-        if any(a is None for a in inputs):
-            raise refused(
-                "needs the call's inputs to run it again, and one was freed before this "
-                "backward (keep a reference to it)"
-            )
-        with torch.enable_grad(), contextlib.ExitStack() as autocast:
-            for device, dtype in ctx.replay_autocast:  # (the call's autocast, again)
-                autocast.enter_context(torch.autocast(device, dtype))
-            inputs = [_own_node(a) for a in inputs]
-            called = list(inputs)
-            if self.written:
-                _as_before(called, ctx.replay_before)
-            outs = list(self.flat_fn(*called))
-        outs += [self._base_of(outs[j]) for j in self.bases]
+        inputs, outs = self._replayed(ctx)
         pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
         wanted = [
             i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor) and a.requires_grad
@@ -292,6 +278,42 @@ class Replay:
         for i, g in zip(wanted, found):
             result[i] = g
         return tuple(result)
+
+    def output_gradient(self, ctx: Any, grads: dict[int, Any], k: int) -> Any:
+        """The gradient at forward output ``k`` from the outputs' ``grads`` (by
+        position) that are computed from it, with its graph (``fed_outputs_link``)."""
+        _, outs = self._replayed(ctx)
+        pairs = [(outs[j], g) for j, g in grads.items() if outs[j].requires_grad]
+        if not pairs:
+            return None
+        (found,) = torch.autograd.grad(
+            [o for o, _ in pairs],
+            outs[k],
+            [g for _, g in pairs],
+            create_graph=True,
+            allow_unused=True,
+        )
+        return found
+
+    def _replayed(self, ctx: Any) -> tuple[list[Any], list[Any]]:
+        """The call's inputs, each through a node of its own, and the forward's outputs
+        (user outputs, then the intermediate bases) of the function run again on them."""
+        inputs = [a() if isinstance(a, weakref.ref) else a for a in ctx.replay_inputs]
+        if any(a is None for a in inputs):
+            raise refused(
+                "needs the call's inputs to run it again, and one was freed before this "
+                "backward (keep a reference to it)"
+            )
+        with torch.enable_grad(), contextlib.ExitStack() as autocast:
+            for device, dtype in ctx.replay_autocast:  # (the call's autocast, again)
+                autocast.enter_context(torch.autocast(device, dtype))
+            inputs = [_own_node(a) for a in inputs]
+            called = list(inputs)
+            if self.written:
+                _as_before(called, ctx.replay_before)
+            outs = list(self.flat_fn(*called))
+        outs += [self._base_of(outs[j]) for j in self.bases]
+        return inputs, outs
 
     @staticmethod
     def _base_of(view: Any) -> Any:

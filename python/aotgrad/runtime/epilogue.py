@@ -48,6 +48,8 @@ class Epilogue(InputWrites):
 
     #: Routes the outputs onto written inputs' new nodes (training only, when needed).
     link: Any = None
+    #: ``FedOutputsLink.onto_views``, where the function computes outputs from a view.
+    fed_views: Any = None
 
     def __init__(self, layout: ForwardLayout) -> None:
         self.layout = layout
@@ -211,6 +213,8 @@ class Epilogue(InputWrites):
         self._stale_outputs(outs, early, spec, (args, late))
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
+        if self.fed_views is not None:  # (outputs computed from a view onto the view)
+            self.fed_views(outs, fwd)
         if layout.inference_outputs:
             with torch.inference_mode():
                 for k in layout.inference_outputs:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ..trace.fed_outputs import upstream_first
+from ..trace.fed_outputs import VIEWS_OF_BASES, upstream_first
 from .layout import ForwardLayout
 from .post_write_link import PROBE, observed
 
@@ -57,12 +57,15 @@ def _handed(ctx: Any) -> dict[int, Any]:
 
 class _Link:
     """One fed output's link for one call: the Function's node, its plan (to run the
-    backward), the output's position, those computed from it, and the tangents'
-    positions and metadata."""
+    backward), the output's position, those computed from it, the tangents' metadata;
+    where the Function takes what it hands back out (``slot``: the output itself, or for
+    a view of an intermediate its base, ``view_of``)."""
 
     def __init__(self, plan: Any, node: Any, k: int, users: list[int], metas: list) -> None:
         self.plan, self.node, self.k, self.users, self.metas = plan, node, k, users, metas
+        self.slot = k
         self.watched: list[Any] = []
+        self.view_of: Any = None
 
     def handed(self, grads: Sequence[Any]) -> Any:
         """What the users' gradients ``grads`` pass back to the output (None where this
@@ -78,11 +81,33 @@ class _Link:
                 given[position[k]] = g - before[k] if before.get(k) is not None else g
         if not given:
             return None
-        outs = plan.backward_kept(node, given, self.metas)
-        start = plan.fed_totals_start(node.num_inputs)
-        c = outs[start + list(plan.fed_outputs).index(self.k)]
-        node.fed_handed = (_task(), {**before, self.k: c})
+        if plan.replays(node):  # (create_graph: with its graph, ``double_backward``)
+            by_output = {plan.tangent_outputs[j]: g for j, g in given.items()}
+            c = plan.replay.output_gradient(node, by_output, self.k)
+        else:
+            outs = plan.backward_kept(node, given, self.metas)
+            c = outs[plan.fed_totals_start(node.num_inputs) + list(plan.fed_outputs).index(self.k)]
+        amount = c if self.view_of is None else self._into_base(c)
+        if amount is None:
+            return None
+        handed = dict(before)
+        handed[self.slot] = amount if self.slot not in handed else handed[self.slot] + amount
+        node.fed_handed = (_task(), handed)
         return c
+
+    def _into_base(self, c: Any) -> Any:
+        """What ``c``, handed to the view, passes on to the Function's base output (the
+        view's geometry taken again of a stand-in for the base: the view's own node
+        would run the caller's hooks on it, and retain it, once more)."""
+        view, base = self.watched[0](), self.view_of()
+        if view is None or base is None:
+            return None
+        with torch.enable_grad():
+            stand_in = base.detach().requires_grad_()
+            again = stand_in.as_strided(view.size(), view.stride(), view.storage_offset())
+        create = torch.is_grad_enabled()
+        (found,) = torch.autograd.grad(again, stand_in, c, create_graph=create)
+        return found
 
 
 class _ReadsOfOutput(torch.autograd.Function):
@@ -99,31 +124,80 @@ class _ReadsOfOutput(torch.autograd.Function):
 
 class FedOutputsLink:
     """Per call: the values computed from each fed output passed through
-    ``_ReadsOfOutput`` onto its tensor (``layout.fed_outputs``, upstream first)."""
+    ``_ReadsOfOutput`` onto its tensor (``layout.fed_outputs``, upstream first): the
+    Function's own outputs' on its outputs (``__call__``), then views of intermediates'
+    on the caller's views, once made (``onto_views``)."""
 
     def __init__(self, plan: Any, layout: ForwardLayout) -> None:
         self.plan = plan
-        self.order = upstream_first(layout.fed_outputs)
         self.fed = layout.fed_outputs
         self.tangent_outputs = list(layout.tangent_outputs)
+        self.views = _linkable_views(layout)
+        self.order = [k for k in upstream_first(self.fed) if k in set(layout.fresh_outputs)]
 
     def __call__(self, fwd: Sequence[Any]) -> Sequence[Any]:
-        node = next((fwd[k].grad_fn for k in self.order if _differentiable(fwd[k])), None)
-        if node is None or not hasattr(node, "symints"):  # (not the Function's node)
+        node = self._node(fwd)
+        if node is None:
             return fwd
-        metas = [(fwd[k].shape, fwd[k].dtype, fwd[k].device) for k in self.tangent_outputs]
+        metas = self._metas(fwd)
         fwd = list(fwd)
-        with torch.enable_grad():
-            for k in self.order:
-                users = [j for j in self.fed[k] if _differentiable(fwd[j])]
-                if not users or not _differentiable(fwd[k]):
-                    continue
-                link = _Link(self.plan, node, k, users, metas)
-                link.watched = [weakref.ref(fwd[k])]
-                outs = _ReadsOfOutput.apply(link, PROBE, fwd[k], *(fwd[j] for j in users))
-                for j, o in zip(users, outs, strict=True):
-                    fwd[j] = o
+        for k in self.order:
+            self._link(_Link(self.plan, node, k, self.fed[k], metas), fwd, fwd)
         return fwd
+
+    def onto_views(self, outs: list[Any], fwd: Sequence[Any]) -> None:
+        """Link the fed views of intermediates (the caller's ``outs``, made of ``fwd``)."""
+        node = self._node(fwd) if self.views else None
+        if node is None:
+            return
+        metas = self._metas(fwd)
+        for k, base in self.views.items():
+            link = _Link(self.plan, node, k, list(self.fed[k]), metas)
+            link.slot = base
+            if _differentiable(fwd[base]):
+                link.view_of = weakref.ref(fwd[base])
+                self._link(link, outs, outs)
+
+    @staticmethod
+    def _link(link: _Link, at: list[Any], out: list[Any]) -> None:
+        """Pass ``at``'s users of ``link`` through it onto ``at[link.k]``, into ``out``."""
+        users = [j for j in link.users if _differentiable(at[j])]
+        if not users or not _differentiable(at[link.k]):
+            return
+        link.users = users
+        link.watched = [weakref.ref(at[link.k])]
+        with torch.enable_grad():
+            outs = _ReadsOfOutput.apply(link, PROBE, at[link.k], *(at[j] for j in users))
+        for j, o in zip(users, outs, strict=True):
+            out[j] = o
+
+    def _node(self, fwd: Sequence[Any]) -> Any:
+        node = next((fwd[k].grad_fn for k in self.fed if _differentiable(fwd[k])), None)
+        if node is None:
+            node = next((o.grad_fn for o in fwd if _differentiable(o)), None)
+        return node if hasattr(node, "symints") else None  # (else not the Function's)
+
+    def _metas(self, fwd: Sequence[Any]) -> list[tuple]:
+        return [(fwd[k].shape, fwd[k].dtype, fwd[k].device) for k in self.tangent_outputs]
+
+
+def _linkable_views(layout: ForwardLayout) -> dict[int, int]:
+    """The fed views of an intermediate the runtime links, each with its base's
+    position among the forward's outputs: those computed from only by the Function's
+    own user outputs that are not fed themselves (a link on the caller's view comes
+    after the others, which must not wrap what it wraps)."""
+    n_user = layout.num_user_outputs
+    fresh = set(layout.fresh_outputs)
+    found = {}
+    for a in layout.output_aliases:
+        users = layout.fed_outputs.get(a.index)
+        if users is None or a.verdict not in VIEWS_OF_BASES:
+            continue
+        if a.detached or a.base_leaf or a.routed or a.base_output >= 0:
+            continue
+        if all(j < n_user and j in fresh and j not in layout.fed_outputs for j in users):
+            found[a.index] = n_user + a.source
+    return found
 
 
 def _differentiable(t: Any) -> bool:

@@ -20,22 +20,31 @@ import torch
 
 from ..alias import facts
 from ..autograd_walks import reaches_output
+from ..vocab import OutputVerdict
+
+#: Views of an intermediate the compiled Function returns the base of (an intermediate
+#: base's slot): the runtime makes the caller's view of it, which it can link.
+VIEWS_OF_BASES = (
+    OutputVerdict.ALIAS_OF_INTERMEDIATE,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+)
 
 
 def fed_outputs(
     outs: Sequence[Any],
     bases: Sequence[Any],
-    fresh: Sequence[bool],
+    linkable: Sequence[bool],
     retained: tuple[list[int], list[int], dict[int, tuple[int, ...]]],
 ) -> dict[int, tuple[int, ...]]:
     """Per output another is computed from, the forward values (user outputs, then
-    intermediate bases) computed from it. Only outputs that are the compiled Function's
-    own (``fresh``), returned once, not ``retain_grad()``-ed or hooked by the function
+    intermediate bases) computed from it. Only outputs the runtime can link
+    (``linkable``: the compiled Function's own, or views of an intermediate it returns),
+    returned once, not ``retain_grad()``-ed or hooked by the function
     (``input_hooks.RetainedThrough`` has those)."""
     values = [*outs, *bases]
     found: dict[int, tuple[int, ...]] = {}
     for k, o in enumerate(outs):
-        if not _candidate(k, o, outs, fresh, retained):
+        if not _candidate(k, o, outs, linkable, retained):
             continue
         node, nr = facts.grad_fn_of(o), o.output_nr
         users = tuple(
