@@ -542,7 +542,7 @@ def _observe_call(obs, prog, runner, ns, ci, call):
     if not diff:
         return
     if call.backward_how == "autograd_grad" and not _autograd_grad(
-        obs, pre, watch, diff, cots, versions
+        obs, pre, watch, diff, cots, versions, outs
     ):
         return
     if call.backward_how == "create_graph" and not _create_graph(obs, pre, watch, outs, diff, cots):
@@ -590,10 +590,12 @@ def _backward_per_output(obs, pre, diff, cots) -> bool:
     return _backward(obs, f"{pre}.bw1", diff, cots, retain_graph=True, passes=passes)
 
 
-def _autograd_grad(obs, pre, watch, diff, cots, versions) -> bool:
+def _autograd_grad(obs, pre, watch, diff, cots, versions, outs=()) -> bool:
     """``torch.autograd.grad`` of the outputs for every watched tensor that requires grad
-    (leaves and non-leaf inputs alike; nothing accumulates into ``.grad``): each result's
-    value, dtype and strides; False: it raised.
+    (leaves and non-leaf inputs alike; nothing accumulates into ``.grad``), and for every
+    output that requires grad (its own cotangent, plus what the outputs computed from it
+    pass back: ``autograd_grad_output``): each result's value, dtype and strides; False:
+    it raised.
 
     A tensor whose version count the call moved (the function wrote it, an alias of it,
     or changed its metadata) is asked for under its own category,
@@ -605,13 +607,19 @@ def _autograd_grad(obs, pre, watch, diff, cots, versions) -> bool:
         for n, w in watch.items()
         if isinstance(w, torch.Tensor) and _safe(lambda w=w: w.requires_grad) is True
     ]
-    if not names:
-        return True
     seen: dict[int, str] = {}
     names = [seen.setdefault(id(watch[n]), n) for n in names if id(watch[n]) not in seen]
+    targets = {n: watch[n] for n in names}
+    for k, o in enumerate(outs):
+        if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in seen:
+            seen[id(o)] = f"out{k}"
+            targets[f"out{k}"] = o
+    if not targets:
+        return True
+    names = list(targets)
     try:
         got = torch.autograd.grad(
-            diff, [watch[n] for n in names], _fresh(cots), retain_graph=True, allow_unused=True
+            diff, list(targets.values()), _fresh(cots), retain_graph=True, allow_unused=True
         )
     except Exception as e:
         _show(e)
@@ -620,8 +628,12 @@ def _autograd_grad(obs, pre, watch, diff, cots, versions) -> bool:
     obs.add(f"{pre}.autograd_grad.raise", "raise", None)
     for n, g in zip(names, got, strict=True):
         key = f"{pre}.autograd_grad.{n}"
-        written = versions.get(n) != _safe(lambda n=n: watch[n]._version)
-        cat = "autograd_grad_after_write" if written else "autograd_grad"
+        if n not in watch:
+            cat = "autograd_grad_output"
+        elif versions.get(n) != _safe(lambda n=n: watch[n]._version):
+            cat = "autograd_grad_after_write"
+        else:
+            cat = "autograd_grad"
         obs.add(key, cat, None if g is None else _val(g))
         if g is not None:
             obs.add(f"{key}.dtype", f"{cat}_dtype", str(g.dtype))

@@ -73,8 +73,26 @@ def _transposed_view(x, w, v):
     return h, (h * 2).sum(), w * 1
 
 
+def _view_of_output(x, w, v):
+    h = (x @ w).relu()
+    f = h.t()
+    return h, f, (f * v[:, None]).sum() + h.sum()
+
+
+def _flattened_output(x, w, v):
+    h = (x @ w).sigmoid()
+    f = h.flatten()
+    return h, f, (f.view(4, 3) @ w).sum()
+
+
+def _returned_twice(x, w, v):
+    h = (x * v).tanh()
+    return h, h, (h * 3).sum()
+
+
 PROGRAMS = [_head, _chain, _listed, _transposed_read, _two_readers, _read_twice_down]
-PROGRAMS += [_split_piece, _other_dtype, _flattened, _transposed_view]
+PROGRAMS += [_split_piece, _other_dtype, _flattened, _transposed_view, _view_of_output]
+PROGRAMS += [_flattened_output, _returned_twice]
 
 
 def _flat(outs: Any) -> list[torch.Tensor]:

@@ -116,6 +116,7 @@ def replay_for(
 
 
 _OF_INPUT = (OutputVerdict.IS_INPUT, OutputVerdict.ALIAS_OF_INPUT)
+_OF_OUTPUT = OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT
 _OF_INTERMEDIATE = (
     OutputVerdict.ALIAS_OF_INTERMEDIATE,
     OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
@@ -128,8 +129,14 @@ def _written_inputs(layout: Any) -> list[int] | None:
     autograd records (the caller's tensor then has the write's node, past the one the
     replay must differentiate at), a metadata change, another storage given, effect
     tokens, or anything else the runtime does beyond returning the outputs (``plain``)."""
+    # (an output returned twice is one tensor: the replay's gradients are per position)
     rest = replace(
-        layout, output_aliases=[], mutated_inputs=[], mutation_with_grad=[], version_deltas={}
+        layout,
+        output_aliases=[],
+        mutated_inputs=[],
+        mutation_with_grad=[],
+        version_deltas={},
+        same_as={},
     )
     written = list(layout.mutated_inputs)
     if not rest.plain or any(layout.mutation_with_grad) or layout.storage_sets:
@@ -143,12 +150,12 @@ def _intermediate_bases(layout: Any) -> list[int] | None:
     """Per intermediate base the compiled forward returns, a user output eager returns as
     a view of it (the replay differentiates that view's ``._base``); None where an output
     is rebuilt otherwise than as a plain view (a detached alias, a leaf, routed) or made
-    of another output. Views of inputs (and inputs returned) are rebuilt outside the
-    compiled node: their gradients are eager's own."""
+    of another output. Views of inputs (and inputs returned) and of user outputs are
+    rebuilt outside the compiled node: their gradients are eager's own."""
     bases: dict[int, int] = {}
     for a in layout.output_aliases:
         simple = not (a.detached or a.routed or a.base_leaf or a.base_output >= 0)
-        if not simple or a.verdict not in (*_OF_INPUT, *_OF_INTERMEDIATE):
+        if not simple or a.verdict not in (*_OF_INPUT, *_OF_INTERMEDIATE, _OF_OUTPUT):
             return None
         if a.verdict in _OF_INTERMEDIATE:
             bases.setdefault(a.source, a.index)

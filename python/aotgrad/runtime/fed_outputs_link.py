@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..trace.fed_outputs import VIEWS_OF_BASES, upstream_first
+from ..vocab import OutputVerdict
 from .layout import ForwardLayout
 from .post_write_link import PROBE, observed
 
@@ -70,7 +71,7 @@ class _Link:
     def handed(self, grads: Sequence[Any]) -> Any:
         """What the users' gradients ``grads`` pass back to the output (None where this
         pass cannot see it), recorded on the node for its backward."""
-        if all(g is None for g in grads) or not observed(self.watched):
+        if all(g is None for g in grads) or not self._seen():
             return None
         node, plan = self.node, self.plan
         before = _handed(node)
@@ -91,9 +92,24 @@ class _Link:
         if amount is None:
             return None
         handed = dict(before)
-        handed[self.slot] = amount if self.slot not in handed else handed[self.slot] + amount
+        earlier = handed.get(self.slot)
+        if earlier is not None and self.view_of is None:
+            # (links of views of this output ran first and handed its node their part,
+            # which ``c`` counts too: the output gets the rest)
+            handed[self.slot], c = c, c - earlier
+        else:
+            handed[self.slot] = amount if earlier is None else earlier + amount
         node.fed_handed = (_task(), handed)
         return c
+
+    def _seen(self) -> bool:
+        """Whether this pass can see the gradient at the output: eager's runs the
+        output's node (``post_write_link.observed``), where the engine runs the node
+        the caller's tensor has (a pass asking for some gradients may not)."""
+        t = self.watched[0]()
+        if t is None or not observed(self.watched):
+            return False
+        return torch._C._will_engine_execute_node(t.grad_fn)
 
     def _into_base(self, c: Any) -> Any:
         """What ``c``, handed to the view, passes on to the Function's base output (the
@@ -196,7 +212,8 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, int]:
         if a.detached or a.base_leaf or a.routed or a.base_output >= 0:
             continue
         if all(j < n_user and j in fresh and j not in layout.fed_outputs for j in users):
-            found[a.index] = n_user + a.source
+            of_output = a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT
+            found[a.index] = a.source if of_output else n_user + a.source
     return found
 
 

@@ -23,10 +23,12 @@ from ..autograd_walks import reaches_output
 from ..vocab import OutputVerdict
 
 #: Views of an intermediate the compiled Function returns the base of (an intermediate
-#: base's slot): the runtime makes the caller's view of it, which it can link.
+#: base's slot, or a user output): the runtime makes the caller's view of it, which it
+#: can link.
 VIEWS_OF_BASES = (
     OutputVerdict.ALIAS_OF_INTERMEDIATE,
     OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT,
 )
 
 
@@ -68,7 +70,7 @@ def _candidate(k: int, o: Any, outs: Sequence[Any], fresh: Sequence[bool], retai
         and not o._backward_hooks
         and k not in retained[0]
         and k not in retained[2]
-        and sum(x is o for x in outs) == 1
+        and next(j for j, x in enumerate(outs) if x is o) == k  # (once: as its first)
     )
 
 
