@@ -423,8 +423,6 @@ class _TrainingPlan:
     def backward(self, ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
         if self.fed_outputs:
             grads = less_handed(ctx, grads)
-        if self.replays(ctx):
-            return self.replay.gradients(ctx, grads)  # (create_graph)
         tangents, missing = self._tangents(ctx, grads)
         if self.watched:
             outs = zip(ctx.watched, self.expected, self.watched_tangents)
@@ -437,6 +435,8 @@ class _TrainingPlan:
             _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
+        if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
+            return self.replay.gradients(ctx, grads)
         saved = self._saved(ctx, len(tangents), missing)
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
