@@ -90,9 +90,19 @@ def _returned_twice(x, w, v):
     return h, h, (h * 3).sum()
 
 
+def _view_of_input(x, w, v):
+    f = x.flatten()
+    return f, (f.view(4, 3) @ w).sum()
+
+
+def _input_row(x, w, v):
+    r = x[1]
+    return r, (r * v).sum() + (x * 2).sum()
+
+
 PROGRAMS = [_head, _chain, _listed, _transposed_read, _two_readers, _read_twice_down]
 PROGRAMS += [_split_piece, _other_dtype, _flattened, _transposed_view, _view_of_output]
-PROGRAMS += [_flattened_output, _returned_twice]
+PROGRAMS += [_flattened_output, _returned_twice, _view_of_input, _input_row]
 
 
 def _flat(outs: Any) -> list[torch.Tensor]:

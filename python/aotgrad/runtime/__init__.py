@@ -22,7 +22,7 @@ from ..errors import mark_raised_by_graph
 from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
 from .double_backward import second_order
 from .epilogue import Epilogue, in_old_layouts
-from .fed_outputs_link import FedOutputsLink, less_handed
+from .fed_outputs_link import FedOutputsLink, less_handed, less_handed_inputs
 from .layout import ForwardLayout, OutputAlias
 from .output_hooks import hooks_on_defined_gradients
 from .partial_backward import IndependentOutputs, tangent_components
@@ -436,7 +436,7 @@ class _TrainingPlan:
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
-            return self.replay.gradients(ctx, grads)
+            return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
@@ -462,6 +462,8 @@ class _TrainingPlan:
                 if slot is not None:
                     slot.fill(total, missing)
         grads = _unshared(outs[:n])
+        if self.fed_outputs:
+            grads = less_handed_inputs(ctx, grads)
         if missing:
             grads = _unreached_to_none(grads, self.grad_tangents, set(missing))
         if None in grads:

@@ -214,7 +214,7 @@ class Epilogue(InputWrites):
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
         if self.fed_views is not None:  # (outputs computed from a view onto the view)
-            self.fed_views(outs, fwd)
+            self.fed_views(args, outs, fwd)
         if layout.inference_outputs:
             with torch.inference_mode():
                 for k in layout.inference_outputs:

@@ -31,7 +31,7 @@ from ..vocab import OutputVerdict
 from .layout import ForwardLayout
 from .post_write_link import PROBE, observed
 
-__all__ = ["FedOutputsLink", "less_handed"]
+__all__ = ["FedOutputsLink", "less_handed", "less_handed_inputs"]
 
 
 def _task() -> int:
@@ -45,7 +45,7 @@ def less_handed(ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
         return grads
     less = list(grads)
     for k, c in handed.items():
-        if less[k] is not None and c is not None:
+        if isinstance(k, int) and less[k] is not None and c is not None:
             less[k] = less[k] - c
     return tuple(less)
 
@@ -161,17 +161,18 @@ class FedOutputsLink:
             self._link(_Link(self.plan, node, k, self.fed[k], metas), fwd, fwd)
         return fwd
 
-    def onto_views(self, outs: list[Any], fwd: Sequence[Any]) -> None:
-        """Link the fed views of intermediates (the caller's ``outs``, made of ``fwd``)."""
+    def onto_views(self, args: Sequence[Any], outs: list[Any], fwd: Sequence[Any]) -> None:
+        """Link the fed views (the caller's ``outs``, made of ``fwd`` or ``args``)."""
         node = self._node(fwd) if self.views else None
         if node is None:
             return
         metas = self._metas(fwd)
-        for k, base in self.views.items():
+        for k, slot in self.views.items():
             link = _Link(self.plan, node, k, list(self.fed[k]), metas)
-            link.slot = base
-            if _differentiable(fwd[base]):
-                link.view_of = weakref.ref(fwd[base])
+            link.slot = slot
+            base = args[slot[1]] if isinstance(slot, tuple) else fwd[slot]
+            if isinstance(base, torch.Tensor) and base.requires_grad:
+                link.view_of = weakref.ref(base)
                 self._link(link, outs, outs)
 
     @staticmethod
@@ -204,17 +205,44 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, int]:
     after the others, which must not wrap what it wraps)."""
     n_user = layout.num_user_outputs
     fresh = set(layout.fresh_outputs)
-    found = {}
+    found: dict[int, Any] = {}
     for a in layout.output_aliases:
         users = layout.fed_outputs.get(a.index)
-        if users is None or a.verdict not in VIEWS_OF_BASES:
+        if users is None or a.verdict not in (*VIEWS_OF_BASES, OutputVerdict.ALIAS_OF_INPUT):
             continue
         if a.detached or a.base_leaf or a.routed or a.base_output >= 0:
             continue
-        if all(j < n_user and j in fresh and j not in layout.fed_outputs for j in users):
-            of_output = a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT
-            found[a.index] = a.source if of_output else n_user + a.source
+        if not all(j < n_user and j in fresh and j not in layout.fed_outputs for j in users):
+            continue
+        if a.verdict == OutputVerdict.ALIAS_OF_INPUT:
+            if not _untouched_input(layout, a):
+                continue
+            found[a.index] = ("input", a.source)  # (taken out of the input's gradient)
+        elif a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+            found[a.index] = a.source
+        else:
+            found[a.index] = n_user + a.source
     return found
+
+
+def _untouched_input(layout: ForwardLayout, a: Any) -> bool:
+    """A plain view of an input the function neither writes nor re-lays."""
+    i = a.source
+    changed = {*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas}
+    return i not in changed and not (a.grad_through_base or a.untracked or a.tracked)
+
+
+def less_handed_inputs(ctx: Any, grads: Sequence[Any]) -> Sequence[Any]:
+    """The inputs' gradients ``grads`` less what the links of fed views of them handed
+    the views' nodes in this pass (it reaches the inputs through those)."""
+    handed = [(k[1], c) for k, c in _handed(ctx).items() if isinstance(k, tuple)]
+    if not handed:
+        return grads
+    less = list(grads)
+    for i, c in handed:
+        if less[i] is not None and c is not None:
+            less[i] = less[i] - c
+    return tuple(less)
 
 
 def _differentiable(t: Any) -> bool:

@@ -30,6 +30,8 @@ VIEWS_OF_BASES = (
     OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
     OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT,
 )
+#: The aliases the runtime can link: those, and views of inputs (made of the caller's).
+LINKABLE = (*VIEWS_OF_BASES, OutputVerdict.ALIAS_OF_INPUT)
 
 
 def fed_outputs(
@@ -63,9 +65,11 @@ def fed_outputs(
     return found
 
 
-def _candidate(k: int, o: Any, outs: Sequence[Any], fresh: Sequence[bool], retained: tuple) -> bool:
+def _candidate(
+    k: int, o: Any, outs: Sequence[Any], linkable: Sequence[bool], retained: tuple
+) -> bool:
     return (
-        fresh[k]
+        linkable[k]
         and _differentiable(o)
         and not o._backward_hooks
         and k not in retained[0]

@@ -27,7 +27,7 @@ from ..input_hooks import (
 )
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
-from .fed_outputs import VIEWS_OF_BASES, fed_outputs
+from .fed_outputs import LINKABLE, fed_outputs
 from .functional import (
     EffectChain,
     flat_call,
@@ -502,9 +502,8 @@ def collect_metadata(
         relaid = _relaid_inputs(plan, wrapped, fake_args)
         fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
         retained = _retained(calls, outs, wrapped, fake_args, plan, len(bases) + len(outs), fresh)
-        fed = fed_outputs(
-            outs, bases, [f or v in VIEWS_OF_BASES for f, v in zip(fresh, plan.outputs)], retained
-        )
+        linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
+        fed = fed_outputs(outs, bases, linkable, retained)
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
