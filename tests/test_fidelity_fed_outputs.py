@@ -222,23 +222,27 @@ def test_a_call_under_no_grad_links_nothing() -> None:
 
 def test_a_plain_backward_runs_the_compiled_backward_once() -> None:
     """Unobserved (no hook, retained gradient or ``autograd.grad`` on ``h``), the link
-    passes gradients straight through: no second run of the backward."""
+    passes gradients straight through: one run of a backward without the totals; the
+    backward with them is compiled on the first pass that hands them on."""
     import aotgrad
 
-    runs = []
+    compiled, runs = [], []
 
     def counting_bw(gm: Any, example_inputs: Any) -> Any:
+        outs = list(gm.graph.output_node().args[0])
+        compiled.append(sum(o is not None for o in outs))
+
         def run(*a: Any) -> Any:
-            runs.append(1)
+            runs.append(len(compiled))
             return gm(*a)
 
         return run
 
-    args = _args()
-    outs = aotgrad.aot_function(_head, aotgrad.nop, counting_bw)(*args)
-    _loss(list(outs)).backward()
-    assert len(runs) == 1
-    outs = aotgrad.aot_function(_head, aotgrad.nop, counting_bw)(*_args())
+    run = aotgrad.aot_function(_head, aotgrad.nop, counting_bw)
+    _loss(list(run(*_args()))).backward()
+    assert runs == [1] and len(compiled) == 1
+    outs = run(*_args())
     outs[0].register_hook(lambda g: g)
     _loss(list(outs)).backward()
-    assert len(runs) == 3  # (the link's run, then the Function's)
+    assert len(compiled) == 2 and compiled[1] == compiled[0] + 1  # (with the total)
+    assert runs[1:] == [2, 2]  # (the link's run with the totals, then the Function's)

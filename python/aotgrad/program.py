@@ -43,6 +43,7 @@ from .runtime import (
 )
 from .runtime.double_backward import replay_for
 from .runtime.epilogue import leaving_grad_mode
+from .runtime.fed_outputs_link import backward_without_totals
 from .runtime.output_hooks import fed_on
 from .runtime.unreached_tangents import (
     PrunedBackwards,
@@ -534,11 +535,14 @@ def _compile_training(
         return saved_inputs_as_produced(bw_gm, fw_strides, layout.num_fwd_outputs)
 
     bw_compiler = options.bw_compiler or options.fw_compiler
-    bw, records["backward"] = compile_or_reload(bw_compiler, bw_gm, saved("backward"), bw_inputs)
+    # (the fed outputs' totals only for a pass that hands them on: a backward of their own)
+    main_gm = backward_without_totals(bw_gm, layout)
+    bw, records["backward"] = compile_or_reload(bw_compiler, main_gm, saved("backward"), bw_inputs)
     pruned = PrunedBackwards(
-        bw_gm,
+        main_gm,
         len(layout.tangent_outputs),
         lambda gm: compile_or_reload(bw_compiler, gm, None, bw_inputs)[0],
+        None if main_gm is bw_gm else bw_gm,
     )
     return make_training_function(fw, bw, layout, pruned, replay)
 

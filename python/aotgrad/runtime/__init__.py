@@ -511,7 +511,9 @@ class _TrainingPlan:
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
         run_bw = self.first_order if torch.is_grad_enabled() else _call
-        return tuple(run_bw(self.bw, [*saved, *ctx.symints, *tangents]))
+        totals = self.pruned.with_totals() if self.pruned is not None else None
+        bw = self.bw if totals is None else _without_autocast(totals)
+        return tuple(run_bw(bw, [*saved, *ctx.symints, *tangents]))
 
     def fed_totals_start(self, n: int) -> int:
         """Where the fed outputs' totals start among the backward's outputs (after the

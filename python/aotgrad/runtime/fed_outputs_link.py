@@ -25,13 +25,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch import fx
 
 from ..trace.fed_outputs import VIEWS_OF_BASES, upstream_first
 from ..vocab import OutputVerdict
 from .layout import ForwardLayout
 from .post_write_link import PROBE, observed
 
-__all__ = ["FedOutputsLink", "less_handed", "less_handed_inputs"]
+__all__ = ["FedOutputsLink", "backward_without_totals", "less_handed", "less_handed_inputs"]
 
 
 def _task() -> int:
@@ -247,3 +248,19 @@ def less_handed_inputs(ctx: Any, grads: Sequence[Any]) -> Sequence[Any]:
 
 def _differentiable(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is not None
+
+
+def backward_without_totals(gm: fx.GraphModule, layout: ForwardLayout) -> fx.GraphModule:
+    """The backward ``gm`` without the fed outputs' totals (None in their places, what
+    only they read gone): the one a plain pass runs. ``gm`` where there are none."""
+    if not layout.fed_outputs:
+        return gm
+    start = len(layout.grad_tangents) + len(layout.backward_mutations)
+    start += len(layout.retained_grads[2])
+    graph = fx.Graph()
+    outs = list(graph.graph_copy(gm.graph, {}))  # type: ignore[arg-type]
+    for p in range(start, start + len(layout.fed_outputs)):
+        outs[p] = None
+    graph.output(tuple(outs))
+    graph.eliminate_dead_code()
+    return fx.GraphModule(gm, graph)

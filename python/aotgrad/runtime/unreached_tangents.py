@@ -225,10 +225,23 @@ class PrunedBackwards:
     (``without_tangents``, then ``compile``); the full one where pruning does not apply."""
 
     def __init__(
-        self, gm: fx.GraphModule, n_tangents: int, compile: Callable[[fx.GraphModule], Any]
+        self,
+        gm: fx.GraphModule,
+        n_tangents: int,
+        compile: Callable[[fx.GraphModule], Any],
+        totals_gm: fx.GraphModule | None = None,
     ) -> None:
         self.gm, self.n_tangents, self.compile = gm, n_tangents, compile
         self.made: dict[tuple[tuple[int, ...], int], Any] = {}
+        # the backward that also returns the fed outputs' totals, where ``gm`` does not
+        # (``fed_outputs_link``): compiled on first use
+        self.totals_gm, self._totals = totals_gm, None
+
+    def with_totals(self) -> Any:
+        """The compiled backward with the fed outputs' totals (None: ``gm`` has them)."""
+        if self.totals_gm is not None and self._totals is None:
+            self._totals = self.compile(self.totals_gm)
+        return self._totals
 
     def for_pass(self, missing: tuple[int, ...], n_grads: int, full: Any) -> Any:
         key = (missing, n_grads)
