@@ -59,7 +59,7 @@ def _params() -> list[Any]:
     out = []
     for name in P:
         marks = []
-        if name in KNOWN_OPEN and name != "backward_inputs_pyramid_mid":
+        if name in KNOWN_OPEN:
             marks = [pytest.mark.xfail(strict=True, reason=KNOWN_OPEN[name])]
         for entry in ENTRIES:
             out.append(pytest.param(name, entry, marks=marks, id=f"{name}-{entry}"))

@@ -269,8 +269,7 @@ class _TrainingPlan:
         self.bw_written = layout.backward_mutations
         # outputs whose whole gradient the backward returns, after the written values
         self.retained_through = dict(layout.retained_grads[2])
-        self.n_post_write = len(layout.post_write_inputs)
-        self.fed_outputs = layout.fed_outputs
+        self.n_post_write, self.fed_outputs = len(layout.post_write_inputs), layout.fed_outputs
         self.post_write_passed = layout.post_write_passed
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
@@ -608,7 +607,7 @@ def make_training_function(
         def backward(ctx: Any, *grads: Any) -> Any:
             return plan.backward(ctx, grads)
 
-    fed = _fed_link(layout, plan)
+    fed = FedOutputsLink.for_layout(plan, layout)
     linked = set(layout.fed_outputs) if fed is not None else set()
     hooks_on_defined_gradients(CompiledFunction, layout.outputs_fed_on - linked)
 
@@ -618,7 +617,7 @@ def make_training_function(
     watch = plan.note_watched if watching else None
     if layout.plain and watch is None:
         if fed is not None:
-            apply = _then(apply, fed)
+            apply = fed.after(apply)
 
         def run(*args: Any) -> tuple[Any, ...]:
             return apply(*args)[:n_user]
@@ -626,7 +625,7 @@ def make_training_function(
         return _views_of_no_output(run, layout)
     epilogue = None if layout.plain else _epilogue(layout, plan, fed)
     if epilogue is None and fed is not None:
-        apply = _then(apply, fed)
+        apply = fed.after(apply)
 
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         if epilogue is None:
@@ -681,21 +680,6 @@ def _epilogue(layout: ForwardLayout, plan: _TrainingPlan, fed: Any) -> Epilogue:
         epilogue.link = lambda args, fwd: fed(fwd)
         epilogue.fed_views = fed.onto_views
     return epilogue
-
-
-def _fed_link(layout: ForwardLayout, plan: _TrainingPlan) -> FedOutputsLink | None:
-    """The link of outputs onto the outputs they are computed from, where the trace
-    found some (not beside the post-write link: its gradients would count twice)."""
-    if not layout.fed_outputs or layout.post_write_inputs:
-        return None
-    return FedOutputsLink(plan, layout)
-
-
-def _then(apply: Callable[..., Any], link: Callable[..., Any]) -> Callable[..., Any]:
-    def applied(*args: Any) -> Any:
-        return link(apply(*args))
-
-    return applied
 
 
 def make_inference_function(fw: BoxedFn, layout: ForwardLayout) -> Callable[..., tuple[Any, ...]]:

@@ -145,6 +145,22 @@ class FedOutputsLink:
     Function's own outputs' on its outputs (``__call__``), then views of intermediates'
     on the caller's views, once made (``onto_views``)."""
 
+    @classmethod
+    def for_layout(cls, plan: Any, layout: ForwardLayout) -> FedOutputsLink | None:
+        """The link where the trace found fed outputs (not beside the post-write link:
+        its gradients would count twice)."""
+        if not layout.fed_outputs or layout.post_write_inputs:
+            return None
+        return cls(plan, layout)
+
+    def after(self, apply: Any) -> Any:
+        """``apply`` (the Function's), its outputs linked."""
+
+        def applied(*args: Any) -> Any:
+            return self(apply(*args))
+
+        return applied
+
     def __init__(self, plan: Any, layout: ForwardLayout) -> None:
         self.plan = plan
         self.fed = layout.fed_outputs

@@ -296,8 +296,7 @@ class _JointTrace(SavedReads):
         # Inputs the backward writes (a custom Function's backward updating a saved input):
         # their new values follow the gradients; the runtime copies them in.
         bwd += [from_functional(call[i]) for i in self.written_in_backward]
-        totals = [*self.retained_totals, *self.fed_totals]
-        bwd += [from_functional(g) for g in [*totals, *self._post_write_outputs()]]
+        bwd += [from_functional(g) for g in self._totals_and_link()]
         return fwd + fwd_tokens, bwd + chain.finish()
 
     def _seen_as_views(self) -> list[int]:
@@ -557,6 +556,11 @@ class _JointTrace(SavedReads):
             "views_past_write": tuple(self.views_past_write),
             "views_after_relaid": tuple(self.views_after_relaid),
         }
+
+    def _totals_and_link(self) -> list[Any]:
+        """The backward's last outputs: the retained outputs' and the fed outputs'
+        totals, then the post-write link's (``_post_write_outputs``)."""
+        return [*self.retained_totals, *self.fed_totals, *self._post_write_outputs()]
 
     def _post_write_outputs(self) -> list[Any]:
         """The backward's outputs for the link: per linked input its node's gradient,

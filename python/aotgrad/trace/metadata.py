@@ -500,10 +500,7 @@ def collect_metadata(
         inner = inner_leaves(outs, calls, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
-        fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
-        retained = _retained(calls, outs, wrapped, fake_args, plan, len(bases) + len(outs), fresh)
-        linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
-        fed = fed_outputs(outs, bases, linkable, retained)
+        retained, fed = _retained_and_fed(calls, outs, bases, wrapped, fake_args, plan)
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
@@ -614,20 +611,23 @@ def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any
     return calls, resizes, outs
 
 
-def _retained(
+def _retained_and_fed(
     calls: Any,
     outs: Sequence[Any],
+    bases: Sequence[Any],
     wrapped: Sequence[Any],
     fake_args: Sequence[Any],
     plan: Any,
-    start: int,
-    fresh: list[bool],
-) -> tuple[list[int], list[int], dict[int, tuple[int, ...]]]:
+) -> tuple[tuple[list[int], list[int], dict[int, tuple[int, ...]]], dict[int, tuple[int, ...]]]:
     """``input_hooks.retained_grads``, with the written inputs that retain grad among
-    the values the backward computes whole (``retained_written_inputs``)."""
+    the values the backward computes whole (``retained_written_inputs``); then the
+    outputs others are computed from (``fed_outputs``), of those the runtime can link."""
+    fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
     retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs, fresh)
+    start = len(bases) + len(outs)
     retained[2].update(retained_written_inputs(calls.retained, wrapped, fake_args, plan, start))
-    return retained
+    linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
+    return retained, fed_outputs(outs, bases, linkable, retained)
 
 
 def _early_hooks(
