@@ -100,9 +100,16 @@ def _input_row(x, w, v):
     return r, (r * v).sum() + (x * 2).sum()
 
 
+def _input_view_of_view(x, w, v):
+    t = x.as_strided((2, 3), (3, 1), 3)
+    _, b = t.chunk(2, -1)
+    return t, b.t(), (t * v).sum()
+
+
 PROGRAMS = [_head, _chain, _listed, _transposed_read, _two_readers, _read_twice_down]
 PROGRAMS += [_split_piece, _other_dtype, _flattened, _transposed_view, _view_of_output]
 PROGRAMS += [_flattened_output, _returned_twice, _view_of_input, _input_row]
+PROGRAMS += [_input_view_of_view]
 
 
 def _flat(outs: Any) -> list[torch.Tensor]:

@@ -173,6 +173,13 @@ def _version_deltas(facts: alias.AliasFacts) -> dict[int, int]:
     }
 
 
+def _base_output(k: int, metadata: trace.TraceMetadata) -> int:
+    """The user output output ``k`` is made of (``OutputAlias.base_output``), or -1."""
+    facts = metadata.plan.facts
+    made_of = metadata.views_of_outputs.get(k, -1)
+    return facts.output_detached_base.get(k, facts.output_leaf_base.get(k, made_of))
+
+
 def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> list[OutputAlias]:
     """How the runtime rebuilds each output that aliases an input or an intermediate."""
     plan = metadata.plan
@@ -187,7 +194,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
             out.requires_grad,
             facts.output_creation_meta.get(k),
             facts.output_detached.get(k, 0),
-            base_output=facts.output_detached_base.get(k, facts.output_leaf_base.get(k, -1)),
+            base_output=_base_output(k, metadata),
             base_leaf=k in facts.output_base_leaf,
             before_base_leaf=k in facts.output_base_leaf and k not in facts.output_has_grad_fn,
             routed=k in facts.output_history_past_base,

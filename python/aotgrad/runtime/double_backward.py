@@ -154,7 +154,9 @@ def _intermediate_bases(layout: Any) -> list[int] | None:
     rebuilt outside the compiled node: their gradients are eager's own."""
     bases: dict[int, int] = {}
     for a in layout.output_aliases:
-        simple = not (a.detached or a.routed or a.base_leaf or a.base_output >= 0)
+        # (a view of an input made of another output: of the caller's, outside the node)
+        made_of_output = a.base_output >= 0 and a.verdict != OutputVerdict.ALIAS_OF_INPUT
+        simple = not (a.detached or a.routed or a.base_leaf or made_of_output)
         if not simple or a.verdict not in (*_OF_INPUT, *_OF_INTERMEDIATE, _OF_OUTPUT):
             return None
         if a.verdict in _OF_INTERMEDIATE:

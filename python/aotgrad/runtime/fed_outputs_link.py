@@ -184,8 +184,8 @@ class FedOutputsLink:
         if node is None:
             return
         metas = self._metas(fwd)
-        for k, slot in self.views.items():
-            link = _Link(self.plan, node, k, list(self.fed[k]), metas)
+        for k, (slot, users) in self.views.items():
+            link = _Link(self.plan, node, k, users, metas)
             link.slot = slot
             base = args[slot[1]] if isinstance(slot, tuple) else fwd[slot]
             if isinstance(base, torch.Tensor) and base.requires_grad:
@@ -215,17 +215,19 @@ class FedOutputsLink:
         return [(fwd[k].shape, fwd[k].dtype, fwd[k].device) for k in self.tangent_outputs]
 
 
-def _linkable_views(layout: ForwardLayout) -> dict[int, int]:
+def _linkable_views(layout: ForwardLayout) -> dict[int, tuple[Any, list[int]]]:
     """The fed views of an intermediate the runtime links, each with its base's
     position among the forward's outputs: those computed from only by the Function's
     own user outputs that are not fed themselves (a link on the caller's view comes
     after the others, which must not wrap what it wraps)."""
     n_user = layout.num_user_outputs
     fresh = set(layout.fresh_outputs)
+    # (views the runtime makes of the caller's output: their gradient reaches it anyway)
+    made_of = {a.index: a.base_output for a in layout.output_aliases}
     found: dict[int, Any] = {}
     for a in layout.output_aliases:
-        users = layout.fed_outputs.get(a.index)
-        if users is None or a.verdict not in (*VIEWS_OF_BASES, OutputVerdict.ALIAS_OF_INPUT):
+        users = [j for j in layout.fed_outputs.get(a.index, ()) if made_of.get(j) != a.index]
+        if not users or a.verdict not in (*VIEWS_OF_BASES, OutputVerdict.ALIAS_OF_INPUT):
             continue
         if a.detached or a.base_leaf or a.routed or a.base_output >= 0:
             continue
@@ -234,11 +236,11 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, int]:
         if a.verdict == OutputVerdict.ALIAS_OF_INPUT:
             if not _untouched_input(layout, a):
                 continue
-            found[a.index] = ("input", a.source)  # (taken out of the input's gradient)
+            found[a.index] = (("input", a.source), users)  # (out of the input's gradient)
         elif a.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
-            found[a.index] = a.source
+            found[a.index] = (a.source, users)
         else:
-            found[a.index] = n_user + a.source
+            found[a.index] = (n_user + a.source, users)
     return found
 
 

@@ -104,3 +104,49 @@ def upstream_first(fed: dict[int, tuple[int, ...]]) -> list[int]:
     for k in sorted(fed):
         visit(k)
     return order
+
+
+def views_of_outputs(outs: Sequence[Any], plan: Any) -> dict[int, int]:
+    """Outputs that view an input and that the function made of another such output
+    (``t = x.as_strided(...); return t, t.chunk(2)[1].t()``), each with that output:
+    eager's history goes through its node (a hook on it, ``autograd.grad`` with respect
+    to it see the view's part), so the runtime makes the view of the caller's output
+    (``OutputAlias.base_output``) rather than of the input. Of several, the one made
+    last; only outputs made of the input itself serve as bases."""
+    af = plan.facts
+    plain = [
+        k
+        for k, v in enumerate(plan.outputs)
+        if v == OutputVerdict.ALIAS_OF_INPUT
+        and _differentiable(outs[k])
+        and k not in af.output_custom
+        and k not in af.output_detached
+        and k not in af.output_leaf_base
+        and next(j for j, x in enumerate(outs) if x is outs[k]) == k
+    ]
+    made_of = {
+        j: [
+            k
+            for k in plain
+            if k != j
+            and outs[k] is not outs[j]
+            and plan.output_source[k] == plan.output_source[j]
+            and reaches_output(
+                facts.grad_fn_of(outs[j]), facts.grad_fn_of(outs[k]), outs[k].output_nr
+            )
+        ]
+        for j in plain
+    }
+    bases = {k for k in plain if not made_of[k]}
+    found = {}
+    for j, ks in made_of.items():
+        ks = [k for k in ks if k in bases]
+        if ks:  # (the one the others are made before: its node reaches theirs)
+            found[j] = max(ks, key=lambda k: sum(_reaches(outs, k, o) for o in ks))
+    return found
+
+
+def _reaches(outs: Sequence[Any], k: int, o: int) -> bool:
+    return o != k and reaches_output(
+        facts.grad_fn_of(outs[k]), facts.grad_fn_of(outs[o]), outs[o].output_nr
+    )

@@ -150,6 +150,9 @@ class TraceMetadata:
     #: User outputs that are an input's ``.data`` (``EagerCalls.data_reads``) or a view
     #: of one: eager's has a version counter of its own (``metadata._data_outputs``).
     data_outputs: dict[int, tuple[int, bool, int]] = field(default_factory=dict)
+    #: Outputs viewing an input that the function made of another such output, each
+    #: with it (``fed_outputs.views_of_outputs``): made of the caller's output.
+    views_of_outputs: dict[int, int] = field(default_factory=dict)
     #: Fresh outputs that view an input the function ``set_()`` to another's storage
     #: (``x.set_(y); return x[1:]``): eager's view that input (its ``_base``, its version
     #: counter), the graph's the other's (``metadata._views_of_set_inputs``).

@@ -27,7 +27,7 @@ from ..input_hooks import (
 )
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
-from .fed_outputs import LINKABLE, fed_outputs
+from .fed_outputs import LINKABLE, fed_outputs, views_of_outputs
 from .functional import (
     EffectChain,
     flat_call,
@@ -537,6 +537,7 @@ def _output_sources(
     input of its storage."""
     return {
         "data_outputs": _data_outputs(outs, calls, plan),
+        "views_of_outputs": views_of_outputs(outs, plan),
         "views_of_set_inputs": _views_of_set_inputs(outs, wrapped, plan),
         "views_before_sibling_write": views_before_sibling_write(
             outs, wrapped, fake_args, plan, calls
