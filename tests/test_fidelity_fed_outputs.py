@@ -253,3 +253,34 @@ def test_a_plain_backward_runs_the_compiled_backward_once() -> None:
     _loss(list(outs)).backward()
     assert len(compiled) == 2 and compiled[1] == compiled[0] + 1  # (with the total)
     assert runs[1:] == [2, 2]  # (the link's run with the totals, then the Function's)
+
+
+def _head_mm(x, w, v):
+    h = (x @ w).tanh()
+    return h, h @ w
+
+
+def _head_sum(x, w, v):
+    h = (x @ w).tanh()
+    return h, h.sum()
+
+
+@pytest.mark.parametrize("fn", [_head_mm, _head_sum], ids=["head_saves", "head_saves_nothing"])
+@pytest.mark.parametrize("entry", list(COMPILERS))
+def test_a_pass_through_a_freed_head_raises_as_eagers(entry: str, fn: Callable) -> None:
+    """``autograd.grad(logits, h)`` without ``retain_graph`` frees what eager's nodes
+    between them saved (``mm``'s operands; ``sum`` saves nothing): a later backward
+    through them raises in eager, and so in the compiled call."""
+
+    def observed(compiler: Callable | None) -> list:
+        args = _args()
+        h, lo = (fn if compiler is None else compiler(fn))(*args)
+        torch.autograd.grad(lo.sum(), h)
+        try:
+            lo.sum().backward()
+        except RuntimeError as e:
+            assert "backward through the graph a second time" in str(e)
+            return ["raised"]
+        return _leaf_grads(args)
+
+    _assert_same(observed(COMPILERS[entry]), observed(None))

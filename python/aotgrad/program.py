@@ -43,7 +43,7 @@ from .runtime import (
 )
 from .runtime.double_backward import replay_for
 from .runtime.epilogue import leaving_grad_mode
-from .runtime.fed_outputs_link import backward_without_totals
+from .runtime.fed_outputs_link import backward_without_totals, totals_reading_saved
 from .runtime.output_hooks import fed_on
 from .runtime.unreached_tangents import (
     PrunedBackwards,
@@ -537,6 +537,7 @@ def _compile_training(
     bw_compiler = options.bw_compiler or options.fw_compiler
     # (the fed outputs' totals only for a pass that hands them on: a backward of their own)
     main_gm = backward_without_totals(bw_gm, layout)
+    layout.fed_reading_saved = totals_reading_saved(bw_gm, layout)
     bw, records["backward"] = compile_or_reload(bw_compiler, main_gm, saved("backward"), bw_inputs)
     pruned = PrunedBackwards(
         main_gm,

@@ -32,7 +32,13 @@ from ..vocab import OutputVerdict
 from .layout import ForwardLayout
 from .post_write_link import PROBE, observed
 
-__all__ = ["FedOutputsLink", "backward_without_totals", "less_handed", "less_handed_inputs"]
+__all__ = [
+    "FedOutputsLink",
+    "backward_without_totals",
+    "less_handed",
+    "less_handed_inputs",
+    "totals_reading_saved",
+]
 
 
 def _task() -> int:
@@ -68,12 +74,19 @@ class _Link:
         self.slot = k
         self.watched: list[Any] = []
         self.view_of: Any = None
+        self.freed = self.reads_saved = False
 
     def handed(self, grads: Sequence[Any]) -> Any:
         """What the users' gradients ``grads`` pass back to the output (None where this
-        pass cannot see it), recorded on the node for its backward."""
+        pass cannot see it), recorded on the node for its backward. A pass that hands it
+        on without ``retain_graph`` ran eager's nodes between the users and the output:
+        eager freed what they saved, and a later pass through them raises."""
+        if self.freed:
+            raise RuntimeError(_FREED)
         if all(g is None for g in grads) or not self._seen():
             return None
+        keep = torch._C._autograd._get_current_graph_task_keep_graph()
+        self.freed = not keep and self.reads_saved
         node, plan = self.node, self.plan
         before = _handed(node)
         position = {k: j for j, k in enumerate(plan.tangent_outputs)}
@@ -127,6 +140,16 @@ class _Link:
         return found
 
 
+_FREED = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward. (raised as eager raises it: an earlier pass handed an output of a "
+    "compiled call what the outputs computed from it pass back, without retain_graph)"
+)
+
+
 class _ReadsOfOutput(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, link: _Link, probe: Any, fed: Any, *users: Any) -> Any:
@@ -166,6 +189,7 @@ class FedOutputsLink:
         self.fed = layout.fed_outputs
         self.tangent_outputs = list(layout.tangent_outputs)
         self.views = _linkable_views(layout)
+        self.reading = layout.fed_reading_saved
         self.order = [k for k in upstream_first(self.fed) if k in set(layout.fresh_outputs)]
 
     def __call__(self, fwd: Sequence[Any]) -> Sequence[Any]:
@@ -192,9 +216,9 @@ class FedOutputsLink:
                 link.view_of = weakref.ref(base)
                 self._link(link, outs, outs)
 
-    @staticmethod
-    def _link(link: _Link, at: list[Any], out: list[Any]) -> None:
+    def _link(self, link: _Link, at: list[Any], out: list[Any]) -> None:
         """Pass ``at``'s users of ``link`` through it onto ``at[link.k]``, into ``out``."""
+        link.reads_saved = link.k in self.reading
         users = [j for j in link.users if _differentiable(at[j])]
         if not users or not _differentiable(at[link.k]):
             return
@@ -273,8 +297,7 @@ def backward_without_totals(gm: fx.GraphModule, layout: ForwardLayout) -> fx.Gra
     only they read gone): the one a plain pass runs. ``gm`` where there are none."""
     if not layout.fed_outputs:
         return gm
-    start = len(layout.grad_tangents) + len(layout.backward_mutations)
-    start += len(layout.retained_grads[2])
+    start = _totals_start(layout)
     graph = fx.Graph()
     outs = list(graph.graph_copy(gm.graph, {}))  # type: ignore[arg-type]
     for p in range(start, start + len(layout.fed_outputs)):
@@ -282,3 +305,32 @@ def backward_without_totals(gm: fx.GraphModule, layout: ForwardLayout) -> fx.Gra
     graph.output(tuple(outs))
     graph.eliminate_dead_code()
     return fx.GraphModule(gm, graph)
+
+
+def totals_reading_saved(gm: fx.GraphModule, layout: ForwardLayout) -> frozenset[int]:
+    """The fed outputs whose total in the backward ``gm`` (with them) reads a saved
+    value: eager's nodes between the users and the output saved something (``mm``
+    saves its operands; ``sum`` nothing), which a pass without ``retain_graph`` frees."""
+    if not layout.fed_outputs:
+        return frozenset()
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    saved = set(placeholders[: layout.num_saved_tensors])
+    reads: dict[fx.Node, bool] = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            reads[node] = node in saved
+        elif node.op != "output":
+            reads[node] = any(reads[a] for a in node.all_input_nodes)
+    outs = list(gm.graph.output_node().args[0])  # type: ignore[arg-type]
+    start = _totals_start(layout)
+    return frozenset(
+        k
+        for p, k in enumerate(layout.fed_outputs)
+        if isinstance(outs[start + p], fx.Node) and reads[outs[start + p]]
+    )
+
+
+def _totals_start(layout: ForwardLayout) -> int:
+    """Where the fed outputs' totals start among the backward's outputs."""
+    start = len(layout.grad_tangents) + len(layout.backward_mutations)
+    return start + len(layout.retained_grads[2])

@@ -265,6 +265,8 @@ class ForwardLayout:
     #: retained ones, and the runtime hands what those values pass back to the caller's
     #: tensor (``runtime.fed_outputs_link``).
     fed_outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Those whose total reads a saved value (``fed_outputs_link.totals_reading_saved``).
+    fed_reading_saved: frozenset[int] = frozenset()
     #: Hooks the function registered on inputs, ``(input, hook)``: registered on the
     #: caller's tensors at each call (``aotgrad.input_hooks``). A layout with hooks is not
     #: written to the disk cache (they are the traced call's objects).
