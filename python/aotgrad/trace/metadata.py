@@ -500,7 +500,7 @@ def collect_metadata(
         inner = inner_leaves(outs, calls, [wrapped[i] for i in plan.mutated_inputs])
         bases = [outs[k]._base for k in plan.intermediate_bases]
         relaid = _relaid_inputs(plan, wrapped, fake_args)
-        retained, fed = _retained_and_fed(calls, outs, bases, wrapped, fake_args, plan)
+        retained, fed, made_of = _gradient_routes(calls, outs, bases, wrapped, fake_args, plan)
         # in the caller's layout (see layout_anchors): the input's own fake has it
         new_values = [fake_args[i] if i in relaid else wrapped[i] for i in plan.mutated_inputs]
         fake_fwd = [from_functional(o) for o in [*outs, *bases, *new_values]]
@@ -523,6 +523,7 @@ def collect_metadata(
         views_before_requires_grad=cut,
         grad_mode_after=None if calls.grad_mode_after == grad_mode else calls.grad_mode_after,
         fed_outputs=fed,
+        views_of_outputs=made_of,
         **_output_sources(outs, wrapped, fake_args, plan, calls),
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
@@ -537,7 +538,6 @@ def _output_sources(
     input of its storage."""
     return {
         "data_outputs": _data_outputs(outs, calls, plan),
-        "views_of_outputs": views_of_outputs(outs, plan),
         "views_of_set_inputs": _views_of_set_inputs(outs, wrapped, plan),
         "views_before_sibling_write": views_before_sibling_write(
             outs, wrapped, fake_args, plan, calls
@@ -612,23 +612,25 @@ def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any
     return calls, resizes, outs
 
 
-def _retained_and_fed(
+def _gradient_routes(
     calls: Any,
     outs: Sequence[Any],
     bases: Sequence[Any],
     wrapped: Sequence[Any],
     fake_args: Sequence[Any],
     plan: Any,
-) -> tuple[tuple[list[int], list[int], dict[int, tuple[int, ...]]], dict[int, tuple[int, ...]]]:
+) -> tuple[tuple[list[int], list[int], dict], dict[int, tuple[int, ...]], dict[int, int]]:
     """``input_hooks.retained_grads``, with the written inputs that retain grad among
     the values the backward computes whole (``retained_written_inputs``); then the
-    outputs others are computed from (``fed_outputs``), of those the runtime can link."""
+    outputs others are computed from (``fed_outputs``), of those the runtime can link;
+    then the views of inputs made of another output (``views_of_outputs``). Under the
+    trace's modes (reading a stale view's node replays it)."""
     fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
     retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs, fresh)
     start = len(bases) + len(outs)
     retained[2].update(retained_written_inputs(calls.retained, wrapped, fake_args, plan, start))
     linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
-    return retained, fed_outputs(outs, bases, linkable, retained)
+    return retained, fed_outputs(outs, bases, linkable, retained), views_of_outputs(outs, plan)
 
 
 def _early_hooks(
