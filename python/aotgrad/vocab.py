@@ -171,6 +171,17 @@ class OutputVerdict(enum.IntEnum):
 
 _OV.check_all_read()
 
+#: Views of a value the compiled graph returns (an intermediate base's slot, or a user
+#: output): the runtime makes the caller's view of it (``trace.fed_outputs``).
+VIEWS_OF_BASES = (
+    OutputVerdict.ALIAS_OF_INTERMEDIATE,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT,
+)
+#: The aliases the runtime can link onto (``runtime.fed_outputs_link``): those, and views
+#: of inputs (made of the caller's).
+LINKABLE = (*VIEWS_OF_BASES, OutputVerdict.ALIAS_OF_INPUT)
+
 # -- the partition result (rust/core/src/partition/result.rs) --------------------------
 
 _P = Codes("placement")

@@ -27,8 +27,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..trace.fed_outputs import VIEWS_OF_BASES, upstream_first
-from ..vocab import OutputVerdict
+from ..vocab import LINKABLE, OutputVerdict
 from .layout import ForwardLayout
 from .post_write_link import PROBE, observed
 
@@ -251,7 +250,7 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, tuple[Any, list[int]]]:
     found: dict[int, Any] = {}
     for a in layout.output_aliases:
         users = [j for j in layout.fed_outputs.get(a.index, ()) if made_of.get(j) != a.index]
-        if not users or a.verdict not in (*VIEWS_OF_BASES, OutputVerdict.ALIAS_OF_INPUT):
+        if not users or a.verdict not in LINKABLE:
             continue
         if a.detached or a.base_leaf or a.routed or a.base_output >= 0:
             continue
@@ -290,6 +289,26 @@ def less_handed_inputs(ctx: Any, grads: Sequence[Any]) -> Sequence[Any]:
 
 def _differentiable(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is not None
+
+
+def upstream_first(fed: dict[int, tuple[int, ...]]) -> list[int]:
+    """The fed outputs, each before those computed from it (the runtime links them in
+    this order: a link's edge goes to the tensor the earlier links made)."""
+    order: list[int] = []
+    seen: set[int] = set()
+
+    def visit(k: int) -> None:
+        if k in seen:
+            return
+        seen.add(k)
+        for u, users in fed.items():  # (those it is computed from first)
+            if k in users:
+                visit(u)
+        order.append(k)
+
+    for k in sorted(fed):
+        visit(k)
+    return order
 
 
 def backward_without_totals(gm: fx.GraphModule, layout: ForwardLayout) -> fx.GraphModule:

@@ -22,17 +22,6 @@ from ..alias import facts
 from ..autograd_walks import reaches_output
 from ..vocab import OutputVerdict
 
-#: Views of an intermediate the compiled Function returns the base of (an intermediate
-#: base's slot, or a user output): the runtime makes the caller's view of it, which it
-#: can link.
-VIEWS_OF_BASES = (
-    OutputVerdict.ALIAS_OF_INTERMEDIATE,
-    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
-    OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT,
-)
-#: The aliases the runtime can link: those, and views of inputs (made of the caller's).
-LINKABLE = (*VIEWS_OF_BASES, OutputVerdict.ALIAS_OF_INPUT)
-
 
 def fed_outputs(
     outs: Sequence[Any],
@@ -84,26 +73,6 @@ def _differentiable(t: Any) -> bool:
         and t.requires_grad
         and facts.grad_fn_of(t) not in (None, facts.STALE_VIEW)
     )
-
-
-def upstream_first(fed: dict[int, tuple[int, ...]]) -> list[int]:
-    """The fed outputs, each before those computed from it (the runtime links them in
-    this order: a link's edge goes to the tensor the earlier links made)."""
-    order: list[int] = []
-    seen: set[int] = set()
-
-    def visit(k: int) -> None:
-        if k in seen:
-            return
-        seen.add(k)
-        for u, users in fed.items():  # (those it is computed from first)
-            if k in users:
-                visit(u)
-        order.append(k)
-
-    for k in sorted(fed):
-        visit(k)
-    return order
 
 
 def views_of_outputs(outs: Sequence[Any], plan: Any) -> dict[int, int]:

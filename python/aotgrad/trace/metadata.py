@@ -25,9 +25,10 @@ from ..input_hooks import (
     retained_written_inputs,
     views_through_output_hooks,
 )
+from ..vocab import LINKABLE
 from .autocast_casts import cached_cast_inputs
 from .failures import trace_errors
-from .fed_outputs import LINKABLE, fed_outputs, views_of_outputs
+from .fed_outputs import fed_outputs, views_of_outputs
 from .functional import (
     EffectChain,
     flat_call,
