@@ -484,12 +484,12 @@ class _TrainingPlan:
                 less[i] = less[i] - passed
         return tuple(less)
 
-    def post_write_grads(self, ctx: Any, given: dict[int, Any], metas: list[tuple]) -> list:
+    def post_write_grads(self, ctx: Any, given: dict[int, Any]) -> list:
         """The gradient at each ``layout.post_write_inputs`` input's node after its write,
         from the tangents ``given`` (by position; zeros for the others): the compiled
         backward's last outputs, read before the Function's own backward runs (its saved
         tensors kept for it)."""
-        outs = self.backward_kept(ctx, given, metas)
+        outs = self.backward_kept(ctx, given)
         ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
         start = self._post_write_start(ctx.num_inputs)
         return list(outs[start : start + self.n_post_write])
@@ -498,13 +498,12 @@ class _TrainingPlan:
         """Whether this backward runs the call's replay (``double_backward``)."""
         return self.replay is not None and torch.is_grad_enabled() and self.replay.runs(ctx)
 
-    def backward_kept(self, ctx: Any, given: dict[int, Any], metas: list[tuple]) -> tuple:
+    def backward_kept(self, ctx: Any, given: dict[int, Any]) -> tuple:
         """The compiled backward's outputs from the tangents ``given`` (by position; zeros
         for the others), run before the Function's own backward (its saved tensors kept
         for it): for the links (``post_write_link``, ``fed_outputs_link``)."""
         tangents = [
-            _plain_tangent(given[j]) if j in given else torch.zeros(*m[:1], dtype=m[1], device=m[2])
-            for j, m in enumerate(metas)
+            _plain_tangent(given[j]) if j in given else zeros() for j, zeros in enumerate(ctx.zeros)
         ]
         saved = saved_tensors(ctx, keep=True)
         if ctx.input_data:

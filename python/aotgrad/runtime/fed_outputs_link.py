@@ -68,8 +68,8 @@ class _Link:
     where the Function takes what it hands back out (``slot``: the output itself, or for
     a view of an intermediate its base, ``view_of``)."""
 
-    def __init__(self, plan: Any, node: Any, k: int, users: list[int], metas: list) -> None:
-        self.plan, self.node, self.k, self.users, self.metas = plan, node, k, users, metas
+    def __init__(self, plan: Any, node: Any, k: int, users: list[int]) -> None:
+        self.plan, self.node, self.k, self.users = plan, node, k, users
         self.slot = k
         self.watched: list[Any] = []
         self.view_of: Any = None
@@ -99,7 +99,7 @@ class _Link:
             by_output = {plan.tangent_outputs[j]: g for j, g in given.items()}
             c = plan.replay.output_gradient(node, by_output, self.k)
         else:
-            outs = plan.backward_kept(node, given, self.metas)
+            outs = plan.backward_kept(node, given)
             c = outs[plan.fed_totals_start(node.num_inputs) + list(plan.fed_outputs).index(self.k)]
         amount = c if self.view_of is None else self._into_base(c)
         if amount is None:
@@ -195,10 +195,9 @@ class FedOutputsLink:
         node = self._node(fwd)
         if node is None:
             return fwd
-        metas = self._metas(fwd)
         fwd = list(fwd)
         for k in self.order:
-            self._link(_Link(self.plan, node, k, self.fed[k], metas), fwd, fwd)
+            self._link(_Link(self.plan, node, k, self.fed[k]), fwd, fwd)
         return fwd
 
     def onto_views(self, args: Sequence[Any], outs: list[Any], fwd: Sequence[Any]) -> None:
@@ -206,9 +205,8 @@ class FedOutputsLink:
         node = self._node(fwd) if self.views else None
         if node is None:
             return
-        metas = self._metas(fwd)
         for k, (slot, users) in self.views.items():
-            link = _Link(self.plan, node, k, users, metas)
+            link = _Link(self.plan, node, k, users)
             link.slot = slot
             base = args[slot[1]] if isinstance(slot, tuple) else fwd[slot]
             if isinstance(base, torch.Tensor) and base.requires_grad:
@@ -233,9 +231,6 @@ class FedOutputsLink:
         if node is None:
             node = next((o.grad_fn for o in fwd if _differentiable(o)), None)
         return node if hasattr(node, "symints") else None  # (else not the Function's)
-
-    def _metas(self, fwd: Sequence[Any]) -> list[tuple]:
-        return [(fwd[k].shape, fwd[k].dtype, fwd[k].device) for k in self.tangent_outputs]
 
 
 def _linkable_views(layout: ForwardLayout) -> dict[int, tuple[Any, list[int]]]:

@@ -32,20 +32,22 @@ from .layout import ForwardLayout
 
 __all__ = ["PROBE", "PostWriteLink", "observed"]
 
-#: (the Function's node, the tangent positions of the linked outputs, every tangent
-#: output's shape, dtype and device) -> the gradient at each linked input's node
-PostGrads = Callable[[Any, dict[int, Any], list[tuple]], Sequence[Any]]
+#: (the Function's node, the tangent positions of the linked outputs) -> the gradient
+#: at each linked input's node
+PostGrads = Callable[[Any, dict[int, Any]], Sequence[Any]]
 
 
 #: A leaf nothing is computed from but the link: a pass that asks for every leaf's
 #: gradient (``backward()``) runs every node it reaches, this one's accumulator too; a
 #: pass that asks for some (``autograd.grad``, ``inputs=``) runs only those on their paths.
 PROBE = torch.zeros((), requires_grad=True)
+#: Its accumulator, held here: read once (``get_gradient_edge`` costs a call's worth).
+_PROBE_NODE = get_gradient_edge(PROBE).node
 
 
 def observed(watched: Sequence[Any]) -> bool:
     """Whether this backward pass can see the gradient at a linked input's node."""
-    if not torch._C._will_engine_execute_node(get_gradient_edge(PROBE).node):
+    if not torch._C._will_engine_execute_node(_PROBE_NODE):
         return True
     for ref in watched:
         t = ref()
@@ -62,8 +64,8 @@ def observed(watched: Sequence[Any]) -> bool:
 class _ReadsAfterWrite(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, link: tuple, n: int, probe: Any, *ts: Any) -> Any:
-        # link: (post_grads, the Function's node, tangent positions, tangent metadata,
-        # weak references to the caller's written tensors)
+        # link: (post_grads, the Function's node, tangent positions, weak references to
+        # the caller's written tensors)
         ctx.link, ctx.n = link, n
         ctx.set_materialize_grads(False)
         # (a view stays one, as the Function returned it: a custom Function's view of an
@@ -72,12 +74,10 @@ class _ReadsAfterWrite(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        post_grads, node, positions, metas, watched = ctx.link
+        post_grads, node, positions, watched = ctx.link
         given = {p: g for p, g in zip(positions, grads, strict=True) if g is not None}
-        if given and observed(watched):
-            to_inputs = list(post_grads(node, given, metas))
-        else:
-            to_inputs = [None] * ctx.n
+        seen = given and observed(watched)
+        to_inputs = list(post_grads(node, given)) if seen else [None] * ctx.n
         return (None, None, None, *to_inputs, *grads)
 
 
@@ -106,10 +106,9 @@ class PostWriteLink:
         if not all(t.requires_grad and t.grad_fn is not None for t in targets):
             return fwd
         watched = [weakref.ref(t) for t in targets]
-        metas = [(fwd[k].shape, fwd[k].dtype, fwd[k].device) for k in self.tangent_outputs]
         positions = [j for j, _ in linked]
         with torch.enable_grad():
-            link = (self.post_grads, node, positions, metas, watched)
+            link = (self.post_grads, node, positions, watched)
             outs = _ReadsAfterWrite.apply(
                 link, len(targets), PROBE, *targets, *(fwd[k] for _, k in linked)
             )
