@@ -22,7 +22,7 @@ from ..errors import mark_raised_by_graph
 from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
 from .double_backward import second_order
 from .epilogue import Epilogue, in_old_layouts
-from .fed_outputs_link import FedOutputsLink, less_handed, less_handed_inputs
+from .fed_outputs_link import FedOutputsLink, less_handed, less_handed_inputs, task
 from .layout import ForwardLayout, OutputAlias
 from .output_hooks import hooks_on_defined_gradients
 from .partial_backward import IndependentOutputs, tangent_components
@@ -73,11 +73,6 @@ def _under_no_grad(f: BoxedFn) -> BoxedFn:
             return f(args)
 
     return run
-
-
-def _task() -> int:
-    """The backward pass running now (``post_write_grads`` / ``_less_passed_on``)."""
-    return torch._C._current_graph_task_id()
 
 
 def _call(bw: BoxedFn, args: list[Any]) -> Any:
@@ -448,7 +443,7 @@ class _TrainingPlan:
         # One gradient per input; a trailing effect token of the backward is dropped.
         outs = tuple(run_bw(self._bw_for(ctx, grads), args))
         n = ctx.num_inputs
-        if self.post_write_passed and getattr(ctx, "post_write_task", None) == _task():
+        if self.post_write_passed and getattr(ctx, "post_write_task", None) == task():
             outs = self._less_passed_on(outs, n)
         if self.bw_written:
             written = outs[n : n + len(self.bw_written)]
@@ -490,7 +485,7 @@ class _TrainingPlan:
         backward's last outputs, read before the Function's own backward runs (its saved
         tensors kept for it)."""
         outs = self.backward_kept(ctx, given)
-        ctx.post_write_task = _task()  # (the Function's backward in this pass: _less_passed_on)
+        ctx.post_write_task = task()  # (the Function's backward in this pass: _less_passed_on)
         start = self._post_write_start(ctx.num_inputs)
         return list(outs[start : start + self.n_post_write])
 

@@ -36,30 +36,39 @@ __all__ = [
     "backward_without_totals",
     "less_handed",
     "less_handed_inputs",
+    "task",
     "totals_reading_saved",
 ]
 
 
-def _task() -> int:
+def task() -> int:
+    """The backward pass running now."""
     return torch._C._current_graph_task_id()
 
 
-def less_handed(ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``grads`` less what the links handed the fed outputs in this pass."""
-    handed = _handed(ctx)
-    if not handed:
-        return grads
+def less_handed(ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
+    """The outputs' ``grads`` less what the links handed the fed outputs in this pass."""
+    return _less(grads, [(k, c) for k, c in _handed(ctx).items() if isinstance(k, int)])
+
+
+def less_handed_inputs(ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
+    """The inputs' gradients ``grads`` less what the links of fed views of them handed
+    the views' nodes in this pass (it reaches the inputs through those)."""
+    return _less(grads, [(k[1], c) for k, c in _handed(ctx).items() if isinstance(k, tuple)])
+
+
+def _less(grads: Sequence[Any], handed: list[tuple[int, Any]]) -> tuple[Any, ...]:
     less = list(grads)
-    for k, c in handed.items():
-        if isinstance(k, int) and less[k] is not None and c is not None:
-            less[k] = less[k] - c
+    for i, c in handed:
+        if less[i] is not None and c is not None:
+            less[i] = less[i] - c
     return tuple(less)
 
 
 def _handed(ctx: Any) -> dict[int, Any]:
     """What the links handed the fed outputs in the pass running now (by output)."""
-    task, handed = getattr(ctx, "fed_handed", (None, None))
-    return handed if task == _task() else {}
+    when, handed = getattr(ctx, "fed_handed", (None, None))
+    return handed if when == task() else {}
 
 
 class _Link:
@@ -112,7 +121,7 @@ class _Link:
             handed[self.slot], c = c, c - earlier
         else:
             handed[self.slot] = amount if earlier is None else earlier + amount
-        node.fed_handed = (_task(), handed)
+        node.fed_handed = (task(), handed)
         return c
 
     def _seen(self) -> bool:
@@ -186,10 +195,10 @@ class FedOutputsLink:
     def __init__(self, plan: Any, layout: ForwardLayout) -> None:
         self.plan = plan
         self.fed = layout.fed_outputs
-        self.tangent_outputs = list(layout.tangent_outputs)
         self.views = _linkable_views(layout)
         self.reading = layout.fed_reading_saved
-        self.order = [k for k in upstream_first(self.fed) if k in set(layout.fresh_outputs)]
+        fresh = set(layout.fresh_outputs)
+        self.order = [k for k in upstream_first(self.fed) if k in fresh]
 
     def __call__(self, fwd: Sequence[Any]) -> Sequence[Any]:
         node = self._node(fwd)
@@ -267,19 +276,6 @@ def _untouched_input(layout: ForwardLayout, a: Any) -> bool:
     i = a.source
     changed = {*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas}
     return i not in changed and not (a.grad_through_base or a.untracked or a.tracked)
-
-
-def less_handed_inputs(ctx: Any, grads: Sequence[Any]) -> Sequence[Any]:
-    """The inputs' gradients ``grads`` less what the links of fed views of them handed
-    the views' nodes in this pass (it reaches the inputs through those)."""
-    handed = [(k[1], c) for k, c in _handed(ctx).items() if isinstance(k, tuple)]
-    if not handed:
-        return grads
-    less = list(grads)
-    for i, c in handed:
-        if less[i] is not None and c is not None:
-            less[i] = less[i] - c
-    return tuple(less)
 
 
 def _differentiable(t: Any) -> bool:

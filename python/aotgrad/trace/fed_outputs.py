@@ -80,8 +80,8 @@ def views_of_outputs(outs: Sequence[Any], plan: Any) -> dict[int, int]:
     (``t = x.as_strided(...); return t, t.chunk(2)[1].t()``), each with that output:
     eager's history goes through its node (a hook on it, ``autograd.grad`` with respect
     to it see the view's part), so the runtime makes the view of the caller's output
-    (``OutputAlias.base_output``) rather than of the input. Of several, the one made
-    last; only outputs made of the input itself serve as bases."""
+    (``OutputAlias.base_output``) rather than of the input. Only outputs made of the
+    input itself serve as bases."""
     af = plan.facts
     plain = [
         k
@@ -107,15 +107,11 @@ def views_of_outputs(outs: Sequence[Any], plan: Any) -> dict[int, int]:
         for j in plain
     }
     bases = {k for k in plain if not made_of[k]}
+    # (a chain of views of the input passes through one output made of the input itself:
+    # a second one would be made of the first)
     found = {}
     for j, ks in made_of.items():
         ks = [k for k in ks if k in bases]
-        if ks:  # (the one the others are made before: its node reaches theirs)
-            found[j] = max(ks, key=lambda k: sum(_reaches(outs, k, o) for o in ks))
+        if ks:
+            found[j] = ks[0]
     return found
-
-
-def _reaches(outs: Sequence[Any], k: int, o: int) -> bool:
-    return o != k and reaches_output(
-        facts.grad_fn_of(outs[k]), facts.grad_fn_of(outs[o]), outs[o].output_nr
-    )
