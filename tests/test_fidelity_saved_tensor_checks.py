@@ -259,3 +259,39 @@ def test_what_a_node_leading_nowhere_saved_is_checked(fn: Any, write: Any, compi
                 outs[write].mul_(2)
 
     assert_like_eager(fn, leaves(((4, 4), True)), COMPILERS[compiler], after=after, calls=2)
+
+
+def _saved_view_of_an_output(x1, x2):
+    t4 = torch.addmm(x2, x1, x2)
+    t6 = t4.narrow(-1, 1, 2)
+    return t6, t6.pow(2), t4, t4  # pow saves t6, a view of the output t4
+
+
+def _saved_view_of_an_intermediate(x1, x2):
+    t4 = x1 * x2
+    t6 = t4.narrow(-1, 1, 2)
+    return t6, t6.pow(2), t4.narrow(-1, 0, 1)  # two views of one intermediate
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    ("fn", "written"),
+    [
+        (_saved_view_of_an_output, 0),
+        (_saved_view_of_an_output, 2),
+        (_saved_view_of_an_output, 3),
+        (_saved_view_of_an_intermediate, 0),
+        (_saved_view_of_an_intermediate, 2),
+    ],
+)
+def test_a_saved_output_rebuilt_as_a_view_is_checked(fn: Any, written: int, compiler: str) -> None:
+    """Soak seed 225478: an output eager saves that the runtime rebuilds as a view (of
+    another output, of an intermediate) was not checked, so a write after the call to
+    it, its base or another view of that base gave a gradient where eager's backward
+    raises "modified by an inplace operation"."""
+    assert_like_eager(
+        fn,
+        leaves(((4, 4), True), ((4, 4), False)),
+        COMPILERS[compiler],
+        after=lambda outs: outs[written].mul_(2),
+    )

@@ -432,15 +432,16 @@ def build_program(
     )
     _backward_facts(layout, joint)
     rebuilt = {a.index for a in layout.output_aliases}
-    layout.watched_outputs = {
+    watched = {
         k: ts
         for k, ts in joint.saved_outputs.items()
-        if k not in rebuilt
-        and k not in layout.same_as
+        if k not in layout.same_as
         and k not in layout.stale_views
         and k not in layout.custom_views
         and k not in layout.new_leaves
     }
+    layout.watched_outputs = {k: ts for k, ts in watched.items() if k not in rebuilt}
+    layout.watched_aliases = {k: ts for k, ts in watched.items() if k in rebuilt}
     _note_gradients(bw_gm, layout, len(fake_args))
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)

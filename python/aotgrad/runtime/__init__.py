@@ -296,8 +296,13 @@ class _TrainingPlan:
         # inputs eager saves, checked when the caller's backward reaches their reads
         self.watched_inputs = {i: set(ts) for i, ts in layout.watched_inputs.items()}
         self.watched_bases = {k: set(ts) for k, ts in layout.watched_bases.items()}
+        self.watched_aliases = {k: set(ts) for k, ts in layout.watched_aliases.items()}
         self.input_views = layout.saved_input_views
-        watches = [*self.watched_inputs.values(), *self.watched_bases.values()]
+        watches = [
+            *self.watched_inputs.values(),
+            *self.watched_bases.values(),
+            *self.watched_aliases.values(),
+        ]
         if any(ts != every for ts in [*watches, *self.watched_tangents]):
             self.track_unreached = True
         if any(set(ts) != every for ts in self.retained_through.values()):
@@ -362,10 +367,10 @@ class _TrainingPlan:
         if self.retained_through:  # filled by the epilogue (``input_hooks.retain_grads``)
             ctx.retained_through = [None] * len(self.retained_through)
         # set when the call is over (``note_watched``)
-        ctx.watched_inputs = ctx.watched_bases = ctx.input_data = ()
+        ctx.watched_inputs = ctx.watched_bases = ctx.watched_aliases = ctx.input_data = ()
         ctx.symints = tuple(saved[self.n_tensors :])
 
-    def note_watched(self, args: Sequence[Any], fwd: Sequence[Any]) -> None:
+    def note_watched(self, args: Sequence[Any], fwd: Sequence[Any], outs: Sequence[Any]) -> None:
         """After the call (the epilogue's writes and version counts done): the inputs and
         intermediate bases eager saves, at the version the call leaves them, on the
         backward node (a custom Function's ctx is its node: the grad_fn of the forward's
@@ -387,6 +392,11 @@ class _TrainingPlan:
             (fwd[k], fwd[k]._version, ts)
             for k, ts in self.watched_bases.items()
             if not fwd[k].is_inference()
+        ]
+        node.watched_aliases = [  # (detached: the view's counter, not a cycle through node)
+            (outs[k].detach(), outs[k]._version, ts)
+            for k, ts in self.watched_aliases.items()
+            if not outs[k].is_inference()
         ]
 
     def _keep_unsettled(self, outs: Sequence[Any]) -> None:
@@ -429,6 +439,8 @@ class _TrainingPlan:
             _check_reached(ctx.watched_inputs, missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
+        if self.watched_aliases:
+            _check_reached(ctx.watched_aliases, missing, "an output")
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
             return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)
@@ -607,7 +619,12 @@ def make_training_function(
 
     n_user = layout.num_user_outputs
     apply = _applying(CompiledFunction.apply, layout)
-    watching = layout.watched_inputs or layout.watched_bases or layout.saved_input_views
+    watching = (
+        layout.watched_inputs
+        or layout.watched_bases
+        or layout.watched_aliases
+        or layout.saved_input_views
+    )
     watch = plan.note_watched if watching else None
     if layout.plain and watch is None:
         if fed is not None:
@@ -624,7 +641,7 @@ def make_training_function(
     def run_and_replay(*args: Any) -> tuple[Any, ...]:
         if epilogue is None:
             fwd = apply(*args)
-            watch(args, fwd)  # type: ignore[misc]
+            watch(args, fwd, fwd)  # type: ignore[misc]
             return fwd[:n_user]
         args, given, members = layout.callers_last(args)
         callers = iter(given)
@@ -637,7 +654,7 @@ def make_training_function(
         fwd = apply(*in_old_layouts(args, old), *leaves)
         outs = epilogue(args, fwd, before, leaves, members)
         if watch is not None:
-            watch(args, fwd)
+            watch(args, fwd, outs)
         return outs
 
     return _views_of_no_output(run_and_replay, layout)

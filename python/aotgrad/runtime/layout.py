@@ -218,6 +218,10 @@ class ForwardLayout:
     #: their version is still the one the call left (eager's saved-tensor check) where the
     #: caller's backward reaches a read of them (per output, the tangents that do).
     watched_outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: User outputs eager saves that the runtime rebuilds as views (``output_aliases``),
+    #: per output the tangents whose backward reads it: the backward checks the version
+    #: the call left them at (a write to the view, its base or another view of that base).
+    watched_aliases: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Inputs eager saves at the version the call leaves them (``trace.JointGraph``), and
     #: the tangents whose backward reads them: the backward checks their version.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
