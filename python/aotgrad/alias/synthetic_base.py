@@ -679,7 +679,7 @@ class SyntheticBase:
                     requires_grad_changes[i] = t.requires_grad
             _note_new_layouts(groups, built, versions, new_views, version_deltas)
             if calls is not None:
-                skip = {*member_outputs.values(), *new_views, *requires_grad_changes}
+                skip = {*new_views, *requires_grad_changes}
                 calls.synthetic.post_write = _linkable(groups, built, initial, skip)
             return out
 

@@ -180,6 +180,8 @@ def _read_after_write(
         # for a member: its group's base is the new value)
         value = start + meta.mutated_inputs.index(i) if i in written else -1
         own = positions.index(value) if value in positions else -1
+        if own < 0:  # (a member the function returns: that output is its tensor)
+            own = next((p for p, o in enumerate(diff_outs) if o is t), -1)
         readers = reaching(diff_outs, [t.grad_fn])
         later = [p for p in readers if p != own]
         if at_node is None or not later or any(positions[p] >= start for p in later):
