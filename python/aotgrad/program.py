@@ -168,6 +168,7 @@ def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
     layout.backward_error = joint.backward_error
     layout.backward_error_tangents = joint.backward_error_tangents
     layout.watched_inputs = joint.watched_inputs
+    layout.watched_leads = joint.watched_leads
     layout.inputs_saved_whole = joint.saved_whole
     layout.watched_bases = {layout.num_user_outputs + s: ts for s, ts in joint.saved_bases.items()}
 

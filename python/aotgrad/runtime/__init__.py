@@ -238,6 +238,28 @@ def _check_reached(watched: Iterable[tuple[Any, int, set[int]]], missing: Any, w
             )
 
 
+def _run_reads(node: Any, watched: Iterable[tuple[Any, int, set[int], Any]]) -> list[Any]:
+    """The watched inputs whose reads eager's engine runs in this pass: the nodes reading
+    them lead to a Function input the pass runs (``autograd.grad`` wrt another input
+    skips them: ``layout.watched_leads``), or to none of them."""
+    found = []
+    for t, v, ts, leads in watched:
+        if leads and not any(_runs(node, j) for j in leads):
+            continue
+        found.append((t, v, ts))
+    return found
+
+
+def _runs(node: Any, j: int) -> bool:
+    nxt = node.next_functions[j][0] if j < len(node.next_functions) else None
+    if nxt is None:
+        return False
+    try:
+        return torch._C._will_engine_execute_node(nxt)
+    except RuntimeError:  # (a leaf ``autograd.grad`` asks for: its gradient is captured)
+        return True
+
+
 class _TrainingPlan:
     """What the compiled ``autograd.Function`` does per call, decided once per layout:
     the forward (run, settle versions, save, mark outputs) and the backward (tangents,
@@ -293,8 +315,16 @@ class _TrainingPlan:
             self.track_unreached = True
         else:
             self.stale_tangents = every
-        # inputs eager saves, checked when the caller's backward reaches their reads
+        self._note_watches(layout, every)
+        if any(set(ts) != every for ts in self.retained_through.values()):
+            self.track_unreached = True
+        self.independent = self._independent_outputs(layout)
+
+    def _note_watches(self, layout: ForwardLayout, every: set[int]) -> None:
+        """The inputs, bases and rebuilt outputs eager saves, checked when the caller's
+        backward reaches their reads (per each, the tangents that do)."""
         self.watched_inputs = {i: set(ts) for i, ts in layout.watched_inputs.items()}
+        self.watched_leads = layout.watched_leads
         self.watched_bases = {k: set(ts) for k, ts in layout.watched_bases.items()}
         self.watched_aliases = {k: set(ts) for k, ts in layout.watched_aliases.items()}
         self.input_views = layout.saved_input_views
@@ -302,12 +332,10 @@ class _TrainingPlan:
             *self.watched_inputs.values(),
             *self.watched_bases.values(),
             *self.watched_aliases.values(),
+            *self.watched_tangents,
         ]
-        if any(ts != every for ts in [*watches, *self.watched_tangents]):
+        if any(ts != every for ts in watches):
             self.track_unreached = True
-        if any(set(ts) != every for ts in self.retained_through.values()):
-            self.track_unreached = True
-        self.independent = self._independent_outputs(layout)
 
     def _independent_outputs(self, layout: ForwardLayout) -> IndependentOutputs | None:
         """Outputs whose gradients reach disjoint inputs, which backward passes may go
@@ -384,7 +412,7 @@ class _TrainingPlan:
         if self.input_views:
             node.input_data = data_of_inputs(self.input_views, args)
         node.watched_inputs = [
-            (args[i], args[i]._version, ts)
+            (args[i], args[i]._version, ts, self.watched_leads.get(i, ()))
             for i, ts in self.watched_inputs.items()
             if not args[i].is_inference()
         ]
@@ -436,7 +464,7 @@ class _TrainingPlan:
             missing_derivative = "the derivative for" in self.stale
             raise (NotImplementedError if missing_derivative else RuntimeError)(self.stale)
         if self.watched_inputs:
-            _check_reached(ctx.watched_inputs, missing, "an input")
+            _check_reached(_run_reads(ctx, ctx.watched_inputs), missing, "an input")
         if self.watched_bases:
             _check_reached(ctx.watched_bases, missing, "a base of outputs")
         if self.watched_aliases:

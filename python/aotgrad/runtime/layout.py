@@ -225,6 +225,9 @@ class ForwardLayout:
     #: Inputs eager saves at the version the call leaves them (``trace.JointGraph``), and
     #: the tangents whose backward reads them: the backward checks their version.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Per watched input, the Function's inputs the nodes reading it lead to
+    #: (``trace.JointGraph.watched_leads``): checked only in a pass that runs one of them.
+    watched_leads: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Forward outputs that are intermediate bases eager saves (``JointGraph.saved_bases``):
     #: the backward checks their version is the one the call left, where the caller's
     #: backward reaches a read of them (per base, the tangents that do).

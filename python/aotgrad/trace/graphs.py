@@ -276,6 +276,9 @@ class JointGraph:
     #: them, and which tangents lead the backward to read them: written after the call,
     #: eager's backward raises when it reaches such a read.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Per watched input, the Function's inputs its reads' nodes lead to (eager runs those
+    #: nodes, and checks the input, only in a pass that runs one of them)
+    watched_leads: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Inputs eager's autograd saves as themselves, and no view of (``SavedReads.
     #: saved_whole``): its backward reads the caller's tensor as it is then.
     saved_whole: tuple[int, ...] = ()

@@ -52,7 +52,11 @@ from .post_write_reads import (
     views_past_write,
     written_with_new_node,
 )
-from .saved_reads import SavedReads, reaching, version_sharing
+from .saved_reads import SavedReads, leads, reaching, version_sharing
+
+
+def _needs_grad(p: Any) -> bool:
+    return isinstance(p, torch.Tensor) and p.requires_grad
 
 
 def _tangent_like(o: torch.Tensor) -> torch.Tensor:
@@ -224,6 +228,7 @@ class _JointTrace(SavedReads):
         self.eager_reads: set[int] = set()
         self.final_versions: list[int] = []
         self.watched_inputs: dict[int, tuple[int, ...]] = {}
+        self.watched_leads: dict[int, tuple[int, ...]] = {}
 
     def _cloned(self, meta: TraceMetadata) -> set[int]:
         """The inputs the function runs on a clone of (see ``__init__``)."""
@@ -453,7 +458,7 @@ class _JointTrace(SavedReads):
         the backward writes and how many times."""
         # (an input written without grad may run on a leaf copy: its gradient is the input's)
         fp = [self.leaf_copies.get(i, p) for i, p in enumerate(fp)]
-        needs = [p for p in fp if isinstance(p, torch.Tensor) and p.requires_grad]
+        needs = [p for p in fp if _needs_grad(p)]
         # their gradients follow the primals' (``InnerLeaf``); one the function turned off
         # (``requires_grad_(False)``) has none: eager's accumulator skips a leaf that
         # does not require grad
@@ -488,6 +493,10 @@ class _JointTrace(SavedReads):
         self.watched_inputs = {
             i: reaching(diff_outs, nodes) for i, nodes in self.saved_inputs.items()
         }
+        # (the Function's inputs each read's node leads to: Function inputs, then leaves)
+        ends = [(j, p) for j, p in enumerate(fp) if _needs_grad(p)]
+        ends += [(len(fp) + k, t) for k, t in enumerate(self.inner_leaves) if t.requires_grad]
+        self.watched_leads = {i: leads(nodes, ends) for i, nodes in self.saved_inputs.items()}
         after = alias.facts.versions(call)
         for i, (a, b) in enumerate(zip(versions, after)):
             if a != b:
@@ -538,6 +547,15 @@ class _JointTrace(SavedReads):
             self.metadata, linked, diff_outs, ft, needs, grads, bases
         )
         return grads
+
+    def saved_checks(self) -> dict[str, Any]:
+        """The ``JointGraph`` fields of eager's checks of what its backward saved."""
+        return {
+            "backward_error": self.stale[0] if self.stale else None,
+            "backward_error_tangents": self.stale_tangents,
+            "watched_inputs": self.watched_inputs,
+            "watched_leads": self.watched_leads,
+        }
 
     def grad_routing(self) -> dict[str, Any]:
         """The ``JointGraph`` fields that route gradients (``retained_tangents`` on)."""
@@ -663,9 +681,7 @@ def trace_joint(
         num_tokens=state.num_tokens,
         backward_mutations=dict(zip(state.written_in_backward, state.backward_version_deltas)),
         **state.grad_routing(),
-        backward_error=state.stale[0] if state.stale else None,
-        backward_error_tangents=state.stale_tangents,
-        watched_inputs=state.watched_inputs,
+        **state.saved_checks(),
         saved_whole=tuple(sorted(i for i, only in state.saved_whole.items() if only)),
         saved_outputs={
             k: ts

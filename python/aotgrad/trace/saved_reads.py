@@ -23,7 +23,12 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import alias
 from ..autograd_walks import dead_ends
 
-__all__ = ["SavedReads", "reaching", "version_sharing"]
+__all__ = [
+    "SavedReads",
+    "leads",
+    "reaching",
+    "version_sharing",
+]
 
 
 def version_sharing(fake_args: Sequence[Any]) -> dict[int, list[int]]:
@@ -58,6 +63,24 @@ def reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
             seen.add(id(node))
             stack.extend(n for n, _ in node.next_functions)
     return tuple(found)
+
+
+def leads(nodes: Sequence[Any], ends: Sequence[tuple[int, Any]]) -> tuple[int, ...]:
+    """The keys of ``ends`` (key, tensor) whose gradient edge the autograd graph from
+    ``nodes`` reaches; none where a node is unknown (None)."""
+    if not nodes or any(n is None for n in nodes):
+        return ()
+    at = {id(_edge_node(t)): k for k, t in ends}
+    found, stack, seen = set(), list(nodes), set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if id(node) in at:
+            found.add(at[id(node)])
+        stack.extend(n for n, _ in node.next_functions)
+    return tuple(sorted(found))
 
 
 _DETACHED_IN_PLACE = (
