@@ -27,6 +27,7 @@ from .layout import ForwardLayout, OutputAlias
 from .output_hooks import hooks_on_defined_gradients
 from .partial_backward import IndependentOutputs, tangent_components
 from .post_write_link import PostWriteLink
+from .saved_checks import check_reached, reads_run
 from .saved_tensors import (
     aliases_of_written_inputs,
     copies_of_mutated_inputs,
@@ -220,44 +221,6 @@ def _write_back(inputs: Sequence[torch.Tensor], values: Sequence[Any], deltas: A
         with torch.no_grad():
             t.copy_(value)
         torch._C._autograd._unsafe_set_version_counter((t,), (v0 + delta,))
-
-
-def _check_reached(watched: Iterable[tuple[Any, int, set[int]]], missing: Any, what: str) -> None:
-    """Eager's saved-tensor check for the outputs, inputs and bases it saves
-    (``layout.watched_outputs``, ...): each ``(tensor, version, tangents)`` whose
-    tangents' backward reads it, where the caller's backward reached one of them."""
-    for t, v, ts in watched:
-        if ts.issubset(missing):
-            continue
-        if not t.is_inference() and t._version != v:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified "
-                f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is {what} "
-                f"of the compiled function, is at version {t._version}; expected version "
-                f"{v} instead"
-            )
-
-
-def _run_reads(node: Any, watched: Iterable[tuple[Any, int, set[int], Any]]) -> list[Any]:
-    """The watched inputs whose reads eager's engine runs in this pass: the nodes reading
-    them lead to a Function input the pass runs (``autograd.grad`` wrt another input
-    skips them: ``layout.watched_leads``), or to none of them."""
-    found = []
-    for t, v, ts, leads in watched:
-        if leads and not any(_runs(node, j) for j in leads):
-            continue
-        found.append((t, v, ts))
-    return found
-
-
-def _runs(node: Any, j: int) -> bool:
-    nxt = node.next_functions[j][0] if j < len(node.next_functions) else None
-    if nxt is None:
-        return False
-    try:
-        return torch._C._will_engine_execute_node(nxt)
-    except RuntimeError:  # (a leaf ``autograd.grad`` asks for: its gradient is captured)
-        return True
 
 
 class _TrainingPlan:
@@ -458,17 +421,17 @@ class _TrainingPlan:
         tangents, missing = self._tangents(ctx, grads)
         if self.watched:
             outs = zip(ctx.watched, self.expected, self.watched_tangents)
-            _check_reached(outs, missing, "an output")
+            check_reached(outs, missing, "an output")
         if self.stale is not None and not self.stale_tangents.issubset(missing):
             # (an op without a derivative: eager's engine raises NotImplementedError)
             missing_derivative = "the derivative for" in self.stale
             raise (NotImplementedError if missing_derivative else RuntimeError)(self.stale)
         if self.watched_inputs:
-            _check_reached(_run_reads(ctx, ctx.watched_inputs), missing, "an input")
+            check_reached(reads_run(ctx, ctx.watched_inputs), missing, "an input")
         if self.watched_bases:
-            _check_reached(ctx.watched_bases, missing, "a base of outputs")
+            check_reached(ctx.watched_bases, missing, "a base of outputs")
         if self.watched_aliases:
-            _check_reached(ctx.watched_aliases, missing, "an output")
+            check_reached(ctx.watched_aliases, missing, "an output")
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
             return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)
