@@ -496,7 +496,7 @@ class _JointTrace(SavedReads):
         # (the Function's inputs each read's node leads to: Function inputs, then leaves)
         ends = [(j, p) for j, p in enumerate(fp) if _needs_grad(p)]
         ends += [(len(fp) + k, t) for k, t in enumerate(self.inner_leaves) if t.requires_grad]
-        self.watched_leads = {i: leads(nodes, ends) for i, nodes in self.saved_inputs.items()}
+        self.watched_leads = leads(self.saved_inputs, ends)
         after = alias.facts.versions(call)
         for i, (a, b) in enumerate(zip(versions, after)):
             if a != b:

@@ -65,22 +65,43 @@ def reaching(outs: Sequence[Any], nodes: Sequence[Any]) -> tuple[int, ...]:
     return tuple(found)
 
 
-def leads(nodes: Sequence[Any], ends: Sequence[tuple[int, Any]]) -> tuple[int, ...]:
-    """The keys of ``ends`` (key, tensor) whose gradient edge the autograd graph from
-    ``nodes`` reaches; none where a node is unknown (None)."""
-    if not nodes or any(n is None for n in nodes):
-        return ()
+def leads(
+    saved: dict[int, list[Any]], ends: Sequence[tuple[int, Any]]
+) -> dict[int, tuple[int, ...]]:
+    """Per entry of ``saved`` (its reading nodes), the keys of ``ends`` (key, tensor)
+    whose gradient edge the autograd graph from those nodes reaches; none where a node is
+    unknown (None). One pass over the graph: each node's reach is computed once."""
+    if not saved:
+        return {}
     at = {id(_edge_node(t)): k for k, t in ends}
-    found, stack, seen = set(), list(nodes), set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
+    memo: dict[int, tuple[Any, frozenset[int]]] = {}  # (the node held: its id stays its)
+    found = {}
+    for i, nodes in saved.items():
+        if not nodes or any(n is None for n in nodes):
+            found[i] = ()
             continue
-        seen.add(id(node))
-        if id(node) in at:
-            found.add(at[id(node)])
-        stack.extend(n for n, _ in node.next_functions)
-    return tuple(sorted(found))
+        found[i] = tuple(sorted(set().union(*(_reach(n, at, memo) for n in nodes))))
+    return found
+
+
+def _reach(
+    root: Any, at: dict[int, int], memo: dict[int, tuple[Any, frozenset[int]]]
+) -> frozenset[int]:
+    """The keys of ``at`` (node id -> key) reachable from ``root`` (post-order, no
+    recursion: autograd graphs are deep)."""
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in memo:
+            continue
+        children = [n for n, _ in node.next_functions if n is not None]
+        if not done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in memo)
+            continue
+        own = {at[id(node)]} if id(node) in at else set()
+        memo[id(node)] = (node, frozenset(own.union(*(memo[id(c)][1] for c in children))))
+    return memo[id(root)][1]
 
 
 _DETACHED_IN_PLACE = (
