@@ -108,7 +108,13 @@ class HookCall:
         self.hook = hook
         self.key = hook_key(hook)
 
-    def __call__(self, grad: torch.Tensor) -> torch.Tensor:
+    def __call__(self, grad: torch.Tensor | None) -> torch.Tensor:
+        if grad is None:  # (the graph has no value to call it on at runtime)
+            raise EagerRefusal(
+                "a hook the function registers is called without a gradient (a piece of "
+                "a multi-output view no output uses: eager calls it with None); the "
+                "calls run eagerly"
+            )
         return TENSOR_HOOK(grad, self.key)
 
 

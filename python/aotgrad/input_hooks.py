@@ -347,15 +347,17 @@ def _on_their_nodes(
 
 def _view_through(o: Any, t: Any, node: Any, depth: int = 32) -> bool:
     """Whether ``o`` is a view of ``t``'s base other than ``t``, made through ``node``
-    (on the first-edge chain from its ``grad_fn``: a chain of views)."""
+    at ``t``'s output of it (on the first-edge chain from its ``grad_fn``: a chain of
+    views). A multi-output view's other pieces (``m0, m1 = t.chunk(2)``) share its node,
+    not the output the hook is on."""
     if o is t or not isinstance(o, torch.Tensor) or o._base is None or o._base is not t._base:
         return False
-    fn = o.grad_fn
+    fn, nr = o.grad_fn, o.output_nr
     while fn is not None and depth > 0:
         if fn is node:
-            return True
+            return nr == t.output_nr
         edges = fn.next_functions
-        fn, depth = (edges[0][0] if edges else None), depth - 1
+        (fn, nr), depth = (edges[0] if edges else (None, 0)), depth - 1
     return False
 
 
