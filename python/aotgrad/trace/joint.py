@@ -201,6 +201,7 @@ class _JointTrace(SavedReads):
         self.interior_nodes: list[Any] = []
         self.relaid = meta.relaid_inputs
         self.packed: set[int] = set()
+        self.packed_views: dict[int, list[Any]] = {}
         self.readers: dict[int, list[Any]] = {}  # per saved tensor (by id), nodes reading it
         self.dead_reads: set[int] = set()  # saved tensors read by ``_read_dead_ends`` (ids)
         # outputs and intermediate bases eager saves, and the tangents whose backward reads
@@ -270,7 +271,7 @@ class _JointTrace(SavedReads):
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
         saved_outputs = [
-            k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and self._is_saved(o)
+            k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and self._shares_saved(o)
         ]
         saved_bases = [
             s for s, k in enumerate(plan.intermediate_bases) if self._is_saved(outs[k]._base)
@@ -290,7 +291,8 @@ class _JointTrace(SavedReads):
             k for k in saved_outputs if {id(outs[k]), id(source.get(id(outs[k])))} & self.dead_reads
         }
         self.saved_outputs = {
-            k: self._reading(diff_outs, outs[k], source.get(id(outs[k]))) for k in saved_outputs
+            k: self._reading_shared(diff_outs, outs[k], source.get(id(outs[k])))
+            for k in saved_outputs
         }
         bases = fwd_values[len(outs) :]
         self.saved_bases = {
@@ -710,13 +712,14 @@ def _relaid_inputs(metadata: TraceMetadata) -> set[int]:
 
 
 def _read_by_backward(gm: fx.GraphModule, k: int) -> bool:
-    """Whether the joint graph's backward reads forward output ``k`` (or a forward view
-    of it): eager saved it for a backward node the outputs reach. One saved by an op
+    """Whether the joint graph's backward reads forward output ``k``, the value it views
+    or a forward view of that (one version counter): eager saved it for a backward node
+    the outputs reach. One saved by an op
     whose backward the outputs never reach (``y.sin().detach()`` saves ``y``) is never
     checked by eager, so it is not watched."""
     outs = gm.graph.output_node().args[0]
     node = outs[k] if isinstance(outs, (list, tuple)) and k < len(outs) else None
-    stack, seen = [node], set()
+    stack, seen = [_view_root(node)], set()
     while stack:
         n = stack.pop()
         if not isinstance(n, fx.Node) or n in seen:
@@ -730,3 +733,20 @@ def _read_by_backward(gm: fx.GraphModule, k: int) -> bool:
             if getattr(user.target, "is_view", False):
                 stack.append(user)
     return False
+
+
+def _view_root(node: Any) -> Any:
+    """The value whose storage ``node`` views, through forward view ops (``node``
+    itself if none): every view of it shares its version counter, and functionalization
+    regenerates the views the backward reads (``t[0]`` returned and saved by
+    ``t[0].sin()`` is two ``select`` nodes)."""
+    for _ in range(64):
+        if not (
+            isinstance(node, fx.Node)
+            and getattr(node.target, "is_view", False)
+            and node.args
+            and isinstance(node.args[0], fx.Node)
+        ):
+            break
+        node = node.args[0]
+    return node

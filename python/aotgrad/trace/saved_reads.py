@@ -147,6 +147,9 @@ class SavedReads:
     fake_args: Sequence[Any]
     call: list[Any]
     packed: set[int]
+    #: Per base (by id), the saved tensors that are it or views of it: they share its
+    #: version counter, so a write to any view of it is a write to what eager saved.
+    packed_views: dict[int, list[Any]]
     readers: dict[int, list[Any]]
     dead_reads: set[int]
     eager_reads: set[int]
@@ -168,6 +171,8 @@ class SavedReads:
 
     def _pack(self, t: Any) -> Any:
         self.packed.add(id(t))
+        root = t if t._base is None else t._base
+        self.packed_views.setdefault(id(root), []).append(t)
         whole = [i for i, c in enumerate(self.call) if c is t]
         for i in whole or [self._input_of(t)]:
             if i is not None:  # False: a view of it too (``x.sin() + x.t().mm(w)``)
@@ -199,6 +204,17 @@ class SavedReads:
         if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != layout:
             return t.as_strided(*layout)
         return t
+
+    def _shares_saved(self, t: Any) -> bool:
+        """``t`` shares its version counter with a saved tensor: it is one, a ``detach()``
+        of one, or it and the saved tensor are its base or views of it."""
+        return self._is_saved(t) or id(t if t._base is None else t._base) in self.packed_views
+
+    def _reading_shared(self, diff_outs: list[Any], t: Any, source: Any) -> tuple[int, ...]:
+        """The tangents whose backward reads ``t``, ``source`` (what it was detached from)
+        or a saved tensor sharing ``t``'s base."""
+        views = self.packed_views.get(id(t if t._base is None else t._base), [])
+        return self._reading(diff_outs, t, source, *views)
 
     def _reading(self, diff_outs: list[Any], *saved: Any) -> tuple[int, ...]:
         """The tangents whose backward reads one of ``saved`` (none: not read)."""
