@@ -20,7 +20,7 @@ import torch
 from ..alias import OutputVerdict
 from ..errors import mark_raised_by_graph
 from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
-from .double_backward import second_order
+from .double_backward import freed_by_replay, second_order
 from .epilogue import Epilogue, in_old_layouts
 from .fed_outputs_link import FedOutputsLink, less_handed, less_handed_inputs, task
 from .layout import ForwardLayout, OutputAlias
@@ -29,6 +29,7 @@ from .partial_backward import IndependentOutputs, tangent_components
 from .post_write_link import PostWriteLink
 from .saved_checks import check_reached, reads_run
 from .saved_tensors import (
+    BACKWARD_TWICE,
     aliases_of_written_inputs,
     copies_of_mutated_inputs,
     data_of_inputs,
@@ -432,6 +433,8 @@ class _TrainingPlan:
             check_reached(ctx.watched_bases, missing, "a base of outputs")
         if self.watched_aliases:
             check_reached(ctx.watched_aliases, missing, "an output")
+        if self.replay is not None and freed_by_replay(ctx, self._reached(missing)):
+            raise RuntimeError(BACKWARD_TWICE)
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
             return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)
@@ -491,6 +494,11 @@ class _TrainingPlan:
         ctx.post_write_task = task()  # (the Function's backward in this pass: _less_passed_on)
         start = self._post_write_start(ctx.num_inputs)
         return list(outs[start : start + self.n_post_write])
+
+    def _reached(self, missing: Sequence[int]) -> set[int]:
+        """The forward outputs (by position) whose tangents this pass gives."""
+        gone = set(missing)
+        return {k for p, k in enumerate(self.tangent_outputs) if p not in gone}
 
     def replays(self, ctx: Any) -> bool:
         """Whether this backward runs the call's replay (``double_backward``)."""

@@ -40,7 +40,15 @@ from ..errors import UnsupportedError
 from ..hook_calls import calls_hooks
 from ..vocab import OutputVerdict
 
-__all__ = ["Replay", "first_order_only", "refused", "replay_for", "second_order"]
+__all__ = [
+    "Replay",
+    "first_order_only",
+    "freed_by_replay",
+    "refused",
+    "replay_for",
+    "second_order",
+    "watch_freed",
+]
 
 _REFUSED = (
     "aotgrad: double backward through a compiled function (a gradient taken with "
@@ -286,6 +294,7 @@ class Replay:
         result: list[Any] = [None] * len(inputs)
         for i, g in zip(wanted, found):
             result[i] = g
+        watch_freed(ctx, outs, inputs)
         return tuple(result)
 
     def output_gradient(self, ctx: Any, grads: dict[int, Any], k: int) -> Any:
@@ -332,3 +341,55 @@ class Replay:
         if base is None:
             raise refused("is not supported here (an output view the replay made no view)")
         return base
+
+
+def watch_freed(ctx: Any, outs: Sequence[Any], inputs: Sequence[Any]) -> None:
+    """Eager's forward nodes are the ones its second-order graph runs through: a backward
+    through that graph that does not retain it (a gradient penalty's) frees what they
+    saved, and a later backward through the forward raises. The replay's nodes stand for
+    them: each that saves a tensor gets a post-hook noting, when a pass that does not
+    retain the graph runs it, the forward outputs (by position) whose backward reaches it
+    (``ctx.replay_freed``: each with the pass that freed it; read by
+    ``freed_by_replay``)."""
+    freed: dict[int, int] = getattr(ctx, "replay_freed", None) or {}
+    ctx.replay_freed = freed
+    boundary = {id(a.grad_fn) for a in inputs if isinstance(a, torch.Tensor)}
+    reach: dict[int, tuple[Any, set[int]]] = {}
+    for j, o in enumerate(outs):
+        stack = [getattr(o, "grad_fn", None)]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen or id(node) in boundary:
+                continue
+            seen.add(id(node))
+            reach.setdefault(id(node), (node, set()))[1].add(j)
+            stack.extend(n for n, _ in node.next_functions)
+    for node, js in reach.values():
+        if _saves(node):
+            node.register_hook(_noting(freed, frozenset(js)))
+
+
+def _saves(node: Any) -> bool:
+    return any(name.startswith("_saved_") or name == "saved_tensors" for name in dir(node))
+
+
+def _noting(freed: dict[int, int], outputs: frozenset[int]) -> Callable[..., None]:
+    def hook(*_: Any) -> None:
+        if not torch._C._autograd._get_current_graph_task_keep_graph():
+            task = torch._C._current_graph_task_id()
+            freed.update(dict.fromkeys(outputs, task))
+
+    return hook
+
+
+def freed_by_replay(ctx: Any, reached: set[int]) -> bool:
+    """Whether a backward reaching forward outputs ``reached`` (by position) runs through
+    a node an earlier second-order backward freed (``watch_freed``): eager's raises there
+    (in the pass that frees them, a gradient penalty's ``(loss + g.pow(2).sum())
+    .backward()``, eager runs each node once, before it frees it)."""
+    freed = getattr(ctx, "replay_freed", None)
+    if not freed:
+        return False
+    task = torch._C._current_graph_task_id()
+    return any(freed.get(k, task) != task for k in reached)

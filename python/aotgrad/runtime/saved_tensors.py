@@ -25,6 +25,7 @@ import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 __all__ = [
+    "BACKWARD_TWICE",
     "aliases_of_written_inputs",
     "copies_of_mutated_inputs",
     "data_of_inputs",
