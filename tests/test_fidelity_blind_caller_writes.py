@@ -24,14 +24,7 @@ from blind_caller_writes_programs import P
 from blind_fed_outputs_harness import ENTRIES, describe, differences, run_program
 
 _ALL = tuple(ENTRIES)
-_DEFAULT = ("aot_default",)
 _MIN_CUT = ("aot_mincut", "dynamo")
-_SAVED_VIEW = (
-    "the default partition saves the view of the output eager saves, made under the "
-    "Function's no_grad: after the caller's write to it (or its base), unpacking it in a "
-    "backward that eager runs without reading it raises autograd's 'view was created in "
-    "no_grad mode' error"
-)
 _DATA_WRITE = (
     "a .data write to an output eager saves (no version bump): eager's backward reads the "
     "written value, the min-cut backward recomputes it from the inputs"
@@ -44,16 +37,6 @@ KNOWN_OPEN: dict[str, tuple[tuple[str, ...], str]] = {
         "output: a write to the caller's output before the second-order backward is not "
         "seen (eager raises 'modified by an inplace operation')",
     ),
-    "view_of_output_complex_write": (_ALL, _SAVED_VIEW),
-    "nv_write_v_backward_t": (_DEFAULT, _SAVED_VIEW),
-    "nv_write_t_backward_v": (_DEFAULT, _SAVED_VIEW),
-    "nv_write_other_view_backward_t": (_DEFAULT, _SAVED_VIEW),
-    "nv_no_grad_write_v_backward_t": (_DEFAULT, _SAVED_VIEW),
-    "nv_write_v_backward_v": (_DEFAULT, _SAVED_VIEW),
-    "nv_float32_write_v_backward_pow": (_DEFAULT, _SAVED_VIEW),
-    "nv_write_v_autograd_grad_t_wrt_b": (_DEFAULT, _SAVED_VIEW),
-    "iv_write_second_backward_first": (_DEFAULT, _SAVED_VIEW),
-    "iv_write_first_backward_second": (_DEFAULT, _SAVED_VIEW),
     "nv_data_write_v_backward_all": (_MIN_CUT, _DATA_WRITE),
     "mod_linear_tanh_data_write": (_MIN_CUT, _DATA_WRITE),
 }

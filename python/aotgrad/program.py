@@ -185,6 +185,35 @@ def _saved_split(fw: fx.GraphModule, num_fwd_outputs: int) -> tuple[int, int]:
     return len(saved) - n_sym, n_sym
 
 
+def _saved_of_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> tuple[int, ...]:
+    """The saved tensors (by position) that are forward outputs or views of one, other
+    than the outputs already kept loose (``watched_outputs``): the caller may write them
+    after the call, and the backward checks them itself (``runtime.saved_checks``)."""
+    outs = list(fw.graph.output_node().args[0])  # type: ignore[arg-type]
+    n_fwd = layout.num_fwd_outputs
+    owned = {o: k for k, o in enumerate(outs[:n_fwd]) if isinstance(o, fx.Node)}
+    found = []
+    for j, node in enumerate(outs[n_fwd : n_fwd + layout.num_saved_tensors]):
+        k = owned.get(node)
+        if k is not None:
+            if k not in layout.watched_outputs:
+                found.append(j)
+            continue
+        for _ in range(64):  # (a chain of views of an output)
+            if not (
+                isinstance(node, fx.Node)
+                and getattr(node.target, "is_view", False)
+                and node.args
+                and isinstance(node.args[0], fx.Node)
+            ):
+                break
+            node = node.args[0]
+            if node in owned:
+                found.append(j)
+                break
+    return tuple(found)
+
+
 def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``fn`` with the cyclic GC paused: tracing and compiling allocate a burst of
     long-lived objects (fx nodes, fake tensors), and the full collections they trigger
@@ -443,6 +472,7 @@ def build_program(
     }
     layout.watched_outputs = {k: ts for k, ts in watched.items() if k not in rebuilt}
     layout.watched_aliases = {k: ts for k, ts in watched.items() if k in rebuilt}
+    layout.saved_of_outputs = _saved_of_outputs(fw_gm, layout)
     _note_gradients(bw_gm, layout, len(fake_args))
     program = PartitionedProgram(True, fw_gm, bw_gm, layout, joint.gm, timings)
     observe.partitioned(program)

@@ -27,7 +27,7 @@ from .layout import ForwardLayout, OutputAlias
 from .output_hooks import hooks_on_defined_gradients
 from .partial_backward import IndependentOutputs, tangent_components
 from .post_write_link import PostWriteLink
-from .saved_checks import check_reached, reads_run
+from .saved_checks import check_reached, check_read, reads_run
 from .saved_tensors import (
     BACKWARD_TWICE,
     aliases_of_written_inputs,
@@ -291,6 +291,7 @@ class _TrainingPlan:
         self.watched_leads = layout.watched_leads
         self.watched_bases = {k: set(ts) for k, ts in layout.watched_bases.items()}
         self.watched_aliases = {k: set(ts) for k, ts in layout.watched_aliases.items()}
+        self.saved_of_outputs = layout.saved_of_outputs
         self.input_views = layout.saved_input_views
         watches = [
             *self.watched_inputs.values(),
@@ -346,8 +347,9 @@ class _TrainingPlan:
                 tensors, self.new_value_saves, written, values, self.by_storage
             )
         ctx.loose = None
-        if self.watched:
-            tensors = keep_loose(ctx, tensors, [outs[k] for k in self.watched])
+        if self.watched or self.saved_of_outputs:
+            watched = [outs[k] for k in self.watched]
+            tensors = keep_loose(ctx, tensors, watched, self.saved_of_outputs)
         save(ctx, tensors)
         ctx.num_inputs = len(args)
         # (grads never materialised by autograd: a pass that reaches none of the outputs,
@@ -360,6 +362,7 @@ class _TrainingPlan:
             ctx.retained_through = [None] * len(self.retained_through)
         # set when the call is over (``note_watched``)
         ctx.watched_inputs = ctx.watched_bases = ctx.watched_aliases = ctx.input_data = ()
+        ctx.loose_versions = ()
         ctx.symints = tuple(saved[self.n_tensors :])
 
     def note_watched(self, args: Sequence[Any], fwd: Sequence[Any], outs: Sequence[Any]) -> None:
@@ -385,6 +388,11 @@ class _TrainingPlan:
             for k, ts in self.watched_bases.items()
             if not fwd[k].is_inference()
         ]
+        if self.saved_of_outputs and isinstance(node.loose, dict):
+            loose = node.loose
+            node.loose_versions = [
+                (j, loose[j]._version) for j in self.saved_of_outputs if j in loose
+            ]
         node.watched_aliases = [  # (detached: the view's counter, not a cycle through node)
             (outs[k].detach(), outs[k]._version, ts)
             for k, ts in self.watched_aliases.items()
@@ -435,6 +443,8 @@ class _TrainingPlan:
             check_reached(ctx.watched_aliases, missing, "an output")
         if self.replay is not None and freed_by_replay(ctx, self._reached(missing)):
             raise RuntimeError(BACKWARD_TWICE)
+        if ctx.loose_versions:
+            check_read(ctx.loose, ctx.loose_versions, self._reads(ctx, grads))
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
             return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)
@@ -543,6 +553,13 @@ class _TrainingPlan:
             self.independent.keep(ctx, saved, reached)
         return saved
 
+    def _reads(self, ctx: Any, grads: tuple[Any, ...]) -> frozenset[int]:
+        """The saved tensors (by position) this pass's backward reads (``_bw_for``'s)."""
+        absent = tuple(k for k, i in enumerate(self.tangent_outputs) if grads[i] is None)
+        if self.pruned is None or len(absent) == len(self.tangent_outputs):
+            return frozenset(range(self.n_tensors))
+        return self.pruned.reads(absent, ctx.num_inputs, self.n_tensors)
+
     def _bw_for(self, ctx: Any, grads: tuple[Any, ...]) -> BoxedFn:
         """The backward for this pass: without the tangents of the outputs it does not
         reach (``unreached_tangents``), where some it does."""
@@ -623,6 +640,7 @@ def make_training_function(
         or layout.watched_bases
         or layout.watched_aliases
         or layout.saved_input_views
+        or layout.saved_of_outputs
     )
     watch = plan.note_watched if watching else None
     if layout.plain and watch is None:

@@ -222,6 +222,10 @@ class ForwardLayout:
     #: per output the tangents whose backward reads it: the backward checks the version
     #: the call left them at (a write to the view, its base or another view of that base).
     watched_aliases: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Saved tensors (by position) that are forward outputs or views of one (not already
+    #: among ``watched_outputs``): kept loose, and checked by the backward only where the
+    #: pass reads them (``program._saved_of_outputs``, ``runtime.saved_checks``).
+    saved_of_outputs: tuple[int, ...] = ()
     #: Inputs eager saves at the version the call leaves them (``trace.JointGraph``), and
     #: the tangents whose backward reads them: the backward checks their version.
     watched_inputs: dict[int, tuple[int, ...]] = field(default_factory=dict)

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_reached", "reads_run"]
+__all__ = ["check_reached", "check_read", "reads_run"]
 
 
 def check_reached(watched: Iterable[tuple[Any, int, set[int]]], missing: Any, what: str) -> None:
@@ -51,3 +51,18 @@ def _runs(node: Any, j: int) -> bool:
         return torch._C._will_engine_execute_node(nxt)
     except RuntimeError:  # (a leaf ``autograd.grad`` asks for: its gradient is captured)
         return True
+
+
+def check_read(loose: Any, versions: Iterable[tuple[int, int]], read: frozenset[int]) -> None:
+    """The saved outputs and views of outputs kept loose (``layout.saved_of_outputs``):
+    each ``(position, version the call left it at)`` that this pass's backward reads
+    (``read``) must be unwritten since, as autograd's own check would have it."""
+    for j, v in versions:
+        t = loose.get(j) if isinstance(loose, dict) else None
+        if t is not None and j in read and not t.is_inference() and t._version != v:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified "
+                f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is an output "
+                f"(or a view of one) of the compiled function, is at version {t._version}; "
+                f"expected version {v} instead"
+            )

@@ -146,14 +146,22 @@ def views_of_outputs_detached(saved: Sequence[Any], outs: Sequence[Any]) -> Sequ
     ]
 
 
-def keep_loose(ctx: Any, tensors: Sequence[Any], watched: Sequence[Any]) -> Sequence[Any]:
-    """User outputs eager saves (``watched``) that are saved tensors too: kept on ``ctx``
-    as detached aliases (no cycle through the Function's node), not saved with autograd's
-    check, which would fail the whole backward after a write to one; eager's fails only
-    where the caller's backward reaches a read of it (checked in the backward). Returns
-    the tensors left to ``save_for_backward``."""
+def keep_loose(
+    ctx: Any, tensors: Sequence[Any], watched: Sequence[Any], at: Sequence[int] = ()
+) -> Sequence[Any]:
+    """User outputs eager saves (``watched``) that are saved tensors too, and the saved
+    tensors at positions ``at`` (outputs or views of one: ``layout.saved_of_outputs``):
+    kept on ``ctx`` as detached aliases (no cycle through the Function's node), not saved
+    with autograd's check, which would fail the whole backward after a write to one (or,
+    for a view the graph made under the Function's no_grad, raise that the view's base
+    was written); eager's fails only where the caller's backward reaches a read of it
+    (checked in the backward). Returns the tensors left to ``save_for_backward``."""
     ids = {id(o) for o in watched}
-    loose = {j: t.detach() for j, t in enumerate(tensors) if id(t) in ids}
+    loose = {
+        j: t.detach()
+        for j, t in enumerate(tensors)
+        if id(t) in ids or (j in at and isinstance(t, torch.Tensor))
+    }
     if not loose:
         return tensors
     ctx.loose = loose

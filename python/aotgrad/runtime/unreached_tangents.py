@@ -233,6 +233,7 @@ class PrunedBackwards:
     ) -> None:
         self.gm, self.n_tangents, self.compile = gm, n_tangents, compile
         self.made: dict[tuple[tuple[int, ...], int], Any] = {}
+        self.read_sets: dict[tuple[tuple[int, ...], int], frozenset[int]] = {}
         # the backward that also returns the fed outputs' totals, where ``gm`` does not
         # (``fed_outputs_link``): compiled on first use
         self.totals_gm, self._totals = totals_gm, None
@@ -242,6 +243,18 @@ class PrunedBackwards:
         if self.totals_gm is not None and self._totals is None:
             self._totals = self.compile(self.totals_gm)
         return self._totals
+
+    def reads(self, missing: tuple[int, ...], n_grads: int, n_saved: int) -> frozenset[int]:
+        """The saved tensors (by position, of the first ``n_saved`` inputs) the backward
+        for a pass without the tangents ``missing`` reads."""
+        key = (missing, n_grads)
+        if key not in self.read_sets:
+            gm = self.gm
+            if missing:
+                gm = without_tangents(gm, self.n_tangents, list(missing), n_grads) or gm
+            placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"][:n_saved]
+            self.read_sets[key] = frozenset(j for j, p in enumerate(placeholders) if p.users)
+        return self.read_sets[key]
 
     def for_pass(self, missing: tuple[int, ...], n_grads: int, full: Any) -> Any:
         key = (missing, n_grads)
