@@ -310,3 +310,36 @@ def describe(diffs: list, limit: int = 20) -> str:
     if len(diffs) > limit:
         lines.append(f"  ... and {len(diffs) - limit} more")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- test modules
+
+
+def blind_params(programs: dict[str, Any], known_open: dict[str, Any]) -> list[Any]:
+    """``(name, entry)`` pytest params, one per program of ``programs`` and entry, strict
+    xfails where ``known_open`` names the program: ``{name: reason}`` (every entry) or
+    ``{name: (entries, reason)}``."""
+    import pytest
+
+    out = []
+    for name in programs:
+        why = known_open.get(name)
+        entries, reason = (ENTRIES, why) if isinstance(why, str) else (why or ((), ""))
+        for entry in ENTRIES:
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if entry in entries else []
+            out.append(pytest.param(name, entry, marks=marks, id=f"{name}-{entry}"))
+    return out
+
+
+_EAGER: dict[tuple[int, str], dict[str, Any]] = {}
+
+
+def assert_like_eager(programs: dict[str, Any], name: str, entry: str) -> None:
+    """Program ``name`` of ``programs`` records under ``entry`` what it records under
+    eager (eager's run once per program, shared by the entries), but for soft
+    differences."""
+    key = (id(programs), name)
+    if key not in _EAGER:
+        _EAGER[key] = run_program(programs[name]["fn"], "eager")
+    _soft, real = differences(_EAGER[key], run_program(programs[name]["fn"], entry))
+    assert not real, f"{name} under {entry} differs from eager:\n{describe(real)}"

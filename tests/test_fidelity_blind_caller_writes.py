@@ -21,52 +21,28 @@ from typing import Any
 import pytest
 
 from blind_caller_writes_programs import P
-from blind_fed_outputs_harness import ENTRIES, describe, differences, run_program
+from blind_fed_outputs_harness import assert_like_eager, blind_params
 
-_ALL = tuple(ENTRIES)
 _MIN_CUT = ("aot_mincut", "dynamo")
 _DATA_WRITE = (
     "a .data write to an output eager saves (no version bump): eager's backward reads the "
     "written value, the min-cut backward recomputes it from the inputs"
 )
 # program -> (the entries it still differs under, why): strict xfails there
-KNOWN_OPEN: dict[str, tuple[tuple[str, ...], str]] = {
+KNOWN_OPEN: dict[str, Any] = {
     "tanh_create_graph_then_write": (
-        _ALL,
         "a create_graph gradient's graph built by the replay holds its own copy of the "
         "output: a write to the caller's output before the second-order backward is not "
-        "seen (eager raises 'modified by an inplace operation')",
+        "seen (eager raises 'modified by an inplace operation')"
     ),
     "nv_data_write_v_backward_all": (_MIN_CUT, _DATA_WRITE),
     "mod_linear_tanh_data_write": (_MIN_CUT, _DATA_WRITE),
 }
 
-_EAGER: dict[str, dict[str, Any]] = {}
 
-
-def _eager(name: str) -> dict[str, Any]:
-    """Eager's recordings of a program (run once, shared by the entries)."""
-    if name not in _EAGER:
-        _EAGER[name] = run_program(P[name]["fn"], "eager")
-    return _EAGER[name]
-
-
-def _params() -> list[Any]:
-    out = []
-    for name in P:
-        entries, why = KNOWN_OPEN.get(name, ((), ""))
-        for entry in ENTRIES:
-            marks = [pytest.mark.xfail(strict=True, reason=why)] if entry in entries else []
-            out.append(pytest.param(name, entry, marks=marks, id=f"{name}-{entry}"))
-    return out
-
-
-@pytest.mark.parametrize(("name", "entry"), _params())
+@pytest.mark.parametrize(("name", "entry"), blind_params(P, KNOWN_OPEN))
 def test_blind_caller_writes_like_eager(name: str, entry: str) -> None:
-    eager = _eager(name)
-    got = run_program(P[name]["fn"], entry)
-    _soft, real = differences(eager, got)
-    assert not real, f"{name} under {entry} differs from eager:\n{describe(real)}"
+    assert_like_eager(P, name, entry)
 
 
 def test_the_suite_is_whole() -> None:

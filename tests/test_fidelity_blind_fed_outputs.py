@@ -13,11 +13,9 @@ shows up as an XPASS to delete here.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from blind_fed_outputs_harness import ENTRIES, describe, differences, run_program
+from blind_fed_outputs_harness import assert_like_eager, blind_params
 from blind_fed_outputs_programs import P
 
 # program -> why it still differs from eager (under every entry); the programs differing
@@ -39,33 +37,10 @@ KNOWN_OPEN: dict[str, str] = {
     ),
 }
 
-_EAGER: dict[str, dict[str, Any]] = {}
 
-
-def _eager(name: str) -> dict[str, Any]:
-    """Eager's recordings of a program (run once, shared by the entries)."""
-    if name not in _EAGER:
-        _EAGER[name] = run_program(P[name]["fn"], "eager")
-    return _EAGER[name]
-
-
-def _params() -> list[Any]:
-    out = []
-    for name in P:
-        marks = []
-        if name in KNOWN_OPEN:
-            marks = [pytest.mark.xfail(strict=True, reason=KNOWN_OPEN[name])]
-        for entry in ENTRIES:
-            out.append(pytest.param(name, entry, marks=marks, id=f"{name}-{entry}"))
-    return out
-
-
-@pytest.mark.parametrize(("name", "entry"), _params())
+@pytest.mark.parametrize(("name", "entry"), blind_params(P, KNOWN_OPEN))
 def test_blind_fed_outputs_like_eager(name: str, entry: str) -> None:
-    eager = _eager(name)
-    got = run_program(P[name]["fn"], entry)
-    _soft, real = differences(eager, got)
-    assert not real, f"{name} under {entry} differs from eager:\n{describe(real)}"
+    assert_like_eager(P, name, entry)
 
 
 def test_the_suite_is_whole() -> None:

@@ -416,15 +416,13 @@ def _passes(c: Callable, fn: Callable, order: list[int], n: int) -> list[Any]:
 )
 @pytest.mark.parametrize("compiler", list(COMPILERS))
 def test_backward_passes_through_independent_outputs(
-    fn: Callable, order: list[int], n: int, compiler: str, request: Any
+    fn: Callable, order: list[int], n: int, compiler: str
 ) -> None:
     """Eager runs a pass through an output that shares no node with those an earlier
     pass went through, and raises for one that does; the compiled call kept nothing
-    and raised "a second time" for both."""
-    if fn is _independent_and_shared:
-        # b and c read v through nodes of their own: eager runs the later pass, the
-        # compiled call (outputs grouped by the inputs they reach) raises
-        request.applymarker(pytest.mark.xfail(strict=True, reason="known: per-input grouping"))
+    and raised "a second time" for both. (b and c of ``_independent_and_shared`` read
+    v through nodes of their own: the outputs are grouped by the saving nodes they
+    share, round 57, not by the inputs they reach.)"""
     eager = _passes(lambda f: f, fn, order, n)
     compiled = _passes(COMPILERS[compiler], fn, order, n)
     for e, c in zip(eager, compiled):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from .compile import (
     saved_inputs_as_produced,
 )
 from .frame_stack import with_frame_room
+from .fx_views import view_chain
 from .layout_of_trace import layout_of_trace
 from .partition import regions
 from .roles import is_tangent
@@ -169,6 +170,7 @@ def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
     layout.backward_error_tangents = joint.backward_error_tangents
     layout.watched_inputs = joint.watched_inputs
     layout.watched_leads = joint.watched_leads
+    layout.saving_links = joint.saving_links
     layout.inputs_saved_whole = joint.saved_whole
     layout.watched_bases = {layout.num_user_outputs + s: ts for s, ts in joint.saved_bases.items()}
 
@@ -199,18 +201,8 @@ def _saved_of_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> tuple[int, .
             if k not in layout.watched_outputs:
                 found.append(j)
             continue
-        for _ in range(64):  # (a chain of views of an output)
-            if not (
-                isinstance(node, fx.Node)
-                and getattr(node.target, "is_view", False)
-                and node.args
-                and isinstance(node.args[0], fx.Node)
-            ):
-                break
-            node = node.args[0]
-            if node in owned:
-                found.append(j)
-                break
+        if any(n in owned for n in view_chain(node)):
+            found.append(j)
     return tuple(found)
 
 
@@ -272,25 +264,12 @@ def _views_saved(node: Any, saved: set) -> bool:
     """Whether ``node`` is saved, or a view (of a view...) of a saved value: one version
     counter (a write through ``x.t()`` made ``t(copy)`` the base an output views while
     ``copy`` is what min-cut saves)."""
-    for seen in _view_bases(node):
+    for seen in view_chain(node):
         if seen is not node and seen.op == "placeholder":
             return False  # an input's counter is the caller's: not set here
         if seen in saved:
             return True
     return False
-
-
-def _view_bases(node: Any) -> Iterator[Any]:
-    """``node``, then what it is a view of, and so on (at most 64 steps)."""
-    yield node
-    for _ in range(64):
-        target = getattr(node, "target", None)
-        if not (
-            getattr(target, "is_view", False) and node.args and isinstance(node.args[0], fx.Node)
-        ):
-            return
-        node = node.args[0]
-        yield node
 
 
 def _saved_new_values(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, int]:
@@ -315,7 +294,7 @@ def _saved_new_values(fw: fx.GraphModule, layout: ForwardLayout) -> dict[int, in
     for j, node in enumerate(outs[first : first + layout.num_saved_tensors]):
         if not isinstance(node, fx.Node):
             continue
-        m = next((entry[b] for b in _view_bases(node) if b in entry), None)
+        m = next((entry[b] for b in view_chain(node) if b in entry), None)
         if m is not None:
             found[j] = m
     return found
@@ -343,7 +322,7 @@ def _saved_views_of_inputs(fw: fx.GraphModule, layout: ForwardLayout) -> dict[in
     found = {}
     for j, node in enumerate(outs[first : first + layout.num_saved_tensors]):
         if isinstance(node, fx.Node) and node.op != "placeholder":
-            *_, root = _view_bases(node)
+            *_, root = view_chain(node)
             if placeholders.get(root) in whole:
                 found[j] = placeholders[root]
     return found

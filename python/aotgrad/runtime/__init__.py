@@ -303,17 +303,18 @@ class _TrainingPlan:
             self.track_unreached = True
 
     def _independent_outputs(self, layout: ForwardLayout) -> IndependentOutputs | None:
-        """Outputs whose gradients reach disjoint inputs, which backward passes may go
-        through one by one (``partial_backward``); None where there are none."""
-        components = tangent_components(self.grad_tangents, len(self.tangent_outputs))
+        """Outputs whose eager graphs share no node that saved a tensor, which backward
+        passes may go through one by one (``partial_backward``); None where there are
+        none."""
+        components = tangent_components(layout.saving_links, len(self.tangent_outputs))
         plain = not (
             self.bw_written
             or self.retained_through
-            or layout.watched_outputs
             or layout.post_write_inputs
             or layout.fed_outputs
         )
-        if self.track_unreached and len(components) > 1 and plain:
+        if len(components) > 1 and plain:
+            self.track_unreached = True  # (the passes' unreached tangents tell them apart)
             return IndependentOutputs(components)
         return None
 

@@ -232,6 +232,9 @@ class ForwardLayout:
     #: Per watched input, the Function's inputs the nodes reading it lead to
     #: (``trace.JointGraph.watched_leads``): checked only in a pass that runs one of them.
     watched_leads: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: The tangents whose outputs' eager graphs share a node that saved a tensor
+    #: (``trace.JointGraph.saving_links``): the components of ``partial_backward``.
+    saving_links: tuple[tuple[int, ...], ...] = ()
     #: Forward outputs that are intermediate bases eager saves (``JointGraph.saved_bases``):
     #: the backward checks their version is the one the call left, where the caller's
     #: backward reaches a read of them (per base, the tangents that do).

@@ -6,13 +6,12 @@ the first freed only the nodes it went through. The compiled call is one node, w
 saved tensors autograd frees after the first pass: the second raised "backward through
 the graph a second time" (blind accumulation suite).
 
-Outputs share an eager node only if their gradients reach a common input (a node
-requiring grad has a path to an input that requires grad), so the tangents fall into
-components: two tangents are in one when some input's gradient depends on both
-(``layout.grad_tangents``). The converse does not hold (``w.cos() * v`` and
-``(v * 2).sum()`` read ``v`` through nodes of their own): such passes still raise here
-where eager runs them; the node-level answer needs, per saved tensor, the tangents that
-read it. After a pass without ``retain_graph`` that reached some
+Eager's second pass raises only where it runs a node the first freed that saved a
+tensor. The trace knows, per such node, the outputs whose graphs reach it
+(``trace.saved_reads.saving_links``), so the tangents fall into components: two are in
+one when some saving node is reached by both (``chunk`` pieces each through ``exp``
+share only ``SplitBackward``, which saves nothing: two components, though ``x``'s
+gradient depends on both). After a pass without ``retain_graph`` that reached some
 components and left another untouched, the saved tensors are kept for a later pass
 that reaches only untouched components; a pass that reaches a component touched before
 raises eager's error (its nodes were freed), and the kept tensors go once every
@@ -32,9 +31,9 @@ from .saved_tensors import BACKWARD_TWICE
 __all__ = ["IndependentOutputs", "tangent_components"]
 
 
-def tangent_components(grad_tangents: Sequence[Sequence[int]], n: int) -> list[frozenset[int]]:
-    """The tangents ``0..n-1`` grouped: two are in one group when some input's gradient
-    depends on both (``grad_tangents``: per input, the tangents its gradient reads)."""
+def tangent_components(links: Sequence[Sequence[int]], n: int) -> list[frozenset[int]]:
+    """The tangents ``0..n-1`` grouped: two are in one group when some entry of ``links``
+    (the tangents reaching one saving node) holds both, directly or through others."""
     parent = list(range(n))
 
     def root(k: int) -> int:
@@ -43,7 +42,7 @@ def tangent_components(grad_tangents: Sequence[Sequence[int]], n: int) -> list[f
             k = parent[k]
         return k
 
-    for deps in grad_tangents:
+    for deps in links:
         deps = [d for d in deps if d < n]
         for d in deps[1:]:
             parent[root(d)] = root(deps[0])

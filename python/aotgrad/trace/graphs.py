@@ -279,6 +279,10 @@ class JointGraph:
     #: Per watched input, the Function's inputs its reads' nodes lead to (eager runs those
     #: nodes, and checks the input, only in a pass that runs one of them)
     watched_leads: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: The sets of tangents (by position, two or more) whose outputs' eager graphs share
+    #: a node that saved a tensor (``saved_reads.saving_links``): passes through outputs
+    #: in no common set free nothing the other needs.
+    saving_links: tuple[tuple[int, ...], ...] = ()
     #: Inputs eager's autograd saves as themselves, and no view of (``SavedReads.
     #: saved_whole``): its backward reads the caller's tensor as it is then.
     saved_whole: tuple[int, ...] = ()

@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from .. import alias
 from ..autograd_walks import reaches_node
 from ..eager_calls import EagerCalls
+from ..fx_views import view_root
 from ..hops import refuse_deferred_autograd_errors
 from ..input_hooks import take_off_hooks
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
@@ -52,7 +53,7 @@ from .post_write_reads import (
     views_past_write,
     written_with_new_node,
 )
-from .saved_reads import SavedReads, leads, reaching, version_sharing
+from .saved_reads import SavedReads, leads, reaching, saving_links, version_sharing
 
 
 def _needs_grad(p: Any) -> bool:
@@ -230,6 +231,7 @@ class _JointTrace(SavedReads):
         self.final_versions: list[int] = []
         self.watched_inputs: dict[int, tuple[int, ...]] = {}
         self.watched_leads: dict[int, tuple[int, ...]] = {}
+        self.saving_links: tuple[tuple[int, ...], ...] = ()
 
     def _cloned(self, meta: TraceMetadata) -> set[int]:
         """The inputs the function runs on a clone of (see ``__init__``)."""
@@ -499,6 +501,7 @@ class _JointTrace(SavedReads):
         ends = [(j, p) for j, p in enumerate(fp) if _needs_grad(p)]
         ends += [(len(fp) + k, t) for k, t in enumerate(self.inner_leaves) if t.requires_grad]
         self.watched_leads = leads(self.saved_inputs, ends)
+        self.saving_links = saving_links(diff_outs, self.readers)
         after = alias.facts.versions(call)
         for i, (a, b) in enumerate(zip(versions, after)):
             if a != b:
@@ -557,6 +560,7 @@ class _JointTrace(SavedReads):
             "backward_error_tangents": self.stale_tangents,
             "watched_inputs": self.watched_inputs,
             "watched_leads": self.watched_leads,
+            "saving_links": self.saving_links,
         }
 
     def grad_routing(self) -> dict[str, Any]:
@@ -719,7 +723,7 @@ def _read_by_backward(gm: fx.GraphModule, k: int) -> bool:
     checked by eager, so it is not watched."""
     outs = gm.graph.output_node().args[0]
     node = outs[k] if isinstance(outs, (list, tuple)) and k < len(outs) else None
-    stack, seen = [_view_root(node)], set()
+    stack, seen = [view_root(node)], set()
     while stack:
         n = stack.pop()
         if not isinstance(n, fx.Node) or n in seen:
@@ -733,20 +737,3 @@ def _read_by_backward(gm: fx.GraphModule, k: int) -> bool:
             if getattr(user.target, "is_view", False):
                 stack.append(user)
     return False
-
-
-def _view_root(node: Any) -> Any:
-    """The value whose storage ``node`` views, through forward view ops (``node``
-    itself if none): every view of it shares its version counter, and functionalization
-    regenerates the views the backward reads (``t[0]`` returned and saved by
-    ``t[0].sin()`` is two ``select`` nodes)."""
-    for _ in range(64):
-        if not (
-            isinstance(node, fx.Node)
-            and getattr(node.target, "is_view", False)
-            and node.args
-            and isinstance(node.args[0], fx.Node)
-        ):
-            break
-        node = node.args[0]
-    return node

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 import torch
 import torch.fx as fx
 
+from ..fx_views import view_root
 from ..vocab import EAGER_SAVE_KEY, PARTITIONER_TAG, TRACED_BY_FORWARD
 
 __all__ = ["mark_saves_beside_outputs"]
@@ -31,11 +32,11 @@ def mark_saves_beside_outputs(gm: fx.GraphModule, num_outputs: int) -> list[fx.N
     if not isinstance(outs, (list, tuple)):
         return []
     forward = {n for n in gm.graph.nodes if n.meta.get(PARTITIONER_TAG) == TRACED_BY_FORWARD}
-    roots = {_root(o) for o in outs[:num_outputs] if isinstance(o, fx.Node)}
+    roots = {view_root(o) for o in outs[:num_outputs] if isinstance(o, fx.Node)}
     roots = {r for r in roots if r.op == "call_function" and r in forward}
     if not roots:
         return []
-    storage = {n: _root(n) for n in gm.graph.nodes if n.op == "call_function" and n in forward}
+    storage = {n: view_root(n) for n in gm.graph.nodes if n.op == "call_function" and n in forward}
     read = {n for n in forward if any(_in_backward(u, forward) for u in n.users)}
     roots -= {storage[n] for n in read if n in storage}
     if not roots:
@@ -45,18 +46,6 @@ def mark_saves_beside_outputs(gm: fx.GraphModule, num_outputs: int) -> list[fx.N
     for n in marked:
         n.meta[EAGER_SAVE_KEY] = True
     return marked
-
-
-def _root(node: fx.Node) -> fx.Node:
-    """The value whose storage ``node`` views (``node`` itself if no view)."""
-    for _ in range(64):
-        target = node.target
-        if not (
-            getattr(target, "is_view", False) and node.args and isinstance(node.args[0], fx.Node)
-        ):
-            break
-        node = node.args[0]
-    return node
 
 
 def _in_backward(user: fx.Node, forward: set[fx.Node]) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "SavedReads",
     "leads",
     "reaching",
+    "saving_links",
     "version_sharing",
 ]
 
@@ -102,6 +103,48 @@ def _reach(
         own = {at[id(node)]} if id(node) in at else set()
         memo[id(node)] = (node, frozenset(own.union(*(memo[id(c)][1] for c in children))))
     return memo[id(root)][1]
+
+
+def saving_links(outs: Sequence[Any], readers: dict[int, list[Any]]) -> tuple[tuple[int, ...], ...]:
+    """The sets of ``outs`` (by position, two or more) whose autograd graphs share a node
+    that saved a tensor (``readers``: the nodes reading each saved tensor): a backward
+    pass through one that does not retain the graph frees that node, and a later pass
+    through another raises (``runtime.partial_backward``). One pass over the graph:
+    each node's set of outputs reaching it, as a bit mask."""
+    if len(outs) < 2:
+        return ()
+    masks: dict[int, int] = {}
+    parents: dict[int, int] = {}  # (edges into each node not yet propagated: Kahn's order)
+    seen: dict[int, Any] = {}
+    stack = [getattr(o, "grad_fn", None) for o in outs]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        for n, _ in node.next_functions:
+            if n is not None:
+                parents[id(n)] = parents.get(id(n), 0) + 1
+                stack.append(n)
+    for k, o in enumerate(outs):
+        node = getattr(o, "grad_fn", None)
+        if node is not None:
+            masks[id(node)] = masks.get(id(node), 0) | (1 << k)
+    ready = [n for i, n in seen.items() if parents.get(i, 0) == 0]
+    while ready:
+        node = ready.pop()
+        for n, _ in node.next_functions:
+            if n is None:
+                continue
+            masks[id(n)] = masks.get(id(n), 0) | masks.get(id(node), 0)
+            parents[id(n)] -= 1
+            if parents[id(n)] == 0:
+                ready.append(n)
+    reading = {id(n): n for nodes in readers.values() for n in nodes if n is not None}
+    found = {masks.get(i, 0) for i in reading}
+    return tuple(
+        sorted(tuple(k for k in range(len(outs)) if m >> k & 1) for m in found if m & (m - 1))
+    )
 
 
 _DETACHED_IN_PLACE = (
