@@ -442,7 +442,7 @@ class _TrainingPlan:
             check_reached(ctx.watched_bases, missing, "a base of outputs")
         if self.watched_aliases:
             check_reached(ctx.watched_aliases, missing, "an output")
-        if self.replay is not None and freed_by_replay(ctx, self._reached(missing)):
+        if getattr(ctx, "replay_freed", None) and freed_by_replay(ctx, self._reached(missing)):
             raise RuntimeError(BACKWARD_TWICE)
         if ctx.loose_versions:
             check_read(ctx.loose, ctx.loose_versions, self._reads(ctx, grads))
@@ -636,14 +636,7 @@ def make_training_function(
 
     n_user = layout.num_user_outputs
     apply = _applying(CompiledFunction.apply, layout)
-    watching = (
-        layout.watched_inputs
-        or layout.watched_bases
-        or layout.watched_aliases
-        or layout.saved_input_views
-        or layout.saved_of_outputs
-    )
-    watch = plan.note_watched if watching else None
+    watch = plan.note_watched if layout.watches_after_call else None
     if layout.plain and watch is None:
         if fed is not None:
             apply = fed.after(apply)

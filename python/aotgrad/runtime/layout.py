@@ -329,6 +329,18 @@ class ForwardLayout:
         return args[:n], args[n:], members
 
     @property
+    def watches_after_call(self) -> bool:
+        """Something saved is noted once the call is over (its version then, the data of
+        an input): ``runtime._TrainingPlan.note_watched``."""
+        return bool(
+            self.watched_inputs
+            or self.watched_bases
+            or self.watched_aliases
+            or self.saved_input_views
+            or self.saved_of_outputs
+        )
+
+    @property
     def plain(self) -> bool:
         """Nothing to replay: the graph's user outputs are the answer."""
         return not (

@@ -272,9 +272,7 @@ class _JointTrace(SavedReads):
         outs = self._forward(call, set(anchors))
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
-        saved_outputs = [
-            k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and self._shares_saved(o)
-        ]
+        saved_outputs = [k for k, o in enumerate(outs) if self._shares_saved(o)]
         saved_bases = [
             s for s, k in enumerate(plan.intermediate_bases) if self._is_saved(outs[k]._base)
         ]
@@ -494,14 +492,7 @@ class _JointTrace(SavedReads):
             self.stale_nodes += self.interior_nodes
         if self.stale:
             self.stale_tangents = reaching(diff_outs, self.stale_nodes)
-        self.watched_inputs = {
-            i: reaching(diff_outs, nodes) for i, nodes in self.saved_inputs.items()
-        }
-        # (the Function's inputs each read's node leads to: Function inputs, then leaves)
-        ends = [(j, p) for j, p in enumerate(fp) if _needs_grad(p)]
-        ends += [(len(fp) + k, t) for k, t in enumerate(self.inner_leaves) if t.requires_grad]
-        self.watched_leads = leads(self.saved_inputs, ends)
-        self.saving_links = saving_links(diff_outs, self.readers)
+        self._note_saved_reads(fp, diff_outs)
         after = alias.facts.versions(call)
         for i, (a, b) in enumerate(zip(versions, after)):
             if a != b:
@@ -552,6 +543,18 @@ class _JointTrace(SavedReads):
             self.metadata, linked, diff_outs, ft, needs, grads, bases
         )
         return grads
+
+    def _note_saved_reads(self, fp: list[Any], diff_outs: list[Any]) -> None:
+        """After the backward's trace: per saved input, the tangents whose backward reads
+        it and the Function inputs its reading nodes lead to (Function inputs, then inner
+        leaves); the tangents sharing a node that saved a tensor."""
+        self.watched_inputs = {
+            i: reaching(diff_outs, nodes) for i, nodes in self.saved_inputs.items()
+        }
+        ends = [(j, p) for j, p in enumerate(fp) if _needs_grad(p)]
+        ends += [(len(fp) + k, t) for k, t in enumerate(self.inner_leaves) if t.requires_grad]
+        self.watched_leads = leads(self.saved_inputs, ends)
+        self.saving_links = saving_links(diff_outs, self.readers)
 
     def saved_checks(self) -> dict[str, Any]:
         """The ``JointGraph`` fields of eager's checks of what its backward saved."""

@@ -249,8 +249,10 @@ class SavedReads:
         return t
 
     def _shares_saved(self, t: Any) -> bool:
-        """``t`` shares its version counter with a saved tensor: it is one, a ``detach()``
-        of one, or it and the saved tensor are its base or views of it."""
+        """``t`` (a tensor) shares its version counter with a saved tensor: it is one, a
+        ``detach()`` of one, or it and the saved tensor are its base or views of it."""
+        if not isinstance(t, torch.Tensor):
+            return False
         return self._is_saved(t) or id(t if t._base is None else t._base) in self.packed_views
 
     def _reading_shared(self, diff_outs: list[Any], t: Any, source: Any) -> tuple[int, ...]:
