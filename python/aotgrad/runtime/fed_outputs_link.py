@@ -272,10 +272,16 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, tuple[Any, list[int]]]:
 
 
 def _untouched_input(layout: ForwardLayout, a: Any) -> bool:
-    """A plain view of an input the function neither writes nor re-lays."""
+    """A plain view of an input the function neither writes nor re-lays (a piece of a
+    multi-output view too: ``tracked`` for its creation meta, a view with grad all the
+    same)."""
     i = a.source
     changed = {*layout.mutated_inputs, *layout.metadata_mutations, *layout.version_deltas}
-    return i not in changed and not (a.grad_through_base or a.untracked or a.tracked)
+    tracked = a.tracked and a.creation_meta != _MULTI_OUTPUT
+    return i not in changed and not (a.grad_through_base or a.untracked or tracked)
+
+
+_MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 
 
 def _differentiable(t: Any) -> bool:
