@@ -113,7 +113,28 @@ def _unflattener(spec: Any) -> Callable[[Sequence[Any]], Any]:
 
 
 def _tree_unflatten(outs: Sequence[Any], spec: Any) -> Any:
-    return pytree.tree_unflatten(list(outs), spec)
+    value = pytree.tree_unflatten(list(outs), spec)
+    return _with_sizes(value, spec) if _has_size(spec) else value
+
+
+def _has_size(spec: Any) -> bool:
+    return spec.type is torch.Size or any(_has_size(c) for c in spec.children())
+
+
+def _with_sizes(value: Any, spec: Any) -> Any:
+    """``value`` with each ``torch.Size`` the function returned one again (torch's pytree
+    unflattens a ``torch.Size`` node as a plain tuple)."""
+    if spec.type is torch.Size:
+        return torch.Size(value)
+    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        items = [_with_sizes(v, c) for v, c in zip(value, spec.children(), strict=True)]
+        return type(value)(items)
+    if isinstance(value, dict):
+        keys = spec.context
+        return type(value)(
+            (k, _with_sizes(value[k], c)) for k, c in zip(keys, spec.children(), strict=True)
+        )
+    return value
 
 
 class _FlatCall:

@@ -52,7 +52,7 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 #: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs;
 #: 6: and the outputs retained and computed from, whose whole gradient the backward returns;
 #: 7: and the written inputs that retain grad among those, and the hooked views.
-FORMAT = 8
+FORMAT = 9
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 
@@ -284,6 +284,7 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
         "backward": program.backward,
         "layout": program.layout,
         "values": describe_values(program),
+        "guards": program.guards,
     }
     try:
         payload = graph_records.dumps(payload_obj)
@@ -393,6 +394,7 @@ def load(
         body["training"], body["forward"], body["backward"], body["layout"], None, {}
     )
     program.compiled = _read_compiled(key, root)
+    program.guards = body.get("guards")
     values = body.get("values")
     if values is not None and set(program.compiled) >= _graph_names(program):
         # reloadable as compiled: values only when something asks (``ensure_values``)

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import torch
 import torch.fx as fx
 
-from . import alias, observe, trace
+from . import alias, observe, shape_guards, trace
 from .compile import (
     Compiler,
     compile_or_reload,
@@ -125,6 +125,8 @@ class PartitionedProgram:
     #: Read back with a record for every graph, the nodes' fake values are restored only
     #: when something needs them (a compiler, a report, a graph log): ``ensure_values``.
     pending_values: Callable[[], None] | None = None
+    #: The symbolic-shape guards its trace relies on (``shape_guards``), or None.
+    guards: str | None = None
 
     def ensure_values(self) -> None:
         restore, self.pending_values = self.pending_values, None
@@ -150,6 +152,8 @@ class CompiledArtifact:
     #: Gives the graphs' nodes their fake values (``PartitionedProgram.ensure_values``):
     #: call it before reading ``meta["val"]`` of an artefact a warm start reloaded.
     ensure_values: Callable[[], None] = field(default=lambda: None)
+    #: The symbolic-shape guards it relies on (``shape_guards``), or None.
+    guards: str | None = None
 
 
 def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
@@ -586,17 +590,21 @@ def compile_flat(
     take the artefact or the program from ``cache``; the caller's saved-tensor hooks,
     anomaly mode and dispatch modes set aside (``trace.callers_settings``)."""
     artifact = cache.artifact() if cache is not None else None
-    if artifact is not None:
+    if artifact is not None and shape_guards.usable(artifact.guards, fake_mode, fake_args):
         return artifact
     program = cache.load(fake_args, fake_mode) if cache is not None else None
+    if program is not None and not shape_guards.usable(program.guards, fake_mode, fake_args):
+        program = None  # (specialised for other sizes: traced again, and stored instead)
     if program is None:
         program = build_program(flat_fn, fake_args, fake_mode, options, training=training)
+        program.guards = shape_guards.guards_of(fake_mode, fake_args)
         if cache is not None:
             cache.store(program)
     else:
         program.timings["cache"] = 1.0
         observe.loaded(program)
     artifact = compile_program(program, options, flat_fn)
+    artifact.guards = shape_guards.guards_of(fake_mode, fake_args)  # (the compiler's too)
     if cache is not None:
         cache.put(artifact)
     return artifact
