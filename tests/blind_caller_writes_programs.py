@@ -32,17 +32,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blind_fed_outputs_harness import L
+from blind_fed_outputs_harness import L, registry
 
-P = {}
-
-
-def prog(inductor=False):
-    def deco(fn):
-        P[fn.__name__] = dict(fn=fn, inductor=inductor)
-        return fn
-
-    return deco
+P, prog = registry()
 
 
 ag = torch.autograd

@@ -343,3 +343,18 @@ def assert_like_eager(programs: dict[str, Any], name: str, entry: str) -> None:
         _EAGER[key] = run_program(programs[name]["fn"], "eager")
     _soft, real = differences(_EAGER[key], run_program(programs[name]["fn"], entry))
     assert not real, f"{name} under {entry} differs from eager:\n{describe(real)}"
+
+
+def registry() -> tuple[dict[str, Any], Callable[..., Any]]:
+    """A programs module's ``P`` (name -> ``dict(fn=..., inductor=...)``) and the ``prog()``
+    decorator that fills it (``@prog()``, or ``@prog(inductor=True)``)."""
+    programs: dict[str, Any] = {}
+
+    def prog(inductor: bool = False) -> Callable[[Any], Any]:
+        def deco(fn: Any) -> Any:
+            programs[fn.__name__] = dict(fn=fn, inductor=inductor)
+            return fn
+
+        return deco
+
+    return programs, prog

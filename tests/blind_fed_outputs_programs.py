@@ -24,17 +24,9 @@ from collections import namedtuple
 import torch
 from torch import nn
 
-from blind_fed_outputs_harness import L
+from blind_fed_outputs_harness import L, registry
 
-P = {}
-
-
-def prog(inductor=False):
-    def deco(fn):
-        P[fn.__name__] = dict(fn=fn, inductor=inductor)
-        return fn
-
-    return deco
+P, prog = registry()
 
 
 ag = torch.autograd
