@@ -445,7 +445,7 @@ class _TrainingPlan:
         if getattr(ctx, "replay_freed", None) and freed_by_replay(ctx, self._reached(missing)):
             raise RuntimeError(BACKWARD_TWICE)
         if ctx.loose_versions:
-            check_read(ctx.loose, ctx.loose_versions, self._reads(ctx, grads))
+            check_read(ctx.loose, ctx.loose_versions, lambda: self._reads(ctx, grads))
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
             return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)

@@ -7,7 +7,7 @@ for inputs only in a pass that runs a node reading it (``layout.watched_leads``)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -53,13 +53,20 @@ def _runs(node: Any, j: int) -> bool:
         return True
 
 
-def check_read(loose: Any, versions: Iterable[tuple[int, int]], read: frozenset[int]) -> None:
+def check_read(loose: Any, versions: Iterable[tuple[int, int]], read: Callable[[], Any]) -> None:
     """The saved outputs and views of outputs kept loose (``layout.saved_of_outputs``):
-    each ``(position, version the call left it at)`` that this pass's backward reads
-    (``read``) must be unwritten since, as autograd's own check would have it."""
-    for j, v in versions:
-        t = loose.get(j) if isinstance(loose, dict) else None
-        if t is not None and j in read and not t.is_inference() and t._version != v:
+    each ``(position, version the call left it at)`` written since must not be one this
+    pass's backward reads (``read()``: asked only then), as autograd's own check would
+    have it."""
+    if not isinstance(loose, dict):
+        return
+    moved = [(j, loose[j], v) for j, v in versions if j in loose and loose[j]._version != v]
+    moved = [(j, t, v) for j, t, v in moved if not t.is_inference()]
+    if not moved:
+        return
+    reads = read()
+    for j, t, v in moved:
+        if j in reads:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified "
                 f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is an output "
