@@ -200,6 +200,8 @@ def _saved_of_outputs(fw: fx.GraphModule, layout: ForwardLayout) -> tuple[int, .
     owned = {o: k for k, o in enumerate(outs[:n_fwd]) if isinstance(o, fx.Node)}
     found = []
     for j, node in enumerate(outs[n_fwd : n_fwd + layout.num_saved_tensors]):
+        if any(getattr(n, "op", None) == "placeholder" for n in view_chain(node)):
+            continue  # (an input returned: saved as the caller's tensor, whose data may change)
         k = owned.get(node)
         if k is not None:
             if k not in layout.watched_outputs:
