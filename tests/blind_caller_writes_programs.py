@@ -32,7 +32,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blind_fed_outputs_harness import L, registry
+from blind_fed_outputs_harness import L, init_params, registry
 
 P, prog = registry()
 
@@ -42,11 +42,7 @@ f64, f32, c128 = torch.float64, torch.float32, torch.complex128
 
 
 def init_(m, seed=0):
-    g = torch.Generator().manual_seed(700 + seed)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=f64).to(p.dtype) * 0.5)
-    return m
+    return init_params(m, seed)
 
 
 def ng(fn):

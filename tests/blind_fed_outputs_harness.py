@@ -358,3 +358,13 @@ def registry() -> tuple[dict[str, Any], Callable[..., Any]]:
         return deco
 
     return programs, prog
+
+
+def init_params(m: torch.nn.Module, seed: int = 0, offset: int = 700) -> torch.nn.Module:
+    """``m`` with every parameter drawn from a generator seeded ``offset + seed`` (float64
+    draws, cast to the parameter's dtype, times 0.5): the same under every entry."""
+    g = torch.Generator().manual_seed(offset + seed)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64).to(p.dtype) * 0.5)
+    return m

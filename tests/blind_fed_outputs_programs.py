@@ -24,7 +24,7 @@ from collections import namedtuple
 import torch
 from torch import nn
 
-from blind_fed_outputs_harness import L, registry
+from blind_fed_outputs_harness import L, init_params, registry
 
 P, prog = registry()
 
@@ -35,11 +35,7 @@ NT = namedtuple("NT", ["feat", "logits"])
 
 
 def init_(m, seed=0):
-    g = torch.Generator().manual_seed(500 + seed)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=f64).to(p.dtype) * 0.5)
-    return m
+    return init_params(m, seed, offset=500)
 
 
 def cnt(R, tag):

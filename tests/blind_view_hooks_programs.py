@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blind_fed_outputs_harness import L, registry
+from blind_fed_outputs_harness import L, init_params, registry
 
 P, prog = registry()
 
@@ -112,11 +112,7 @@ def go(R, cf, args, grads, loss=wsum, pre=""):
 
 
 def init_(m, seed=0):
-    g = torch.Generator().manual_seed(700 + seed)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=f64).to(p.dtype) * 0.5)
-    return m
+    return init_params(m, seed)
 
 
 # =====================================================================
