@@ -250,3 +250,22 @@ def test_a_fixed_program_of_every_kind(partition_fn):
         ("unary", "tanh", 6),
     ]
     assert check_program(steps, [7, 5, 2], (1.5, 2, True), partition_fn)
+
+
+#: Programs the random test drew that failed once: (steps, outs, scalars).
+DRAWN = [
+    # an in-place copy from a transposed row of the written tensor: eager copies the
+    # elements in order, each reading what the one before wrote (``ordered_copies``)
+    (
+        [("unary", "exp_tanh", 0), ("view", "t", 3), ("inplace", "row_copy_", 3, 4)],
+        [0],
+        (0.5, 1, False),
+    ),
+]
+
+
+@pytest.mark.parametrize("partition_fn", PARTITIONERS)
+@pytest.mark.parametrize("drawn", DRAWN, ids=lambda d: "-".join(s[1] for s in d[0]))
+def test_a_program_drawn_before(drawn, partition_fn):
+    steps, outs, scalars = drawn
+    assert check_program(steps, outs, scalars, partition_fn)

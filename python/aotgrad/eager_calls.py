@@ -43,12 +43,14 @@ from .inplace_checks import (
     leaf_in_overlap,
     leaves_sharing_storage,
     raise_leaf_in_overlap,
+    setitem_copy_error,
     written_tensor,
     zero_dim_mask,
 )
 from .inplace_layout import keep_layout, keeping_layout
 from .input_hooks import InputHooks, holds_traced_values
 from .metadata_steps import MetadataSteps
+from .ordered_copies import OrderedCopy, ordered_args
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .restrides import Restrides, within
@@ -402,9 +404,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             if inference:  # autograd's kernel does not run: detach_() changes nothing
                 return args[0]
             self._before_detach(args[0])
-        refusal = self._refusal(func, args, kwargs, inference)
-        if refusal is not None:
-            raise refusal
+        args = self._checked(func, args, kwargs, inference)
         done, result = self._write(func, args, kwargs)
         if done:
             return result
@@ -456,8 +456,22 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             result = fresh_result(func, args, func(*args, **kwargs))
         return self.gradless.made(func, args, kwargs, result)
 
+    def _checked(self, func: Any, args: Any, kwargs: dict, inference: bool) -> Any:
+        """``args``, once eager's refusals are checked (raised); a copy eager makes in an
+        order a traced graph does not reproduce gets a fresh source in eager's order."""
+        refusal = self._refusal(func, args, kwargs, inference)
+        if isinstance(refusal, OrderedCopy):
+            return ordered_args(func, args, refusal)
+        if refusal is not None:
+            raise refusal
+        return args
+
     def _refusal(self, func: Any, args: Any, kwargs: dict, inference: bool) -> Exception | None:
         """What eager raises before running ``func`` that tracing would let through."""
+        if func is _SETITEM:
+            found = setitem_copy_error(args)
+            if found is not None:
+                return found
         # under inference mode autograd checks nothing (no leaf refusals)
         refusal = (
             inplace_error(func, args, kwargs, frozenset(), frozenset())

@@ -28,11 +28,13 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import EagerRefusal, NeedsSyntheticBase
+from .ordered_copies import basic_index, copied_value, copy_order
 
 __all__ = [
     "DETACH_VIEW",
     "inplace_error",
     "raise_leaf_in_overlap",
+    "setitem_copy_error",
     "written_tensor",
     "zero_dim_mask",
 ]
@@ -95,8 +97,24 @@ def _overlap_error(
         except Exception:  # the op itself refuses the stand-ins: no overlap verdict
             return None
         if _order_dependent(func, flat, spec, written, need):
-            return EagerRefusal(_ORDER_DEPENDENT)
+            return _ordered(func, flat, spec, written, need)
     return None
+
+
+def _ordered(func: Any, flat: list[Any], spec: Any, written: Any, need: int) -> EagerRefusal:
+    """The refusal of an order-dependent call: a ``copy_``'s with eager's order, where
+    it is fixed (``ordered_copies``). Called with the modes off."""
+    refusal = EagerRefusal(_ORDER_DEPENDENT)
+    if getattr(func, "__name__", "") != "copy_" or len(flat) < 2:
+        return refusal
+    ref = StorageWeakRef(written.untyped_storage())
+
+    def replay(storage: torch.Tensor) -> tuple[Any, Any]:
+        r_args, r_kwargs = _replay_args(flat, spec, ref, storage, torch.zeros)
+        func(*r_args, **r_kwargs)
+        return r_args[0], r_args[1]
+
+    return copy_order(written, replay, need, _ORDER_DEPENDENT) or refusal
 
 
 _ORDER_DEPENDENT = (
@@ -204,6 +222,26 @@ def inplace_error(
                 "operation."
             )
     return _overlap_error(func, args, kwargs, written)
+
+
+def setitem_copy_error(args: Any) -> EagerRefusal | None:
+    """``t[index] = value`` with a basic index and a tensor on ``t``'s storage: eager's
+    ``copy_`` of ``value`` into the view ``t[index]``, checked as that copy (its partial
+    overlap refused; its order, where the check cannot judge, kept: ``ordered_copies``)."""
+    if len(args) != 3:
+        return None
+    t, index, value = args
+    if not isinstance(t, torch.Tensor) or not isinstance(value, torch.Tensor):
+        return None
+    if not basic_index(index) or not _static(t):
+        return None
+    if StorageWeakRef(t.untyped_storage()) != StorageWeakRef(value.untyped_storage()):
+        return None
+    view = t[index]
+    source = copied_value(value, view)
+    if source is None:
+        return None
+    return _overlap_error(torch.Tensor.copy_, (view, source), {}, view)
 
 
 def leaves_sharing_storage(pairs: Any) -> dict[int, int]:

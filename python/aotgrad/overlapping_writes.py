@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from .errors import EagerRefusal, UnsupportedError
+from .ordered_copies import basic_index
 
 __all__ = ["OVERLAP_IN_BACKWARD", "backward_node", "overlapping_setitem", "overlapping_write"]
 
@@ -90,13 +91,6 @@ def overlapping_write(func: Any, args: Any, kwargs: dict) -> tuple[bool, Any]:
     return True, _write(func, t, unique, rest, kwargs)
 
 
-def _basic(index: Any) -> bool:
-    items = index if isinstance(index, tuple) else (index,)
-    return all(
-        i is None or i is Ellipsis or isinstance(i, (int, slice, torch.SymInt)) for i in items
-    )
-
-
 def overlapping_setitem(args: Any) -> tuple[bool, Any]:
     """``t[index] = value`` where the view ``t[index]`` has elements that share memory:
     with a number, a fill of that view (written as ``overlapping_write`` does), as eager's
@@ -115,7 +109,7 @@ def overlapping_setitem(args: Any) -> tuple[bool, Any]:
     ):  # ``t[t > 0] = 0.0``: eager's is a masked_fill_
         overlapping_write(type(t).masked_fill_, (t, mask, value), {})
         return True, t
-    if not _basic(index):
+    if not basic_index(index):
         raise UnsupportedError(
             "t[index] = value with an advanced index on a tensor whose elements share "
             "memory (a view of an expand()): not supported; clone() it first"
