@@ -511,6 +511,8 @@ class Epilogue(InputWrites):
                 out = view_over(outs[a.base_output], spec(a.view), base)
             if a.index in self.layout.made_leaves and out.is_leaf:  # (``s[0].requires_grad_()``)
                 out.requires_grad_(True)
+            if meta is not None and out._is_view():  # (a piece of ``t.chunk(2)``)
+                torch._C._autograd._set_creation_meta(out, meta)
             return out
         if a.detached:
             leaf = a.index in self.layout.new_leaves
