@@ -202,13 +202,6 @@ def test_hooks_change_the_gradient_as_in_eager(
     fn: Callable, kind: str, compiler: str, request: pytest.FixtureRequest
 ) -> None:
     dynamo = compiler.startswith("dynamo")
-    unsqueezed = fn is hooked_then_unsqueezed_and_written_under_no_grad
-    if unsqueezed and kind == "clone" and not dynamo:
-        reason = (
-            "known open: a hook registered before a recorded unsqueeze_() and a no_grad "
-            "write stays in the trace on the primal, where it never runs"
-        )
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     if fn is hooked_then_written_under_no_grad and kind == "transposed":
         pytest.xfail(
             "eager's hook stays on the view's node, which the write makes autograd rebuild: "

@@ -96,6 +96,7 @@ CASES = [
 def test_ordered_copy_like_eager(case, entry: str) -> None:
     program = _program(*case)
     eager = run_program(program, "eager")
+    assert "__top__" not in eager, eager["__top__"]  # (the program itself runs)
     got = run_program(program, entry)
     assert not got["__eager_replay__"], "ran eagerly"
     _soft, real = differences(eager, got)

@@ -92,5 +92,6 @@ CASES = list(itertools.product(SPLITS, BASES, RETURNS, ACTIONS))
 def test_output_piece_views_like_eager(case, entry: str) -> None:
     program = _program(*case)
     eager = run_program(program, "eager")
+    assert "__top__" not in eager, eager["__top__"]  # (the program itself runs)
     _soft, real = differences(eager, run_program(program, entry))
     assert not real, describe(real)

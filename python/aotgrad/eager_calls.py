@@ -295,6 +295,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if share_counters:
             calls.counters = SharedCounters(pairs)
         calls.leaf_grad_fns = {id(a): a.grad_fn for a, o in pairs if id(a) in calls.leaves}
+        calls.input_hooks.first_nodes = {
+            id(a): a.grad_fn for a, o in pairs if a.requires_grad and not o._is_view()
+        }  # (a view's no_grad write makes autograd rebuild its node: touched)
         return calls
 
     @staticmethod

@@ -65,9 +65,12 @@ class InputHooks:
         #: ids of stand-ins whose hooks are traced instead (written inputs, and those
         #: named by ``kept``: known from the metadata trace when the joint one runs)
         self.traced: frozenset[int] = frozenset()
-        #: Handle ids of hooks registered while the stand-in was untouched (version 0: no
-        #: write or metadata change before): eager's hook is on the caller's own node.
+        #: Handle ids of hooks registered while the stand-in was untouched (no write or
+        #: metadata change autograd recorded before: its node is the one it came with):
+        #: eager's hook is on the caller's own node.
         self.untouched: set[int] = set()
+        #: Each input stand-in's node when the trace began (``EagerCalls.for_inputs``).
+        self.first_nodes: dict[int, Any] = {}
         #: ids of traced stand-ins whose hooks registered untouched are left for the
         #: runtime all the same (``early_input_hooks``, from the metadata trace).
         self.early: frozenset[int] = frozenset()
@@ -94,10 +97,18 @@ class InputHooks:
             and id(args[0]) in inputs
             and (
                 id(args[0]) not in self.traced
-                or (id(args[0]) in self.early and args[0]._version == 0)
+                or (id(args[0]) in self.early and self.untouched_now(args[0]))
             )
             and args[0].requires_grad
         )
+
+    def untouched_now(self, t: Any) -> bool:
+        """Whether nothing autograd recorded changed ``t`` yet: not written (or written
+        under no_grad only, which leaves its node: soak 227717), its node its first."""
+        if t._version == 0:
+            return True
+        first = self.first_nodes.get(id(t))
+        return first is not None and t.grad_fn is first
 
     def add(self, t: Any, hook: Callable) -> Any:
         if holds_traced_values(hook):
@@ -111,7 +122,7 @@ class InputHooks:
         registered on the stand-in, it would never run)."""
         handle = RemovableHandle(self.entries)
         self.entries[handle.id] = (t, PostAccumulate(hook) if post_accumulate else hook)
-        if t._version == 0:
+        if self.untouched_now(t):
             self.untouched.add(handle.id)
         return handle
 

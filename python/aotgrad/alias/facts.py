@@ -61,6 +61,10 @@ class AliasFacts:
     output_base_output: list[int] = field(default_factory=list)
     #: Per aliasing output, its view of the input or intermediate it aliases.
     output_view: dict[int, ViewSpec] = field(default_factory=dict)
+    #: Inputs written under no_grad only whose metadata the function changed with grad
+    #: (``x[:, 1:].add_(1)`` under no_grad, then ``x.t_()``): their node is a relayout
+    #: of the one they came with, which their hooks sit on (soak 227717).
+    input_data_unrecorded: set[int] = field(default_factory=set)
     #: Per aliasing output made by a multi-output view op (``unbind``) or under
     #: ``no_grad``: autograd's creation meta, which decides whether eager lets it be
     #: written in place; the rebuilt view gets the same.
@@ -166,6 +170,31 @@ def written_with_grad(flags: int) -> bool:
     return bool(flags & IN_MUTATES_DATA and flags & IN_NEW_VALUE_REQUIRES_GRAD) and not (
         flags & IN_MUTATIONS_HIDDEN
     )
+
+
+#: Nodes of in-place metadata changes (``t_``, ``transpose_``, ``squeeze_``...).
+_RELAYOUTS = ("TBackward", "TransposeBackward", "PermuteBackward", "SqueezeBackward")
+_RELAYOUTS += ("UnsqueezeBackward", "AsStridedBackward")
+
+
+def _data_unrecorded(w: Any, grad_fn_before: Any) -> bool:
+    """Whether ``w``'s data writes were all made under no_grad and its node is its first
+    behind metadata changes' nodes only (autograd recorded the relayouts, not the writes;
+    a custom Function's ``mark_dirty`` leaves its own node in the chain)."""
+    if not isinstance(w, FunctionalTensor) or grad_fn_before is None:
+        return False
+    if not torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(_unwrap(w)):
+        return False
+    node = grad_fn_of(w)
+    for _ in range(64):
+        if node is grad_fn_before:
+            return True
+        if node is None or not type(node).__name__.startswith(_RELAYOUTS):
+            return False
+        if not node.next_functions:
+            return False
+        node = node.next_functions[0][0]
+    return False
 
 
 def _input_flags(
@@ -416,6 +445,9 @@ def _collect_inputs(
         )
         if flags & IN_MUTATES_METADATA:
             facts.input_view[k] = ViewSpec.of(w, a, check_base=False)
+            unrecorded = written_with_grad(flags) and not a._is_view()
+            if unrecorded and _data_unrecorded(w, before[k][1]):
+                facts.input_data_unrecorded.add(k)
     # Inputs count as aliased (one storage id) only where their bytes overlap.
     facts.input_storage = overlap_groups(originals, storage_of_input)
     return input_of_storage

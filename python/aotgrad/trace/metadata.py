@@ -685,7 +685,10 @@ def _with_hooks(
     # (a write autograd does not see leaves the input's node as it was: the runtime's hook
     # on the caller's tensor sees every gradient reaching it, as eager's)
     recorded = [
-        i for i in plan.mutated_inputs if alias.facts.written_with_grad(facts.input_flags[i])
+        i
+        for i in plan.mutated_inputs
+        if alias.facts.written_with_grad(facts.input_flags[i])
+        and i not in facts.input_data_unrecorded
     ]
     hooks, metadata.early_input_hooks = _early_hooks(hooks, untouched, facts, recorded, kept)
     written = {*recorded, *facts.input_view}
