@@ -21,6 +21,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from . import alias, guards, subclasses
+from .alias.storage import overlaps
 from .api import AotFunction
 from .compile import Compiler
 from .eager_calls import for_inference_mode
@@ -223,6 +224,9 @@ def _compiled_under_dynamo(
         # guarded call.
         shared = _storage_sharing(graph_inputs[n:])
         checks.append(lambda args: _storage_sharing(args) == shared)
+        if len(set(shared)) < len(shared):  # (inputs on one storage: how they meet too)
+            meeting = _meeting(graph_inputs[n:], shared)
+            checks.append(lambda args: _meeting(args, shared) == meeting)
         written = {*layout.mutated_inputs, *layout.metadata_mutations}
         checks.append(_written_leaves_as_compiled(graph_inputs[n:], [i - n for i in written]))
     if autocast_casts_in(lifted.mod):
@@ -325,6 +329,24 @@ def _storage_sharing(args: Sequence[Any]) -> tuple[int, ...]:
         first.setdefault(a.untyped_storage()._cdata, i) if isinstance(a, torch.Tensor) else -1
         for i, a in enumerate(args)
     )
+
+
+def _meeting(args: Sequence[Any], shared: tuple[int, ...]) -> tuple[Any, ...]:
+    """For each two arguments on one storage (``shared``: ``_storage_sharing``'s), None
+    where their bytes are apart, else how far apart they start: with the sizes and
+    strides Dynamo guards, the same numbers mean the same elements meet. Two rows of one
+    tensor compiled apart (``base[0:2]``, ``base[2:4]``) then called overlapping
+    (``base[1:3]``) made the graph's write miss the other input's read."""
+    out = []
+    for j, first in enumerate(shared):
+        if first == j or first < 0:
+            continue
+        for i in range(first, j):
+            if shared[i] == first:
+                a, b = args[i], args[j]
+                meet = overlaps(a, b)
+                out.append(b.storage_offset() - a.storage_offset() if meet else None)
+    return tuple(out)
 
 
 def _cache_slot(
