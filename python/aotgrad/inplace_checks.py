@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import EagerRefusal, NeedsSyntheticBase
 from .ordered_copies import basic_index, copied_value, copy_order
+from .overlapping_writes import FILLS
 
 __all__ = [
     "DETACH_VIEW",
@@ -78,7 +79,12 @@ def _overlap_error(
         return None
     ref = StorageWeakRef(written.untyped_storage())
     shared = [t for t in tensors if StorageWeakRef(t.untyped_storage()) == ref]
-    if all(t is written for t in shared) and is_non_overlapping_and_dense_or_false(written):
+    name = getattr(func, "__name__", "")
+    if (
+        all(t is written for t in shared)
+        and is_non_overlapping_and_dense_or_false(written)
+        and (len(shared) == 1 or name not in _GATHERING)
+    ):
         return None
     if any(t.dtype != written.dtype for t in shared):
         return None
@@ -96,9 +102,67 @@ def _overlap_error(
             return None
         except Exception:  # the op itself refuses the stand-ins: no overlap verdict
             return None
+        if _reads_back(name, shared, written) and any(_chooses_positions(t, ref) for t in tensors):
+            return EagerRefusal(_CHOSEN_POSITIONS)
+        if name not in FILLS and _repeats_locations(written, need):
+            return EagerRefusal(_REPEATED_LOCATIONS)
         if _order_dependent(func, flat, spec, written, need):
             return _ordered(func, flat, spec, written, need)
     return None
+
+
+#: In-place ops that read a tensor argument at positions other than the one they write
+#: (through an index or a mask): the written tensor passed again is no elementwise read.
+_GATHERING = frozenset(
+    {"masked_scatter_", "index_copy_", "index_add_", "index_put_", "index_reduce_"}
+    | {"scatter_", "scatter_add_", "scatter_reduce_", "put_", "__setitem__"}
+)
+_CHOSEN_POSITIONS = (
+    "an in-place call reading the tensor it writes (or a view of its memory) at positions "
+    "an index or mask tensor chooses: whether eager's kernel reads an element before or "
+    "after writing it depends on those values, which a traced graph does not know"
+)
+_REPEATED_LOCATIONS = (
+    "an in-place call on a view whose elements share memory in a layout eager's overlap "
+    "check cannot judge (an as_strided with steps shorter than its rows): eager writes "
+    "each element in turn, a location as often as elements land on it; a traced graph "
+    "writes it once"
+)
+
+
+def _reads_back(name: str, shared: list[torch.Tensor], written: torch.Tensor) -> bool:
+    """Whether the call reads the written storage beyond the written tensor's own
+    elements: another argument on it that is not one value put everywhere (a 0-dim
+    tensor a fill or an assignment writes: read once, or rewritten with itself)."""
+    others = list(shared)
+    mine = next((k for k, t in enumerate(others) if t is written), None)
+    if mine is not None:
+        del others[mine]
+    if not others:
+        return False
+    return not (all(t.dim() == 0 for t in others) and (name in FILLS or name == "__setitem__"))
+
+
+def _chooses_positions(t: torch.Tensor, ref: Any) -> bool:
+    """Whether ``t`` is an index or a mask (not on the written storage): its values, which
+    the replay does not have, choose the positions the call reads and writes."""
+    return (
+        not (t.dtype.is_floating_point or t.dtype.is_complex)
+        and StorageWeakRef(t.untyped_storage()) != ref
+    )
+
+
+def _repeats_locations(written: torch.Tensor, need: int) -> bool:
+    """Whether two elements of ``written`` are one memory location, where no dimension
+    of stride 0 says so (those: ``overlapping_writes``). Called with the modes off."""
+    if written.numel() < 2 or any(s == 0 for s, n in zip(written.stride(), written.shape) if n > 1):
+        return False
+    if is_non_overlapping_and_dense_or_false(written):
+        return False
+    places = torch.arange(need).as_strided(
+        written.shape, written.stride(), written.storage_offset()
+    )
+    return places.unique().numel() < written.numel()
 
 
 def _ordered(func: Any, flat: list[Any], spec: Any, written: Any, need: int) -> EagerRefusal:
@@ -138,7 +202,9 @@ def _order_dependent(
     dtype = written.dtype
     if getattr(func, "__name__", "") in _RANDOM or dtype.is_complex:
         return False
-    values = (torch.arange(need) % 2 if dtype == torch.bool else torch.arange(need)).to(dtype)
+    # distinct, and none 0 or 1 (an add of 0 or a product with 1 would hide a stale read)
+    numbers = torch.arange(2, need + 2)
+    values = (numbers % 2 if dtype == torch.bool else numbers).to(dtype)
     ref = StorageWeakRef(written.untyped_storage())
     after = []
     for read_first in (False, True):
@@ -233,10 +299,12 @@ def setitem_copy_error(args: Any) -> EagerRefusal | None:
     t, index, value = args
     if not isinstance(t, torch.Tensor) or not isinstance(value, torch.Tensor):
         return None
-    if not basic_index(index) or not _static(t):
+    if not _static(t):
         return None
     if StorageWeakRef(t.untyped_storage()) != StorageWeakRef(value.untyped_storage()):
         return None
+    if not basic_index(index):  # eager's index_put_, checked as the assignment itself
+        return _overlap_error(torch.Tensor.__setitem__, (t, index, value), {}, t)
     view = t[index]
     source = copied_value(value, view)
     if source is None:

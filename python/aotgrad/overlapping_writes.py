@@ -29,7 +29,13 @@ import torch
 from .errors import EagerRefusal, UnsupportedError
 from .ordered_copies import basic_index
 
-__all__ = ["OVERLAP_IN_BACKWARD", "backward_node", "overlapping_setitem", "overlapping_write"]
+__all__ = [
+    "FILLS",
+    "OVERLAP_IN_BACKWARD",
+    "backward_node",
+    "overlapping_setitem",
+    "overlapping_write",
+]
 
 #: Eager's error in the backward of such a write (its ``CopySlices`` writes the gradient
 #: into a view whose elements share memory).
@@ -38,7 +44,8 @@ OVERLAP_IN_BACKWARD = (
     "single memory location. Please clone() the tensor before performing the operation."
 )
 
-_FILLS = frozenset({"fill_", "zero_", "masked_fill_", "index_fill_"})
+#: Writes that put one value in every element (a location repeated gets it each time).
+FILLS = frozenset({"fill_", "zero_", "masked_fill_", "index_fill_"})
 
 
 def _overlaps(t: torch.Tensor) -> bool:
@@ -72,7 +79,7 @@ def overlapping_write(func: Any, args: Any, kwargs: dict) -> tuple[bool, Any]:
     if name == "copy_" and args[1:2] and args[1] is t and not _overlaps(unique):
         # ``t.copy_(t)``: eager writes nothing (the version still moves)
         return True, _write(func, t, unique, [unique], kwargs)
-    if name not in _FILLS or _overlaps(unique):
+    if name not in FILLS or _overlaps(unique):
         raise UnsupportedError(
             f"an in-place {name} on a tensor whose elements share memory (a view of an "
             "expand()): not supported; clone() it first, as torch's warning advises"
