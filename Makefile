@@ -139,7 +139,7 @@ fuzz:
 SOAK_PROGRAMS ?= 10000
 
 soak: build
-	AOTGRAD_RANDOM_PROGRAMS=2000 $(PY) -m pytest -q -p no:cacheprovider tests/test_random_programs.py
+	AOTGRAD_RANDOM_PROGRAMS=2000 AOTGRAD_RANDOM_FRESH=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_random_programs.py
 	$(PY) benches/fidelity_soak.py $(SOAK_PROGRAMS) --start 1000
 
 peak-rss:
