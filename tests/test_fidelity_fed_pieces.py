@@ -5,8 +5,11 @@ eager's ``a*b`` goes through the pieces' node, so ``a.retain_grad()``, hooks on 
 linked views of an input the function leaves alone, but took a piece (a view whose
 creation meta is not the default) for a view made under ``no_grad``: not linked,
 ``a.grad`` stayed None (216 of these 120 programs x 3 entries differed; the blind
-view-hooks suite's ``caller_retain_grad_on_view_outputs``). Each program runs under eager
-and each entry point; every recording must match eager's (``blind_fed_outputs_harness``).
+view-hooks suite's ``caller_retain_grad_on_view_outputs``). Round 58: the pieces returned
+together are rebuilt by one node (``runtime.output_pieces``), so the caller's hook on the
+piece no gradient reaches is called with None when the node runs for the other, as
+eager's (18 strict xfails before). Each program runs under eager and each entry point;
+every recording must match eager's (``blind_fed_outputs_harness``).
 """
 
 from __future__ import annotations
@@ -78,21 +81,8 @@ def _program(split: str, use: str, leaf: bool, how: str):
     return program
 
 
-_NONE_CALL = (
-    "eager calls the caller's hook on the piece no output uses (b, beside a.exp()) with "
-    "None, its node running for a's gradient; the compiled call never calls it (b's "
-    "gradient is never computed; ``tensor_split``'s pieces are slices, each a node of its "
-    "own: eager does not call it either)"
-)
-
-
 def _cases() -> list:
-    out = []
-    for split, use, leaf, how in itertools.product(SPLITS, USES, (True, False), HOW):
-        known = use == "exp" and how == "hook" and split != "tensor_split"
-        marks = [pytest.mark.xfail(strict=True, reason=_NONE_CALL)] if known else []
-        out.append(pytest.param(split, use, leaf, how, marks=marks))
-    return out
+    return [pytest.param(*c) for c in itertools.product(SPLITS, USES, (True, False), HOW)]
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
@@ -102,3 +92,29 @@ def test_fed_pieces_like_eager(split: str, use: str, leaf: bool, how: str, entry
     eager = run_program(program, "eager")
     _soft, real = differences(eager, run_program(program, entry))
     assert not real, f"{split}/{use}/{leaf}/{how} under {entry}:\n{describe(real)}"
+
+
+def _of_intermediate(split: str, use: str, how: str):
+    def program(C, R):
+        def f(x):
+            a, b = SPLITS[split](x * 2)
+            return a, b, USES[use](a, b)
+
+        base = L(4, 2, seed=6)
+        a, b, p = C(f)(base)
+        HOW[how](R, a, b, p)
+        R.grad("base", base)
+
+    return program
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize(("split", "use", "how"), list(itertools.product(SPLITS, USES, HOW)))
+def test_pieces_of_an_intermediate_like_eager(split: str, use: str, how: str, entry: str) -> None:
+    """The same, the pieces split from an intermediate (``x * 2``): rebuilt of the
+    graph's intermediate base, by one node too."""
+    program = _of_intermediate(split, use, how)
+    eager = run_program(program, "eager")
+    assert "__top__" not in eager, eager["__top__"]
+    _soft, real = differences(eager, run_program(program, entry))
+    assert not real, f"{split}/{use}/{how} under {entry}:\n{describe(real)}"

@@ -52,7 +52,7 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 #: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs;
 #: 6: and the outputs retained and computed from, whose whole gradient the backward returns;
 #: 7: and the written inputs that retain grad among those, and the hooked views.
-FORMAT = 9
+FORMAT = 10
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 

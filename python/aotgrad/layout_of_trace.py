@@ -185,6 +185,7 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
     plan = metadata.plan
     facts = plan.facts
     _refuse_views_without_history(metadata)
+    pieces = _pieces(plan)
     return [
         OutputAlias(
             k,
@@ -211,10 +212,43 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
                 and k not in facts.output_creation_meta
                 and k not in facts.output_detached
             ),
+            piece=pieces.get(k),
         )
         for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
         if v != alias.OutputVerdict.NON_ALIAS
     ]
+
+
+#: Verdicts of the pieces rebuilt together: of an input, of an intermediate base.
+_PIECE_BASES = (
+    alias.OutputVerdict.ALIAS_OF_INPUT,
+    alias.OutputVerdict.ALIAS_OF_INTERMEDIATE,
+    alias.OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+)
+
+
+def _pieces(plan: Any) -> dict[int, tuple[int, int]]:
+    """``OutputAlias.piece`` of each output that is one of several pieces of one
+    multi-output view returned (distinct output numbers, one base and verdict), plain
+    views (no detach, no output returned twice)."""
+    facts = plan.facts
+    nodes: dict[int, list[int]] = {}
+    for k, (node, _) in facts.output_piece.items():
+        if (
+            plan.outputs[k] in _PIECE_BASES
+            and k not in facts.output_detached
+            and k not in facts.output_same_as
+        ):
+            nodes.setdefault(node, []).append(k)
+    out = {}
+    for members in nodes.values():
+        numbers = {facts.output_piece[k][1] for k in members}
+        of_input = alias.OutputVerdict.ALIAS_OF_INPUT
+        sources = {(plan.outputs[k] == of_input, plan.output_source[k]) for k in members}
+        if len(members) > 1 and len(numbers) == len(members) and len(sources) == 1:
+            group = len({g for g, _ in out.values()})
+            out.update({k: (group, facts.output_piece[k][1]) for k in members})
+    return out
 
 
 _CM = torch._C._autograd.CreationMeta

@@ -61,6 +61,10 @@ class AliasFacts:
     output_base_output: list[int] = field(default_factory=list)
     #: Per aliasing output, its view of the input or intermediate it aliases.
     output_view: dict[int, ViewSpec] = field(default_factory=dict)
+    #: Per output that is one piece of a multi-output view (``a, b = t.chunk(2)``): its
+    #: node's identity in the trace and its output number. Pieces of one node returned
+    #: together are rebuilt by one node (``OutputAlias.piece``), as eager's share one.
+    output_piece: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: Inputs written under no_grad only whose metadata the function changed with grad
     #: (``x[:, 1:].add_(1)`` under no_grad, then ``x.t_()``): their node is a relayout
     #: of the one they came with, which their hooks sit on (soak 227717).
@@ -494,6 +498,8 @@ def _output_object_facts(
             facts.output_creation_meta[j] = meta
             if grad_fn_of(o) is not None:
                 facts.output_tracked_view.add(j)
+            if meta == _MULTI_OUTPUT and grad_fn is not None and grad_fn is not STALE_VIEW:
+                facts.output_piece[j] = (id(grad_fn), o.output_nr)
 
 
 def _note_reinterpreted(

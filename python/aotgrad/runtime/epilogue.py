@@ -32,6 +32,7 @@ from ..alias.views import (
 from ..input_hooks import register_hooks, retain_grads
 from .input_writes import InputWrites, _alias, _made_early
 from .layout import ForwardLayout, OutputAlias
+from .output_pieces import pieces_of, plain
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
 _MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
@@ -80,6 +81,8 @@ class Epilogue(InputWrites):
             if flag and i in layout.metadata_mutations and i not in layout.metadata_with_grad
         ]
         self.aliases_last = [a for a in layout.output_aliases if a.base_output >= 0]
+        self.piece_groups = _piece_groups(self.aliases_first, self.no_grad_roots)
+        self.piece_of = {a.index: g for g, ms in self.piece_groups.items() for a in ms}
         self._note_leaf_bases(layout)
         self.rebuilt |= {*layout.stale_views, *layout.custom_views}
         specs = [a.view for a in layout.output_aliases if a.view is not None]
@@ -436,8 +439,37 @@ class Epilogue(InputWrites):
         # views of an input made before it left autograd (detach_()) keep their history
         now = [laid.get(i, t) for i, t in enumerate(args)] if laid else args
         old = [kept.get(i, t) for i, t in enumerate(now)] if kept else now
+        self._rebuild_first(args, (old, now), fwd, outs, spec, made)
+        for k in layout.new_leaves:
+            # rebuilt as an alias (``x.detach().requires_grad_()``), or a view made under
+            # no_grad of a tensor that requires grad, whose flag is its base's until
+            # ``requires_grad_()`` gives it one (an accumulator of its own)
+            if not outs[k].requires_grad or (k in layout.made_leaves and outs[k].is_leaf):
+                outs[k].requires_grad_(True)
+        # views of another output (``a.base_output``) last: made of that output as the
+        # caller gets it (rebuilt, a leaf that requires grad)
+        for a in self.aliases_last:
+            if a.index not in made:
+                outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
+        return outs
+
+    def _rebuild_first(
+        self,
+        args: Sequence[Any],
+        old_now: tuple[Sequence[Any], Sequence[Any]],
+        fwd: Sequence[Any],
+        outs: list,
+        spec: Any,
+        made: set,
+    ) -> None:
+        """The aliases that are no view of another output, into ``outs``: of the inputs
+        as they were (``old``: before a ``detach_()``) where they require grad, as they
+        are now (``now``) otherwise."""
+        old, now = old_now
+        versions = self.layout.output_versions
         early = getattr(_made_early, "views", {}) if self.before_requires_grad else {}
         _made_early.views = {}
+        pieces: dict[int, dict[int, Any]] = {}  # (``output_pieces``: per group, this call)
         for a in self.aliases_first:
             if a.index in early:  # (``early_views``) of it, or a view of it
                 e = _unwritten_since(args[a.source], *early[a.index])
@@ -451,19 +483,12 @@ class Epilogue(InputWrites):
             elif a.index not in made:
                 of_input = a.verdict == OutputVerdict.ALIAS_OF_INPUT
                 source = (old if a.requires_grad else now) if of_input else args
-                outs[a.index] = self._rebuild(a, source, fwd, outs, spec, versions.get(a.index))
-        for k in layout.new_leaves:
-            # rebuilt as an alias (``x.detach().requires_grad_()``), or a view made under
-            # no_grad of a tensor that requires grad, whose flag is its base's until
-            # ``requires_grad_()`` gives it one (an accumulator of its own)
-            if not outs[k].requires_grad or (k in layout.made_leaves and outs[k].is_leaf):
-                outs[k].requires_grad_(True)
-        # views of another output (``a.base_output``) last: made of that output as the
-        # caller gets it (rebuilt, a leaf that requires grad)
-        for a in self.aliases_last:
-            if a.index not in made:
-                outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
-        return outs
+                piece = self._piece(a, (source, fwd), spec, pieces)
+                outs[a.index] = (
+                    piece
+                    if piece is not None
+                    else self._rebuild(a, source, fwd, outs, spec, versions.get(a.index))
+                )
 
     def _new_leaves_first(self, outs: list, fwd: Sequence[Any], spec: Any, made: set) -> None:
         """Leaves made inside that the graph returns, before the aliases are rebuilt: views
@@ -484,6 +509,28 @@ class Epilogue(InputWrites):
                     outs[a.index] = _view_of(outs[k], spec(a.view))
                     made.add(a.index)
                 outs[k].requires_grad_(True)
+
+    def _piece(
+        self, a: OutputAlias, sources: tuple[Sequence[Any], Sequence[Any]], spec: Any, made: dict
+    ) -> Any:
+        """Output ``a`` as one of the pieces of a multi-output view its group makes with
+        one node (``output_pieces``), or None: rebuilt alone. ``sources``: the inputs,
+        the forward's outputs (an intermediate base's slot)."""
+        group = self.piece_of.get(a.index)
+        if group is None:
+            return None
+        members = self.piece_groups[group]
+        versions = self.layout.output_versions
+        if group not in made:
+            args, fwd = sources
+            of_input = a.verdict == OutputVerdict.ALIAS_OF_INPUT
+            base = args[a.source] if of_input else fwd[self.n_user + a.source]
+            if not base.requires_grad or any(m.index in versions for m in members):
+                made[group] = {}
+            else:
+                views = pieces_of(base, [spec(m.view) for m in members])
+                made[group] = {m.index: v for m, v in zip(members, views)}
+        return made[group].get(a.index)
 
     def _rebuild(
         self,
@@ -540,6 +587,36 @@ class Epilogue(InputWrites):
         if meta is not None and out._is_view():
             torch._C._autograd._set_creation_meta(out, meta)
         return out
+
+
+#: Verdicts of the pieces rebuilt together (``layout_of_trace._PIECE_BASES``).
+_PIECE_BASES = (
+    OutputVerdict.ALIAS_OF_INPUT,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+)
+
+
+def _piece_groups(aliases: Sequence[OutputAlias], apart: set) -> dict[int, list[OutputAlias]]:
+    """The outputs rebuilt together as pieces of one multi-output view of an input
+    (``OutputAlias.piece``), per group: plain views that require grad (anything else
+    about one, and it is rebuilt alone), groups of two or more."""
+    groups: dict[int, list[OutputAlias]] = {}
+    for a in aliases:
+        plain_piece = (
+            a.piece is not None
+            and a.verdict in _PIECE_BASES
+            and a.creation_meta == _MULTI_OUTPUT
+            and a.requires_grad
+            and a.view is not None
+            and plain(a.view)
+            and a.index not in apart
+            and not (a.detached or a.routed or a.untracked or a.with_grad)
+            and not (a.of_leaf_view or a.grad_through_base or a.before_requires_grad)
+        )
+        if plain_piece:
+            groups.setdefault(a.piece[0], []).append(a)
+    return {g: ms for g, ms in groups.items() if len(ms) > 1}
 
 
 def _requiring_grad(t: Any, detached: bool = False) -> Any:

@@ -64,6 +64,11 @@ class OutputAlias:
     #: the runtime turns its flag on); 2: a view taken of it after (an ``as_strided`` of
     #: a view of the input made before the flag, whose gradient stops there).
     before_requires_grad: int = 0
+    #: One piece of a multi-output view of an input returned with a sibling (``a, b =
+    #: x.chunk(2); return a, b``): (its group, its output number). A group's pieces are
+    #: made by one node, as eager's: the caller's hook on a piece no gradient reaches is
+    #: called with None when the node runs for another (``alias.views.pieces_of``).
+    piece: tuple[int, int] | None = None
 
 
 @dataclass
