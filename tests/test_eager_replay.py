@@ -215,6 +215,11 @@ def _copy_into_own_transpose(x):
     return x * 1
 
 
+def _add_own_column(x):
+    x.add_(x[:, 1:2])  # a broadcast column of x: later elements read the new x[:, 1]
+    return x * 1
+
+
 def _copy_between_columns(x):
     x[:, 0].copy_(x[:, 1])  # one storage, disjoint elements: no order to depend on
     return x * 1
@@ -246,20 +251,21 @@ class _Wrapped(torch.nn.Module):
 
 @pytest.mark.parametrize("entry", ["aot_function", "aot_module_simplified"])
 def test_a_write_whose_result_depends_on_eagers_order_runs_eagerly(entry):
-    """``x.t().copy_(x)`` on a non-dense ``x``: eager's result depends on the order its
-    kernel writes in (a traced graph reads first: other values, silently). The call runs
-    eagerly, named by an ``EagerReplayWarning``; writes between disjoint or shared
-    elements read first compile as before."""
+    """``x.add_(x[:, 1:2])``: eager's result depends on the order its kernel writes in
+    (a traced graph reads first: other values, silently). The call runs eagerly, named
+    by an ``EagerReplayWarning``. A copy in such an order (``x.t().copy_(x)`` on a
+    non-dense ``x``) compiles, made in eager's order (``ordered_copies``), as do writes
+    between disjoint or shared elements read first."""
     make = dict(_entries())[entry]
     x = torch.arange(16.0).view(4, 4)
-    compiled = make(_copy_into_own_transpose, x.clone())
+    compiled = make(_add_own_column, x.clone())
     theirs, ours = x.clone(), x.clone()
     with pytest.warns(EagerReplayWarning, match="order its kernel writes"):
         out = compiled(ours)
     out = out[0] if isinstance(out, (tuple, list)) else out
-    assert torch.equal(out, _copy_into_own_transpose(theirs))
+    assert torch.equal(out, _add_own_column(theirs))
     assert torch.equal(ours, theirs)
-    for fn in (_copy_between_columns, _copy_column_into_row):
+    for fn in (_copy_into_own_transpose, _copy_between_columns, _copy_column_into_row):
         theirs, ours = x.clone(), x.clone()
         with warnings.catch_warnings():
             warnings.simplefilter("error")
