@@ -13,6 +13,7 @@ import torch
 from . import alias, trace
 from .errors import UnsupportedError
 from .runtime import ForwardLayout, OutputAlias
+from .runtime.output_pieces import PIECE_BASES
 from .vocab import IN_MUTATES_DATA
 
 
@@ -219,14 +220,6 @@ def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> 
     ]
 
 
-#: Verdicts of the pieces rebuilt together: of an input, of an intermediate base.
-_PIECE_BASES = (
-    alias.OutputVerdict.ALIAS_OF_INPUT,
-    alias.OutputVerdict.ALIAS_OF_INTERMEDIATE,
-    alias.OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
-)
-
-
 def _pieces(plan: Any) -> dict[int, tuple[int, int]]:
     """``OutputAlias.piece`` of each output that is one of several pieces of one
     multi-output view returned (distinct output numbers, one base and verdict), plain
@@ -235,7 +228,7 @@ def _pieces(plan: Any) -> dict[int, tuple[int, int]]:
     nodes: dict[int, list[int]] = {}
     for k, (node, _) in facts.output_piece.items():
         if (
-            plan.outputs[k] in _PIECE_BASES
+            plan.outputs[k] in PIECE_BASES
             and k not in facts.output_detached
             and k not in facts.output_same_as
         ):

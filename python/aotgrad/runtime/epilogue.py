@@ -32,7 +32,7 @@ from ..alias.views import (
 from ..input_hooks import register_hooks, retain_grads
 from .input_writes import InputWrites, _alias, _made_early
 from .layout import ForwardLayout, OutputAlias
-from .output_pieces import pieces_of, plain
+from .output_pieces import PIECE_BASES, pieces_of, plain
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
 _MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
@@ -589,14 +589,6 @@ class Epilogue(InputWrites):
         return out
 
 
-#: Verdicts of the pieces rebuilt together (``layout_of_trace._PIECE_BASES``).
-_PIECE_BASES = (
-    OutputVerdict.ALIAS_OF_INPUT,
-    OutputVerdict.ALIAS_OF_INTERMEDIATE,
-    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
-)
-
-
 def _piece_groups(aliases: Sequence[OutputAlias], apart: set) -> dict[int, list[OutputAlias]]:
     """The outputs rebuilt together as pieces of one multi-output view of an input
     (``OutputAlias.piece``), per group: plain views that require grad (anything else
@@ -605,7 +597,7 @@ def _piece_groups(aliases: Sequence[OutputAlias], apart: set) -> dict[int, list[
     for a in aliases:
         plain_piece = (
             a.piece is not None
-            and a.verdict in _PIECE_BASES
+            and a.verdict in PIECE_BASES
             and a.creation_meta == _MULTI_OUTPUT
             and a.requires_grad
             and a.view is not None

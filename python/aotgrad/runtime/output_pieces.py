@@ -19,10 +19,17 @@ from typing import Any
 import torch
 
 from ..alias.views import ViewSpec, _view
+from ..vocab import OutputVerdict
 
-__all__ = ["pieces_of", "plain"]
+__all__ = ["PIECE_BASES", "pieces_of", "plain"]
 
 _MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
+#: Verdicts of the pieces rebuilt together: of an input, of an intermediate base.
+PIECE_BASES = (
+    OutputVerdict.ALIAS_OF_INPUT,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE,
+    OutputVerdict.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT,
+)
 
 
 class _Pieces(torch.autograd.Function):
