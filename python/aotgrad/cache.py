@@ -52,7 +52,7 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 #: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs;
 #: 6: and the outputs retained and computed from, whose whole gradient the backward returns;
 #: 7: and the written inputs that retain grad among those, and the hooked views.
-FORMAT = 10
+FORMAT = 11
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 
@@ -274,7 +274,8 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
     a layout holding the hooks the function registered (the traced call's objects) or
     graphs that call them (``hook_calls``: another process's keys name other hooks)."""
     layout = program.layout
-    if layout.input_hooks or layout.early_input_hooks or layout.output_hooks or layout.hooked_views:
+    hooks = layout.input_hooks, layout.early_input_hooks, layout.post_write_hooks
+    if any(hooks) or layout.output_hooks or layout.hooked_views:
         return None
     if calls_hooks(program.forward) or calls_hooks(program.backward):
         return None

@@ -41,6 +41,7 @@ __all__ = [
     "defined_only",
     "holds_traced_values",
     "hooks_of_outputs",
+    "hooks_on_linked_nodes",
     "hooks_on_members",
     "on_node_returned",
     "register_hooks",
@@ -204,6 +205,29 @@ def take_off_hooks(
     for k in fed:
         for _, _, handle, _, _ in on_node_returned(traced, outs[k]):
             handle.remove()
+
+
+def hooks_on_linked_nodes(
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
+    call: Sequence[Any],
+    linked: Sequence[int],
+) -> list[tuple[int, Callable]]:
+    """The traced hooks on a linked input's node after its last write
+    (``post_write_reads``: the runtime hands that node the gradient of the reads after
+    the write), taken off, as ``(input, hook)`` in registration order. Traced, the hook
+    saw the caller's part and the function's together, and the runtime took what the
+    function's part passes on out again: right only for a hook linear in the gradient
+    (``x.sin_(); x.register_hook(lambda g: g.clamp(-.5, .5)); x.retain_grad()``: the
+    input's gradient came out 0, soak 235965). The runtime registers each on the
+    caller's tensor after its write-back, where eager's sits: it sees both parts, once."""
+    index = {id(call[i]): i for i in linked}
+    found = []
+    for t, hook, handle, node, _ in traced:
+        i = index.get(id(t))
+        if i is not None and node is not None and node is t.grad_fn:
+            handle.remove()
+            found.append((i, hook))
+    return found
 
 
 def hooks_on_members(

@@ -22,7 +22,13 @@ from ..errors import mark_raised_by_graph
 from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
 from .double_backward import freed_by_replay, second_order
 from .epilogue import Epilogue, in_old_layouts
-from .fed_outputs_link import FedOutputsLink, less_handed, less_handed_inputs, task
+from .fed_outputs_link import (
+    FedOutputsLink,
+    less_handed,
+    less_handed_given,
+    less_handed_inputs,
+    task,
+)
 from .layout import ForwardLayout, OutputAlias
 from .output_hooks import hooks_on_defined_gradients
 from .partial_backward import IndependentOutputs, tangent_components
@@ -252,6 +258,7 @@ class _TrainingPlan:
         self.retained_through = dict(layout.retained_grads[2])
         self.n_post_write, self.fed_outputs = len(layout.post_write_inputs), layout.fed_outputs
         self.post_write_passed = layout.post_write_passed
+        self.post_write_tangents = layout.post_write_tangents
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
         self.stale = layout.backward_error
@@ -429,6 +436,8 @@ class _TrainingPlan:
         if self.fed_outputs:
             grads = less_handed(ctx, grads)
         tangents, missing = self._tangents(ctx, grads)
+        if self.post_write_tangents and getattr(ctx, "post_write_task", None) == task():
+            tangents = self._less_linked(ctx, tangents)
         if self.watched:
             outs = zip(ctx.watched, self.expected, self.watched_tangents)
             check_reached(outs, missing, "an output")
@@ -496,15 +505,30 @@ class _TrainingPlan:
                 less[i] = less[i] - passed
         return tuple(less)
 
+    def _less_linked(self, ctx: Any, tangents: list[Any]) -> list[Any]:
+        """The written inputs' new-value tangents less the gradient the link handed
+        their nodes in this pass (it came back through the writes' nodes, and the graph
+        adds it there again): the node then gets what eager's did, before any traced
+        hook on the history before the write (``PostWrite.tangents``)."""
+        tangents = list(tangents)
+        for p, handed in zip(self.post_write_tangents, ctx.post_write_handed):
+            if handed is not None and tangents[p] is not None:
+                tangents[p] = tangents[p] - handed
+        return tangents
+
     def post_write_grads(self, ctx: Any, given: dict[int, Any]) -> list:
         """The gradient at each ``layout.post_write_inputs`` input's node after its write,
         from the tangents ``given`` (by position; zeros for the others): the compiled
         backward's last outputs, read before the Function's own backward runs (its saved
         tensors kept for it)."""
-        outs = self.backward_kept(ctx, given)
+        # (less what a fed output's link, outside this one, handed them in this pass)
+        outs = self.backward_kept(ctx, less_handed_given(ctx, given, self.tangent_outputs))
         ctx.post_write_task = task()  # (the Function's backward in this pass: _less_passed_on)
         start = self._post_write_start(ctx.num_inputs)
-        return list(outs[start : start + self.n_post_write])
+        handed = list(outs[start : start + self.n_post_write])
+        if self.post_write_tangents:
+            ctx.post_write_handed = handed
+        return handed
 
     def _reached(self, missing: Sequence[int]) -> set[int]:
         """The forward outputs (by position) whose tangents this pass gives."""
@@ -697,9 +721,13 @@ def _epilogue(layout: ForwardLayout, plan: _TrainingPlan, fed: Any) -> Epilogue:
     the outputs they are computed from (``fed_outputs_link``)."""
     epilogue = Epilogue(layout)
     if layout.post_write_inputs:
-        epilogue.link = PostWriteLink(plan.post_write_grads, layout)
+        post = PostWriteLink(plan.post_write_grads, layout)
+        # (the fed outputs' link outermost: the caller's fed output gets what is computed
+        # from it, and the post-write link takes that out before it runs the backward)
+        epilogue.link = post if fed is None else lambda args, fwd: fed(post(args, fwd), fwd)
     elif fed is not None:
         epilogue.link = lambda args, fwd: fed(fwd)
+    if fed is not None:
         epilogue.fed_views = fed.onto_views
     return epilogue
 

@@ -209,6 +209,7 @@ class Epilogue(InputWrites):
         own = fwd  # (the compiled Function's: its node holds the retained totals' slots)
         if self.link is not None:  # (the outputs onto the written inputs' new nodes)
             fwd = self.link([*args, *members], fwd)
+        register_hooks(args, layout.post_write_hooks)  # (on those new nodes)
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)

@@ -35,6 +35,7 @@ __all__ = [
     "FedOutputsLink",
     "backward_without_totals",
     "less_handed",
+    "less_handed_given",
     "less_handed_inputs",
     "task",
     "totals_reading_saved",
@@ -49,6 +50,22 @@ def task() -> int:
 def less_handed(ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
     """The outputs' ``grads`` less what the links handed the fed outputs in this pass."""
     return _less(grads, [(k, c) for k, c in _handed(ctx).items() if isinstance(k, int)])
+
+
+def less_handed_given(
+    ctx: Any, given: dict[int, Any], tangent_outputs: Sequence[int]
+) -> dict[int, Any]:
+    """``given`` (tangents by position, for another link's run of the backward) less what
+    the links handed the fed outputs in this pass."""
+    handed = _handed(ctx)
+    if not handed:
+        return given
+    less = dict(given)
+    for j, g in given.items():
+        c = handed.get(tangent_outputs[j])
+        if g is not None and c is not None:
+            less[j] = g - c
+    return less
 
 
 def less_handed_inputs(ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
@@ -178,9 +195,9 @@ class FedOutputsLink:
 
     @classmethod
     def for_layout(cls, plan: Any, layout: ForwardLayout) -> FedOutputsLink | None:
-        """The link where the trace found fed outputs (not beside the post-write link:
-        its gradients would count twice)."""
-        if not layout.fed_outputs or layout.post_write_inputs:
+        """The link where the trace found fed outputs (beside the post-write link too:
+        outside it, which takes what this one hands out of its tangents)."""
+        if not layout.fed_outputs:
             return None
         return cls(plan, layout)
 
@@ -200,8 +217,9 @@ class FedOutputsLink:
         fresh = set(layout.fresh_outputs)
         self.order = [k for k in upstream_first(self.fed) if k in fresh]
 
-    def __call__(self, fwd: Sequence[Any]) -> Sequence[Any]:
-        node = self._node(fwd)
+    def __call__(self, fwd: Sequence[Any], own: Sequence[Any] | None = None) -> Sequence[Any]:
+        """Link ``fwd`` (``own``: the Function's outputs, where another link wraps them)."""
+        node = self._node(fwd if own is None else own)
         if node is None:
             return fwd
         fwd = list(fwd)

@@ -196,6 +196,12 @@ class ForwardLayout:
     post_write_inputs: tuple[int, ...] = ()
     #: The caller's synthetic-base members linked alike (positions among the caller's
     #: inputs): passed after the graph's inputs, named from their number on.
+    #: ``(input, hook)``: the function's hooks on a linked input's node after its last
+    #: write, registered on the caller's tensor after its write-back.
+    post_write_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Per linked input, its new value's tangent position: the gradient the link handed
+    #: its node is taken out of that tangent in such a pass (else ``post_write_passed``).
+    post_write_tangents: tuple[int, ...] = ()
     post_write_members: tuple[int, ...] = ()
     #: The backward outputs those pass on to (a gradient's position, or the number of
     #: gradients plus a retained total's): the backward returns that part last, taken

@@ -253,6 +253,12 @@ class JointGraph:
     #: The gradients those pass on to (through the history before the write): a
     #: gradient's position, or the number of gradients plus a retained total's.
     post_write_passed: tuple[int, ...] = ()
+    #: ``(input, hook)``: hooks the function registered on a linked input after its
+    #: last write, left for the runtime (``input_hooks.hooks_on_linked_nodes``).
+    post_write_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Per linked input, its new value's tangent position, where the runtime takes the
+    #: linked gradient out of those tangents (``PostWrite.tangents``); else empty.
+    post_write_tangents: tuple[int, ...] = ()
     #: Inputs that are views in the caller, written with grad, whose node from before
     #: the call eager's backward does not run (the write's node hands the gradient to
     #: the base's): none of the function's reads before the write reaches an output

@@ -17,7 +17,7 @@ from ..autograd_walks import reaches_node
 from ..eager_calls import EagerCalls
 from ..fx_views import view_root
 from ..hops import refuse_deferred_autograd_errors
-from ..input_hooks import take_off_hooks
+from ..input_hooks import hooks_on_linked_nodes, take_off_hooks
 from ..overlapping_writes import OVERLAP_IN_BACKWARD
 from ..vocab import PARTITIONER_TAG, TRACED_BY_FORWARD
 from .autocast_casts import as_cached_leaves, cast_cache_as, leaf_copies
@@ -48,6 +48,7 @@ from .post_write_reads import (
     PostWrite,
     hook_bypassed_views,
     initial_nodes,
+    linked_by_value,
     post_write_split,
     views_after_relaid,
     views_past_write,
@@ -166,6 +167,10 @@ class _JointTrace(SavedReads):
     retained_tangents: dict[int, tuple[int, ...]] = {}
     #: Inputs written with autograd that outputs read after the write (``post_write_reads``).
     post_write: list[int] = []
+    #: Hooks on those inputs' nodes after the write, left for the runtime.
+    post_write_hooks: list[tuple[int, Any]] = []
+    #: Hooks registered in the forward (``InputHooks.traced_hooks``).
+    traced_hooks: list[Any] = []
     #: Members of a synthetic base likewise (``synthetic_base._linkable``): (position,
     #: tensor, its base's input), named in the link after the traced inputs.
     post_write_members: list[tuple[int, Any, int]] = []
@@ -371,6 +376,7 @@ class _JointTrace(SavedReads):
         excluded = {*anchored, *self.relaid, *self.leaf_copies}
         excluded |= self.metadata.plan.facts.input_storage_set
         self.post_write = written_with_new_node(self.metadata, call, initial, excluded)
+        self.traced_hooks = calls.input_hooks.traced_hooks
         self.initial = initial
         self.views_past_write = views_past_write(self.metadata, call, initial, outs)
         self.views_after_relaid = views_after_relaid(self.metadata, call, initial, outs)
@@ -473,6 +479,8 @@ class _JointTrace(SavedReads):
         )
         # then, their gradients dropped: eager's backward runs the nodes to them too
         needs += self.edges_dropped
+        linked = linked_by_value(self.metadata, call, self.post_write, diff_outs)
+        self.post_write_hooks = hooks_on_linked_nodes(self.traced_hooks, call, linked)
         retained = self._retained_through(fwd_values, diff_outs)
         needs += retained
         needs += [fwd_values[k] for k in self.metadata.fed_outputs]  # (``fed_outputs``)
@@ -578,6 +586,8 @@ class _JointTrace(SavedReads):
             "post_write_inputs": tuple(inputs),
             "post_write_members": tuple(self.post_write_members[k][0] for k in members),
             "post_write_passed": tuple(i for i, _ in self.post_write_passed),
+            "post_write_hooks": list(self.post_write_hooks),
+            "post_write_tangents": tuple(self.post_write_found.tangents),
             "unhooked_view_writes": tuple(self.hook_bypassed[0]),
             "hooked_view_reads": tuple(self.hook_bypassed[1]),
             "views_past_write": tuple(self.views_past_write),

@@ -111,6 +111,10 @@ class PostWrite:
     inputs: list[int] = field(default_factory=list)
     grads: list[Any] = field(default_factory=list)
     passed: list[Any] = field(default_factory=list)
+    #: Each input's new-value tangent (position), where every one has one and no
+    #: synthetic-base member is linked: the runtime takes the gradient it handed the
+    #: node out of that tangent instead (``passed`` stays empty).
+    tangents: list[int] = field(default_factory=list)
 
 
 def post_write_split(
@@ -131,12 +135,14 @@ def post_write_split(
     The gradient at the node from the reads after the write is what reaches it less the
     input's own new-value tangent (the new value is the node's tensor); an input another
     written input's new value reads after the write is left out, and so is one no output
-    reads after the write. What it passes on to ``needs`` is computed beside the
-    gradients: in a backward pass where the link hands it to the input's node, it comes
-    back through the write's node into the new value's tangent, and the runtime takes it
-    out of the gradients (see the module docstring). One pass over the history before
-    the write computes it; where that raises (a checkpointed region differentiates
-    once), nothing is linked."""
+    reads after the write. In a backward pass where the link hands it to the input's
+    node, it comes back through the write's node into the new value's tangent: where
+    each linked input has such a tangent, the runtime takes it out of that tangent
+    (``PostWrite.tangents``: right also through a hook that is not linear, registered on
+    the input before the write); otherwise what it passes on to ``needs`` is computed
+    beside the gradients and the runtime takes that out of them (see the module
+    docstring). One pass over the history before the write computes it; where that
+    raises (a checkpointed region differentiates once), nothing is linked."""
     n_needs = len(needs)
     base = list(grads[:n_needs])
     if not linked or len(grads) != n_needs + len(linked):
@@ -144,6 +150,9 @@ def post_write_split(
     found, tensors = _read_after_write(meta, linked, diff_outs, tangents, grads[n_needs:])
     if not found.inputs:
         return base, PostWrite()
+    if not bases and all(p >= 0 for p in found.tangents):
+        return base, found
+    found.tangents = []
     try:
         with torch._C._DisableAutocast():
             _less_through_members(found, tensors, bases or {})
@@ -170,26 +179,55 @@ def _read_after_write(
 ) -> tuple[PostWrite, list[Any]]:
     """The linked inputs some output reads after the write (and no other input's new
     value), with the gradient at each one's node from those reads; their tensors."""
-    start = len(meta.outputs) + meta.num_intermediate_bases
-    positions = meta.tangent_outputs
-    written = set(meta.mutated_inputs)
     found = PostWrite()
     tensors = []
     for (i, t), at_node in zip(linked, at_nodes, strict=True):
-        # (the input's own new-value tangent; none where only its metadata changed, nor
-        # for a member: its group's base is the new value)
-        value = start + meta.mutated_inputs.index(i) if i in written else -1
-        own = positions.index(value) if value in positions else -1
-        if own < 0:  # (a member the function returns: that output is its tensor)
-            own = next((p for p, o in enumerate(diff_outs) if o is t), -1)
-        readers = reaching(diff_outs, [t.grad_fn])
-        later = [p for p in readers if p != own]
-        if at_node is None or not later or any(positions[p] >= start for p in later):
+        own, of_value = _own_tangent(meta, i, t, diff_outs)
+        if at_node is None or not _read_after(meta, t, own, diff_outs):
             continue
         found.inputs.append(i)
+        found.tangents.append(of_value)
         tensors.append(t)
         found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
     return found, tensors
+
+
+def _own_tangent(meta: TraceMetadata, i: int, t: Any, diff_outs: Sequence[Any]) -> tuple[int, int]:
+    """The tangent position of input ``i``'s own tensor as the function leaves it (its
+    new value's; for a member the function returns, that output's), and of its new
+    value alone (-1: none, only its metadata changed)."""
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    value = start + meta.mutated_inputs.index(i) if i in meta.mutated_inputs else -1
+    of_value = meta.tangent_outputs.index(value) if value in meta.tangent_outputs else -1
+    own = of_value
+    if own < 0:  # (a member the function returns: that output is its tensor)
+        own = next((p for p, o in enumerate(diff_outs) if o is t), -1)
+    return own, of_value
+
+
+def _read_after(
+    meta: TraceMetadata, t: Any, own: int, diff_outs: Sequence[Any], *, some: bool = True
+) -> bool:
+    """Whether some output reads ``t`` after its write (``some=False``: or none), and no
+    written input's new value."""
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    later = [p for p in reaching(diff_outs, [t.grad_fn]) if p != own]
+    return (bool(later) or not some) and all(meta.tangent_outputs[p] < start for p in later)
+
+
+def linked_by_value(
+    meta: TraceMetadata, call: Sequence[Any], linked: Sequence[int], diff_outs: Sequence[Any]
+) -> list[int]:
+    """The inputs of ``linked`` (``written_with_new_node``) whose node after the write
+    gets every gradient eager's does at the caller's tensor: their new value's tangent,
+    and what the link hands it (``PostWrite.tangents``) where outputs read it after the
+    write; not those another written input's new value reads after the write."""
+    found = []
+    for i in linked:
+        own, of_value = _own_tangent(meta, i, call[i], diff_outs)
+        if of_value >= 0 and _read_after(meta, call[i], own, diff_outs, some=False):
+            found.append(i)
+    return found
 
 
 def _less_through_members(found: PostWrite, tensors: list[Any], bases: dict[int, int]) -> None:
