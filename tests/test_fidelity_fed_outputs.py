@@ -230,7 +230,8 @@ def test_a_call_under_no_grad_links_nothing() -> None:
 def test_a_plain_backward_runs_the_compiled_backward_once() -> None:
     """Unobserved (no hook, retained gradient or ``autograd.grad`` on ``h``), the link
     passes gradients straight through: one run of a backward without the totals; the
-    backward with them is compiled on the first pass that hands them on."""
+    link's backward (the totals alone: ``backward_for_links``) is compiled on the first
+    pass that hands them on."""
     import aotgrad
 
     compiled, runs = [], []
@@ -251,7 +252,7 @@ def test_a_plain_backward_runs_the_compiled_backward_once() -> None:
     outs = run(*_args())
     outs[0].register_hook(lambda g: g)
     _loss(list(outs)).backward()
-    assert len(compiled) == 2 and compiled[1] == compiled[0] + 1  # (with the total)
+    assert len(compiled) == 2 and compiled[1] == 1  # (the total alone)
     assert runs[1:] == [2, 2]  # (the link's run with the totals, then the Function's)
 
 

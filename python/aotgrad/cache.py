@@ -275,6 +275,7 @@ def store(key: str, program: PartitionedProgram, root: Path | None = None) -> Pa
     graphs that call them (``hook_calls``: another process's keys name other hooks)."""
     layout = program.layout
     hooks = layout.input_hooks, layout.early_input_hooks, layout.post_write_hooks
+    hooks += (layout.hooks_before_call,)
     if any(hooks) or layout.output_hooks or layout.hooked_views:
         return None
     if calls_hooks(program.forward) or calls_hooks(program.backward):

@@ -193,7 +193,7 @@ def on_node_returned(traced: Sequence[tuple[Any, Callable, Any, Any, Any]], t: A
     return [
         e
         for e in traced
-        if e[0] is t and e[3] is t.grad_fn and e[2].id in (t._backward_hooks or {})
+        if e[0] is t and e[3] is node_now(t) and e[2].id in (t._backward_hooks or {})
     ]
 
 
@@ -224,10 +224,30 @@ def hooks_on_linked_nodes(
     found = []
     for t, hook, handle, node, _ in traced:
         i = index.get(id(t))
-        if i is not None and node is not None and node is t.grad_fn:
+        if i is not None and node is not None and node is node_now(t) and _registered(handle):
             handle.remove()
             found.append((i, hook))
     return found
+
+
+def node_now(t: Any) -> Any:
+    """``t.grad_fn`` read after the trace; ``_REBUILT`` for a view of a tensor written
+    since it was made, whose node only the trace's mode could rebuild (``x[0]
+    .register_hook(h); x.sin_()``: blind ``clone__Vaclamp_sin``): a new node in any case,
+    not the one a hook was registered on."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return _REBUILT
+
+
+_REBUILT = object()
+
+
+def _registered(handle: Any) -> bool:
+    """Whether ``handle``'s hook is still registered (the function may have removed it)."""
+    hooks = handle.hooks_dict_ref()
+    return hooks is not None and handle.id in hooks
 
 
 def hooks_on_members(
@@ -346,7 +366,7 @@ def _relaid_since(t: Any, node: Any, laid: Any) -> bool:
     """Whether ``t``'s metadata changed in place since a hook was registered on it
     (``v.register_hook(h); v.unsqueeze_(0)``): eager's hook stays on the old node."""
     now = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
-    return node is not None and t.grad_fn is not node and now != laid
+    return node is not None and now != laid and node_now(t) is not node
 
 
 def _relaid_outputs(
@@ -376,7 +396,7 @@ def _on_their_nodes(
     return [
         (t, hook, node)
         for t, hook, handle, node, _ in traced
-        if node is not None and handle.id in (t._backward_hooks or {}) and t.grad_fn is node
+        if node is not None and handle.id in (t._backward_hooks or {}) and node_now(t) is node
     ]
 
 

@@ -97,6 +97,7 @@ def _grad_bookkeeping(metadata: Any) -> dict[str, Any]:
         "fed_outputs": metadata.fed_outputs,
         "input_hooks": metadata.input_hooks,
         "early_input_hooks": metadata.early_input_hooks,
+        "hooks_before_call": metadata.hooks_before_call,
         "output_hooks": metadata.output_hooks,
         "hooked_views": metadata.hooked_views,
     }

@@ -44,7 +44,11 @@ from .runtime import (
 )
 from .runtime.double_backward import replay_for
 from .runtime.epilogue import leaving_grad_mode
-from .runtime.fed_outputs_link import backward_without_totals, totals_reading_saved
+from .runtime.fed_outputs_link import (
+    backward_for_links,
+    backward_without_totals,
+    totals_reading_saved,
+)
 from .runtime.output_hooks import fed_on
 from .runtime.unreached_tangents import (
     PrunedBackwards,
@@ -562,7 +566,7 @@ def _compile_training(
         main_gm,
         len(layout.tangent_outputs),
         lambda gm: compile_or_reload(bw_compiler, gm, None, bw_inputs)[0],
-        None if main_gm is bw_gm else bw_gm,
+        backward_for_links(bw_gm, layout),
     )
     return make_training_function(fw, bw, layout, pruned, replay)
 

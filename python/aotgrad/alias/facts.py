@@ -181,13 +181,21 @@ _RELAYOUTS = ("TBackward", "TransposeBackward", "PermuteBackward", "SqueezeBackw
 _RELAYOUTS += ("UnsqueezeBackward", "AsStridedBackward")
 
 
+def writes_unrecorded(w: Any) -> bool:
+    """Whether every write to the traced input ``w`` was made under no_grad or inference
+    mode (autograd recorded none)."""
+    return isinstance(w, FunctionalTensor) and bool(
+        torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(_unwrap(w))
+    )
+
+
 def _data_unrecorded(w: Any, grad_fn_before: Any) -> bool:
     """Whether ``w``'s data writes were all made under no_grad and its node is its first
     behind metadata changes' nodes only (autograd recorded the relayouts, not the writes;
     a custom Function's ``mark_dirty`` leaves its own node in the chain)."""
     if not isinstance(w, FunctionalTensor) or grad_fn_before is None:
         return False
-    if not torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(_unwrap(w)):
+    if not writes_unrecorded(w):
         return False
     node = grad_fn_of(w)
     for _ in range(64):

@@ -14,6 +14,7 @@ import torch
 
 from ..alias.views import node_unreadable
 from ..errors import HookedViewRead, mark_raised_by_graph
+from ..input_hooks import register_hooks
 
 
 def readable_inputs(apply: Callable[..., Any], unread: Sequence[int]) -> Callable[..., Any]:
@@ -54,11 +55,13 @@ def unhooked_views(apply: Callable[..., Any], layout: Any) -> Callable[..., Any]
     fresh, read = layout.unhooked_view_writes, layout.hooked_view_reads
     if layout.writes_before_graph:
         read = ()
-    if not fresh and not read:
+    before = layout.hooks_before_call  # (the function's own, registered as the caller's)
+    if not fresh and not read and not before:
         return apply
 
     def call(*args: Any) -> Any:
-        if any(_hooked(args[i]) for i in read):
+        own = {i for i, _ in before if _gets_hooks(args[i])}
+        if any(_hooked(args[i]) or i in own for i in read):
             error = HookedViewRead(
                 "a view input with hooks registered before the call, read before the "
                 "function writes it: eager runs those hooks with the gradient of the "
@@ -66,6 +69,7 @@ def unhooked_views(apply: Callable[..., Any], layout: Any) -> Callable[..., Any]
             )
             mark_raised_by_graph(error)
             raise error
+        register_hooks(args, before)
         swapped = None
         for i in fresh:
             a = args[i]
@@ -80,6 +84,11 @@ def unhooked_views(apply: Callable[..., Any], layout: Any) -> Callable[..., Any]
 
 def _hooked(a: Any) -> bool:
     return isinstance(a, torch.Tensor) and a._is_view() and bool(a._backward_hooks)
+
+
+def _gets_hooks(a: Any) -> bool:
+    """Whether ``register_hooks`` hooks ``a``, a view."""
+    return isinstance(a, torch.Tensor) and a._is_view() and a.requires_grad
 
 
 def edgeless_inputs(apply: Callable[..., Any], gradless: Sequence[int]) -> Callable[..., Any]:

@@ -33,6 +33,7 @@ from .post_write_link import PROBE, observed
 
 __all__ = [
     "FedOutputsLink",
+    "backward_for_links",
     "backward_without_totals",
     "less_handed",
     "less_handed_given",
@@ -337,6 +338,24 @@ def backward_without_totals(gm: fx.GraphModule, layout: ForwardLayout) -> fx.Gra
     for p in range(start, start + len(layout.fed_outputs)):
         outs[p] = None
     graph.output(tuple(outs))
+    graph.eliminate_dead_code()
+    return fx.GraphModule(gm, graph)
+
+
+def backward_for_links(gm: fx.GraphModule, layout: ForwardLayout) -> fx.GraphModule | None:
+    """The backward a link's run before the Function's own runs (``backward_kept``):
+    only the fed outputs' totals and the gradients at the linked inputs' nodes (None in
+    the others' places), what only the others read gone. So a hook the function
+    registered where only those read (on an input before its write) is called once per
+    pass, by the Function's own backward, as eager's (blind written-input hooks). None
+    where nothing is linked."""
+    if not layout.fed_outputs and not layout.post_write_inputs:
+        return None
+    start = _totals_start(layout)
+    keep = range(start, start + len(layout.fed_outputs) + len(layout.post_write_inputs))
+    graph = fx.Graph()
+    outs = list(graph.graph_copy(gm.graph, {}))  # type: ignore[arg-type]
+    graph.output(tuple(o if p in keep else None for p, o in enumerate(outs)))
     graph.eliminate_dead_code()
     return fx.GraphModule(gm, graph)
 

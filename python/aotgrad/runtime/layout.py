@@ -299,6 +299,10 @@ class ForwardLayout:
     #: Of those, the ones registered before the function re-laid the input: registered
     #: before the runtime replays the change (on the caller's node as it was).
     early_input_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Of those, the ones on inputs that are views written with grad: registered before
+    #: the Function is applied, where ``call_inputs.unhooked_views`` sees them as the
+    #: caller's (eager's write hands the gradient to the base's node, past them).
+    hooks_before_call: list[tuple[int, Any]] = field(default_factory=list)
     #: Hooks it registered on outputs rebuilt as views, ``(output, hook)``: registered on
     #: the rebuilt output too (the caller's gradient reaches it there).
     output_hooks: list[tuple[int, Any]] = field(default_factory=list)

@@ -234,12 +234,12 @@ class PrunedBackwards:
         self.gm, self.n_tangents, self.compile = gm, n_tangents, compile
         self.made: dict[tuple[tuple[int, ...], int], Any] = {}
         self.read_sets: dict[tuple[tuple[int, ...], int], frozenset[int]] = {}
-        # the backward that also returns the fed outputs' totals, where ``gm`` does not
-        # (``fed_outputs_link``): compiled on first use
+        # the backward the links run (``fed_outputs_link.backward_for_links``: the fed
+        # outputs' totals, the gradients at linked inputs' nodes): compiled on first use
         self.totals_gm, self._totals = totals_gm, None
 
     def with_totals(self) -> Any:
-        """The compiled backward with the fed outputs' totals (None: ``gm`` has them)."""
+        """The compiled backward the links run (None: none is linked)."""
         if self.totals_gm is not None and self._totals is None:
             self._totals = self.compile(self.totals_gm)
         return self._totals

@@ -112,6 +112,10 @@ class TraceMetadata:
     #: Hooks on inputs it re-lays, registered before it touched them: the runtime
     #: registers them before it replays the change (``metadata._early_hooks``).
     early_input_hooks: list[tuple[int, Any]] = field(default_factory=list)
+    #: Hooks on inputs that are views in the caller, written with grad, registered
+    #: before the function touched them: the runtime registers them before the call
+    #: (``metadata._view_hooks``).
+    hooks_before_call: list[tuple[int, Any]] = field(default_factory=list)
     #: Inputs it writes that it registered hooks on: those stay in the trace.
     traced_hook_inputs: list[int] = field(default_factory=list)
     #: Hooks it registered on outputs the runtime rebuilds as views, or on the outputs

@@ -364,7 +364,8 @@ class _JointTrace(SavedReads):
         initial = initial_nodes(call)
         calls = EagerCalls.for_inputs(call, self.fake_args)
         calls.input_hooks.traced = frozenset(id(call[i]) for i in self.metadata.traced_hook_inputs)
-        calls.input_hooks.early = frozenset(id(call[i]) for i, _ in self.metadata.early_input_hooks)
+        early = [*self.metadata.early_input_hooks, *self.metadata.hooks_before_call]
+        calls.input_hooks.early = frozenset(id(call[i]) for i, _ in early)
         with (
             torch.set_grad_enabled(self.metadata.grad_mode),
             cast_cache_as(self.cast_cache),

@@ -528,7 +528,7 @@ def collect_metadata(
         **_output_sources(outs, wrapped, fake_args, plan, calls),
     )
     with trace_errors(fn):  # (the hooks' verdicts: an EagerRefusal replays eagerly)
-        return _with_hooks(metadata, calls, wrapped, outs)
+        return _with_hooks(metadata, calls, wrapped, outs, fake_args)
 
 
 def _output_sources(
@@ -635,21 +635,50 @@ def _gradient_routes(
 
 
 def _early_hooks(
-    hooks: list[tuple[int, Any]], untouched: set[int], facts: Any, recorded: list[int], kept: set
+    hooks: list[tuple[int, Any]],
+    untouched: set[int],
+    facts: Any,
+    recorded: list[int],
+    kept: set,
+    views: set[int],
 ) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
-    """Hooks on an input whose metadata the function changes (``t_()``) and does not
-    write with grad, registered before anything touched it: eager's sits on the caller's
-    node as it was, which every gradient to the input reaches (through the change's node
-    too). Traced, it sat on the primal, whose gradient ``autograd.grad`` takes before its
-    hooks: it never ran (blind probe p18, p55). The runtime registers them on the
-    caller's tensor before it replays the change. Returns (the others, those)."""
-    early_ok = set(facts.input_view) - set(recorded) - kept
+    """Hooks on an input whose metadata the function changes (``t_()``), registered
+    before anything touched it, where the input is not also written with grad or is no
+    view in the caller: eager's sits on the caller's node as it was, which every
+    gradient to the input reaches (through the change's and the write's nodes too; a
+    view's write hands its gradient to the base's node instead). Traced, it sat on the
+    primal, whose gradient ``autograd.grad`` takes before its hooks: it never ran (blind
+    probe p18, p55; with a write after the change too, blind
+    ``clone__Haclamp_tmeta_mulw``). The runtime registers them on the caller's tensor
+    before it replays the change. Returns (the others, those)."""
+    early_ok = set(facts.input_view) - (set(recorded) & views) - kept
     early = [
         (i, h)
         for n, (i, h) in enumerate(hooks)
         if n in untouched and i in early_ok and not isinstance(h, PostAccumulate)
     ]
     return [h for h in hooks if h not in early], early
+
+
+def _view_hooks(
+    hooks: list[tuple[int, Any]], untouched: set[int], written_views: set[int], kept: set
+) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
+    """Hooks on an input that is a view in the caller and that the function writes with
+    grad, registered before anything touched it: eager's sits on the view's node from
+    before the call, which sees the gradient of the function's reads before the write
+    only (the write's node hands the rest to the base's); traced, it saw all of it (blind
+    ``t__Halin_sin``). The runtime registers them on the caller's view before the call,
+    where the view writes' handling of the caller's hooks takes them in
+    (``call_inputs.unhooked_views``). Returns (the others, those)."""
+    before = [
+        (i, h)
+        for n, (i, h) in enumerate(hooks)
+        if n in untouched
+        and i in written_views
+        and i not in kept
+        and not isinstance(h, PostAccumulate)
+    ]
+    return [h for h in hooks if h not in before], before
 
 
 def _hooks_of_relaid_inputs_returned(
@@ -674,7 +703,7 @@ def _hooks_of_relaid_inputs_returned(
 
 
 def _with_hooks(
-    metadata: TraceMetadata, calls: Any, wrapped: Sequence[Any], outs: Any
+    metadata: TraceMetadata, calls: Any, wrapped: Sequence[Any], outs: Any, fake_args: Sequence
 ) -> TraceMetadata:
     """The hooks the runtime registers (``aotgrad.input_hooks``): on the inputs the
     function does not write, and on the outputs it rebuilds as views; and the inputs
@@ -690,7 +719,12 @@ def _with_hooks(
         if alias.facts.written_with_grad(facts.input_flags[i])
         and i not in facts.input_data_unrecorded
     ]
-    hooks, metadata.early_input_hooks = _early_hooks(hooks, untouched, facts, recorded, kept)
+    views = {i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._is_view()}
+    recorded_set = set(recorded)
+    hooks, metadata.early_input_hooks = _early_hooks(hooks, untouched, facts, recorded, kept, views)
+    # (written with autograd recording: a view written under no_grad keeps its node)
+    seen = {i for i in recorded_set & views if not alias.facts.writes_unrecorded(wrapped[i])}
+    hooks, metadata.hooks_before_call = _view_hooks(hooks, untouched, seen, kept)
     written = {*recorded, *facts.input_view}
     traced = {i for i, h in hooks if i in written and not isinstance(h, PostAccumulate)} | kept
     metadata.input_hooks = [
