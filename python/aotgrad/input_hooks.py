@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import is_fake
+from torch.autograd.function import BackwardCFunction
 from torch.utils._pytree import tree_flatten
 from torch.utils.hooks import RemovableHandle
 
@@ -411,6 +412,10 @@ def _view_through(o: Any, t: Any, node: Any, depth: int = 32) -> bool:
     while fn is not None and depth > 0:
         if fn is node:
             return nr == t.output_nr
+        if isinstance(fn, BackwardCFunction):
+            # (a custom Function's output aliasing ``t`` (returned as is): its backward
+            # is the graph's, not a view's: soak 237777)
+            return False
         edges = fn.next_functions
         (fn, nr), depth = (edges[0] if edges else (None, 0)), depth - 1
     return False
