@@ -57,6 +57,7 @@ def layout_of_trace(
         **_custom_and_stale_views(metadata),
         detached_custom_views=facts.written_detached,
         detached_view_bases=facts.written_detached_base,
+        custom_view_bases=facts.custom_view_base,
         view_bases=facts.output_view_base,
         same_as=facts.output_same_as,
         inference_outputs=sorted(facts.output_inference),

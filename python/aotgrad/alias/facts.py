@@ -107,6 +107,9 @@ class AliasFacts:
     #: Of those views of one (2), the ones whose ``._base`` is another output, a written
     #: detached alias (1): ``t = x.detach(); t.add_(w); return t[:, 1], t``.
     written_detached_base: dict[int, int] = field(default_factory=dict)
+    #: Custom Function outputs (``custom_view_of_input``) made of another such output
+    #: through views only (``t = Half.apply(x); return t.squeeze(), t``): that output.
+    custom_view_base: dict[int, int] = field(default_factory=dict)
     #: Stale views (``custom_view_of_input``) whose ``._base`` is a detached alias of the
     #: input, neither the input nor an output (``t = x.detach().requires_grad_()``,
     #: ``v = t.t()`` under no_grad, ``x.unsqueeze_(0)``): made of such an alias.
@@ -336,6 +339,28 @@ def _view_base_facts(
         k = output_index.get(id(outputs[j]._base), -1) if kind == 2 else -1
         if k >= 0 and facts.written_detached.get(k) == 1:
             facts.written_detached_base[j] = k
+    routed = facts.custom_view_of_input
+    nodes = {id(grad_fn_of(outputs[k])): k for k in routed if k not in facts.written_detached}
+    for j in routed:
+        k = _viewed_through(outputs[j], nodes) if j not in facts.written_detached else None
+        if k is not None and k != j and routed[k][0] == routed[j][0]:
+            facts.custom_view_base[j] = k
+
+
+def _viewed_through(o: Any, nodes: dict[int, int]) -> int | None:
+    """The output (``nodes``: id of its node → output) ``o`` views through view nodes
+    only, as its output 0; None: none."""
+    fn, nr = grad_fn_of(o), 0
+    for _ in range(16):
+        if fn is None or fn is STALE_VIEW:
+            return None
+        k = nodes.get(id(fn))
+        if k is not None and fn is not grad_fn_of(o):
+            return k if nr == 0 else None
+        if type(fn).__name__ not in _VIEW_BACKWARDS or not fn.next_functions:
+            return None
+        fn, nr = fn.next_functions[0]
+    return None
 
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE

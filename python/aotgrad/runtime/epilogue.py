@@ -316,15 +316,16 @@ class Epilogue(InputWrites):
             if k in done:
                 continue
             kind = layout.detached_custom_views.get(k)
-            if k in layout.detached_view_bases:
+            if k in layout.detached_view_bases or k in layout.custom_view_bases:
                 last.append((k, i, view))
             elif kind:
                 outs[k] = routed_detached(args[i], spec(view), outs[k], kind)
             else:
                 outs[k] = routed_view(args[i], spec(view), outs[k])
         for k, i, view in last:
+            made_of = layout.detached_view_bases.get(k, layout.custom_view_bases.get(k))
             with torch.enable_grad():
-                outs[k] = view_over(outs[layout.detached_view_bases[k]], spec(view), args[i])
+                outs[k] = view_over(outs[made_of], spec(view), args[i])
 
     def _returned_leaves(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, outs: list, leaves: Sequence[Any]

@@ -215,7 +215,8 @@ class FedOutputsLink:
         self.fed = layout.fed_outputs
         self.views = _linkable_views(layout)
         self.reading = layout.fed_reading_saved
-        fresh = set(layout.fresh_outputs)
+        # (a custom Function's output of an intermediate is the Function's own too)
+        fresh = {*layout.fresh_outputs, *layout.custom_versions}
         self.order = [k for k in upstream_first(self.fed) if k in fresh]
 
     def __call__(self, fwd: Sequence[Any], own: Sequence[Any] | None = None) -> Sequence[Any]:

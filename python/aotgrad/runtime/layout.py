@@ -146,6 +146,10 @@ class ForwardLayout:
     #: Of those views of a detached alias (2), the ones whose ``._base`` is another such
     #: output, a detached alias (1): made as views of that output.
     detached_view_bases: dict[int, int] = field(default_factory=dict)
+    #: Custom Function views made of another one (``alias.facts.custom_view_base``): made
+    #: of the caller's output, whose gradient (``autograd.grad`` with respect to it, its
+    #: hooks) takes in theirs, as eager's.
+    custom_view_bases: dict[int, int] = field(default_factory=dict)
     #: Per user output eager returns as a view: the output its ``._base`` is, or -1.
     view_bases: dict[int, int] = field(default_factory=dict)
     #: Inputs taken out of autograd, then written with a history (``TraceMetadata``).
