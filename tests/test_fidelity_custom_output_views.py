@@ -14,39 +14,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import torch
 
-from eager_oracle import COMPILERS
+from eager_oracle import COMPILERS, Half, ViewOf
 
-
-class _Identity(torch.autograd.Function):
-    """Returns its input as is; backward ``g * 0.5``."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 0.5
-
-
-class _ViewOf(torch.autograd.Function):
-    """Returns a view of its input; backward ``g * 2``."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 2
-
-
-FUNCTIONS = {"identity": _Identity, "view_of": _ViewOf}
+FUNCTIONS = {"identity": Half, "view_of": ViewOf}
 SOURCES: dict[str, Callable] = {"input": lambda x: x, "intermediate": lambda x: x * 1.5}
 VIEWS: dict[str, Callable] = {
     "squeeze": lambda t: t.squeeze(),

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, assert_like_eager
+from eager_oracle import COMPILERS, Half, assert_like_eager
 
 DT = torch.float64
 PROGRAMS: dict[str, Callable] = {}
@@ -107,24 +107,12 @@ def written_under_no_grad_then_hooked(x0, x1, w):
     return (x0, x1.diagonal(), x1.unflatten(-1, (2, 2)))
 
 
-class _Halved(torch.autograd.Function):
-    """Returns its input as is; backward ``g * 0.5``."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g * 0.5
-
-
 @program
 def sibling_written_custom_alias_then_hooked(x0, x1, w):
     # (soak 237777: the custom Function's output, an alias of x1, was remade as a plain
     # view of the caller's member, through the hook but without the Function's backward)
     x0[0].relu_()
-    t = _Halved.apply(x1)
+    t = Half.apply(x1)
     x1.register_hook(_double)
     return x1, t
 
@@ -132,7 +120,7 @@ def sibling_written_custom_alias_then_hooked(x0, x1, w):
 @program
 def written_custom_alias_hooked(x0, x1, w):
     x1.mul_(2)
-    t = _Halved.apply(x1)
+    t = Half.apply(x1)
     x1.register_hook(_shifted)
     return t * w, x1
 
