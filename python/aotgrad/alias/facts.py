@@ -340,26 +340,31 @@ def _view_base_facts(
         if k >= 0 and facts.written_detached.get(k) == 1:
             facts.written_detached_base[j] = k
     routed = facts.custom_view_of_input
-    nodes = {id(grad_fn_of(outputs[k])): k for k in routed if k not in facts.written_detached}
+    nodes = {
+        (id(grad_fn_of(outputs[k])), outputs[k].output_nr): k
+        for k in routed
+        if k not in facts.written_detached
+    }
     for j in routed:
         k = _viewed_through(outputs[j], nodes) if j not in facts.written_detached else None
         if k is not None and k != j and routed[k][0] == routed[j][0]:
             facts.custom_view_base[j] = k
 
 
-def _viewed_through(o: Any, nodes: dict[int, int]) -> int | None:
-    """The output (``nodes``: id of its node → output) ``o`` views through view nodes
-    only, as its output 0; None: none."""
-    fn, nr = grad_fn_of(o), 0
+def _viewed_through(o: Any, nodes: dict[tuple[int, int], int]) -> int | None:
+    """The output (``nodes``: (id of its node, its output number) → output) ``o`` views
+    through view nodes only; None: none. (A multi-output Function's outputs share one
+    node: the edge's output number tells them apart.)"""
+    fn = grad_fn_of(o)
     for _ in range(16):
-        if fn is None or fn is STALE_VIEW:
+        if fn is None or fn is STALE_VIEW or type(fn).__name__ not in _VIEW_BACKWARDS:
             return None
-        k = nodes.get(id(fn))
-        if k is not None and fn is not grad_fn_of(o):
-            return k if nr == 0 else None
-        if type(fn).__name__ not in _VIEW_BACKWARDS or not fn.next_functions:
+        if not fn.next_functions:
             return None
         fn, nr = fn.next_functions[0]
+        k = nodes.get((id(fn), nr))
+        if k is not None:
+            return k
     return None
 
 

@@ -236,6 +236,9 @@ class FedOutputsLink:
             return
         for k, (slot, users) in self.views.items():
             link = _Link(self.plan, node, k, users)
+            if slot == _CUSTOM:  # (the caller's view routes into output k itself)
+                self._link(link, outs, outs)
+                continue
             link.slot = slot
             base = args[slot[1]] if isinstance(slot, tuple) else fwd[slot]
             if isinstance(base, torch.Tensor) and base.requires_grad:
@@ -288,7 +291,21 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, tuple[Any, list[int]]]:
             found[a.index] = (a.source, users)
         else:
             found[a.index] = (n_user + a.source, users)
+    # a custom Function's view of an input (``t = Half.apply(x); return t, t.sin()``):
+    # the caller's ``t`` (``routed_view``) routes its gradient into output ``t`` itself
+    # (where its users are the Function's own user outputs, as for the views above)
+    own = {*fresh, *layout.custom_versions}
+    for k in layout.custom_views:
+        users = list(layout.fed_outputs.get(k, ()))
+        if k in layout.detached_custom_views or k in layout.custom_view_bases or not users:
+            continue
+        if all(j < n_user and j in own and j not in layout.fed_outputs for j in users):
+            found[k] = (_CUSTOM, users)
     return found
+
+
+#: ``_linkable_views``'s slot for a custom Function's view of an input.
+_CUSTOM = "custom"
 
 
 def _untouched_input(layout: ForwardLayout, a: Any) -> bool:

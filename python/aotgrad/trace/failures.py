@@ -114,7 +114,22 @@ def trace_errors(fn: Callable[..., Any]):
     except Exception as e:
         if not isinstance(e, AotgradError) or isinstance(e, EagerRefusal):
             mark_raised_while_tracing(e)
+        _release_held_nodes(e.__traceback__)
         raise
+
+
+def _release_held_nodes(tb: Any) -> None:
+    """Drop the autograd nodes the traces' ``EagerCalls`` hold (``leaf_nodes``) from the
+    frames an error leaves alive: an accumulator whose variable a write reset, kept alive
+    after its graph by such a frame, aborts the process when the cyclic GC traverses it
+    (a torch bug: soak 239468)."""
+    from ..eager_calls import EagerCalls
+
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if isinstance(value, EagerCalls):
+                value.leaf_nodes.clear()
+        tb = tb.tb_next
 
 
 @contextlib.contextmanager
