@@ -55,9 +55,6 @@ def layout_of_trace(
         made_leaves=[k for k, out in enumerate(metadata.outputs) if out.made_leaf],
         fresh_outputs=_fresh_outputs(metadata),
         **_custom_and_stale_views(metadata),
-        detached_custom_views=facts.written_detached,
-        detached_view_bases=facts.written_detached_base,
-        custom_view_bases=facts.custom_view_base,
         view_bases=facts.output_view_base,
         same_as=facts.output_same_as,
         inference_outputs=sorted(facts.output_inference),
@@ -153,6 +150,9 @@ def _custom_and_stale_views(metadata: trace.TraceMetadata) -> dict[str, Any]:
             k: src for k, src in facts.stale_view_of_output.items() if k in stale
         },
         "custom_views": {k: src for k, src in facts.custom_view_of_input.items() if k not in stale},
+        "detached_custom_views": facts.written_detached,
+        "detached_view_bases": facts.written_detached_base,
+        "custom_view_bases": facts.custom_view_base,
         # a custom Function's output of an intermediate: its count (a view of one written
         # before shares its counter: ``t.sub_(t)``, ``Half.apply(t)``) is set before the
         # compiled Function returns it (after, autograd would take the view for a stale one)
