@@ -1,4 +1,5 @@
-"""The process survives what a trace leaves behind when the function raises.
+"""The process survives what a trace leaves behind when the function raises, and a trace
+does not hang.
 
 Soak 239468 aborted the interpreter ("cannot call get_autograd_meta() on undefined
 tensor", from ``traverse_node``): the trace holds the accumulators of leaf views it moved
@@ -8,6 +9,11 @@ does: an in-place write to a view of a leaf that requires grad), the error's fra
 the node alive after its graph, and the next cyclic collection traversed it: a torch bug
 that kills the process. ``trace.failures`` now drops the held nodes from those frames.
 Run in a subprocess: a regression is an abort, not an exception.
+
+Soak 239762 hung (no CPU used): a stand-in for a view input requiring grad of a base
+that does not (``gradless_bases``) was asked for its ``grad_fn`` inside an op the trace
+dispatched while autograd rebuilt that view's node, whose lock the read takes again. A
+view written since the function started is not asked (its node is another one anyway).
 """
 
 from __future__ import annotations
@@ -81,3 +87,19 @@ def test_a_trace_that_raised_leaves_nothing_the_gc_aborts_on(tmp_path) -> None:
         ]
         * 2
     )
+
+
+def test_a_view_input_written_under_no_grad_does_not_hang_the_trace(tmp_path) -> None:
+    env = {**os.environ, "AOTGRAD_CACHE_DIR": str(tmp_path)}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(root, "python"), os.path.join(root, "tests")])
+    script = os.path.join(root, "tests", "fidelity_programs.py")
+    done = subprocess.run(
+        [sys.executable, script, "239762", "aot_function_mincut"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "== aot_function_mincut: ok" in done.stdout

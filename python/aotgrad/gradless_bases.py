@@ -37,6 +37,8 @@ class GradlessBases:
     #: Per stand-in in ``stand_ins``, its autograd node when the function starts: a write
     #: with grad gives it another, and eager's base a history (its views require grad).
     start_nodes: dict[int, Any] = field(default_factory=dict)
+    #: Per stand-in, its version count when the function starts.
+    start_versions: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def of_inputs(cls, pairs: Sequence[tuple[Any, Any]]) -> GradlessBases:
@@ -49,7 +51,9 @@ class GradlessBases:
             if t is not None
         ]
         return cls(
-            frozenset(id(t) for t in members), start_nodes={id(t): t.grad_fn for t in members}
+            frozenset(id(t) for t in members),
+            start_nodes={id(t): t.grad_fn for t in members},
+            start_versions={id(t): t._version for t in members},
         )
 
     def made(self, func: Any, args: Any, kwargs: dict, result: Any) -> Any:
@@ -75,6 +79,11 @@ class GradlessBases:
         t = args[0]
         of = t if id(t) in self.stand_ins else t._base
         if of is None or id(of) not in self.stand_ins or not of.requires_grad:
+            return None
+        if of._is_view() and of._version != self.start_versions[id(of)]:
+            # written since (with grad or not): its node is rebuilt, another one; reading
+            # it here, inside an op the trace dispatches, could be inside that rebuild
+            # of it, whose lock it takes again: a hang (soak 239762)
             return None
         try:
             return of if of.grad_fn is self.start_nodes[id(of)] else None
