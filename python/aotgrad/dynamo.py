@@ -80,7 +80,7 @@ def aot_module_simplified(
         ],
         # (Dynamo's rewrite of a custom autograd.Function is not differentiable twice as
         # eager's is: a replay under a create_graph backward would differ from eager)
-        replays=not _calls_custom_functions(mod),
+        no_replay=_NO_REPLAY if _calls_custom_functions(mod) else None,
     )
     graph_inputs = [*lifted.tensors, *args]
     tc = TracingContext.try_get()
@@ -92,6 +92,12 @@ def aot_module_simplified(
         options.dynamic = options.dynamic or any(map(_dynamic_example, args))
         return _guarded(lifted, options)
     return _compiled_under_dynamo(lifted, graph_inputs, tc, options, cache=cache)
+
+
+_NO_REPLAY = (
+    "is not supported under torch.compile for a function that calls a custom "
+    "autograd.Function (Dynamo's rewrite of it is not differentiable twice)"
+)
 
 
 def _calls_custom_functions(mod: Any) -> bool:

@@ -99,8 +99,9 @@ class AotOptions:
     #: Under ``dynamic``, the dimensions kept static, per tensor input (its index among
     #: the tensor inputs): a nested tensor's leaves keep all but their ragged dimension.
     static_dims: dict[int, tuple[int, ...]] | None = None
-    #: Whether a ``create_graph`` backward may replay the function (``double_backward``).
-    replays: bool = True
+    #: Why a ``create_graph`` backward may not replay the function (``double_backward``);
+    #: None: it may.
+    no_replay: str | None = None
 
     @property
     def static_inputs(self) -> list[int]:
@@ -480,6 +481,9 @@ def _note_gradients(bw: fx.GraphModule, layout: ForwardLayout, num_inputs: int) 
     layout.gradless_inputs = [i for i, o in enumerate(outs) if o is None and i not in written]
 
 
+_NO_FUNCTION = "is not supported for a program compiled without the function it came from"
+
+
 @with_frame_room
 @_gc_paused
 def compile_program(
@@ -519,7 +523,7 @@ def compile_program(
         run = make_inference_function(fw, layout)
     else:
         replay = replay_for(
-            flat_fn if options.replays else None,
+            options.no_replay or flat_fn or _NO_FUNCTION,
             layout,
             (program.forward, program.backward),
             options.static_inputs,

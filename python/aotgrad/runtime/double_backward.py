@@ -100,15 +100,16 @@ def _random(gm: Any) -> bool:
 
 
 def replay_for(
-    flat_fn: Callable[..., Any] | None,
+    flat_fn: Callable[..., Any] | str,
     layout: Any,
     graphs: Sequence[Any],
     static: Sequence[int] = (),
 ) -> Any:
     """The :class:`Replay` of a call compiled from ``flat_fn`` (``static``: the inputs
-    that are parameters and buffers), or the reason there is none (a string)."""
-    if flat_fn is None:
-        return "is not supported for this function (a tensor subclass's parts)"
+    that are parameters and buffers), or the reason there is none (a string; ``flat_fn``
+    itself where the caller knows one)."""
+    if isinstance(flat_fn, str):
+        return flat_fn
     written = _written_inputs(layout)
     bases = _intermediate_bases(layout) if written is not None else None
     if bases is None:
@@ -371,7 +372,21 @@ def watch_freed(ctx: Any, outs: Sequence[Any], inputs: Sequence[Any]) -> None:
 
 
 def _saves(node: Any) -> bool:
-    return any(name.startswith("_saved_") or name == "saved_tensors" for name in dir(node))
+    """Whether ``node`` holds a saved tensor (what a pass that does not retain the graph
+    frees, and a later pass through it raises on): a custom Function's
+    ``save_for_backward``, a native node's tensor-valued ``_saved_`` fields (sizes, dims
+    and scalars stay readable: eager's second pass through ``sum`` or ``cat`` runs)."""
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        return bool(node.saved_tensors)
+    return any(
+        _is_tensors(getattr(node, name, None)) for name in dir(node) if name.startswith("_saved_")
+    )
+
+
+def _is_tensors(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, torch.Tensor) for v in value)
+    return isinstance(value, torch.Tensor)
 
 
 def _noting(freed: dict[int, int], outputs: frozenset[int]) -> Callable[..., None]:

@@ -317,7 +317,8 @@ def _child_options(options: Any, flat: Sequence[Any], layouts: Sequence[Layout |
         static_input_indices=mapped,
         static_dims=static_dims,
         num_params_buffers=0,
-        replays=False,  # (its leaves: a replay would not reach the caller's subclasses)
+        # (its leaves: a replay would not reach the caller's subclasses)
+        no_replay="is not supported for this function (a tensor subclass's parts)",
     )
 
 
