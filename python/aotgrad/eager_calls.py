@@ -483,6 +483,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         )
         if refusal is not None and self.shared_leaves:
             refusal = leaf_in_overlap(refusal, args[0], self.shared_leaves)
+        if refusal is None and not inference:
+            written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs)
+            refusal = self.stale_views.write_refusal(written, args, kwargs)
         return refusal if refusal is not None else dtype_error(func, args, kwargs)
 
     def _metadata_write(self, func: Any, args: Any, kwargs: dict) -> Any:

@@ -38,6 +38,12 @@ _NODE_READS = (torch._C.TensorBase.__dict__["grad_fn"], torch._C.TensorBase.__di
 _NODE_READING_CALLS = (torch.Tensor.register_hook,)
 
 
+_WRITTEN = (
+    "a view made by a function returning multiple views, in no_grad mode or inside a "
+    "custom Function (or a view of one) is being modified inplace with grad mode enabled"
+)
+
+
 def _eager_message(o: torch.Tensor) -> str | None:
     """What reading the ``grad_fn`` of the caller's view ``o`` (a fake) raises once it
     is written: asked of ``o`` itself, its version count moved for the question only."""
@@ -68,12 +74,19 @@ class StaleInputViews:
     watched: dict[int, tuple[Any, int | None, str]] = field(default_factory=dict)
     #: The watched stand-ins whose node the function read (by id), stale or not.
     node_read: set[int] = field(default_factory=set)
+    #: The stand-ins of every input that is such a view, with grad or not (by id).
+    unwritable: frozenset[int] = frozenset()
 
     @classmethod
     def of_inputs(cls, pairs: Sequence[tuple[Any, Any]]) -> StaleInputViews:
         """From (stand-in, caller's tensor) pairs: the inputs that are such views and
         require grad."""
         watched = {}
+        unwritable = frozenset(
+            id(a)
+            for a, o in pairs
+            if o._is_view() and torch._C._autograd._get_creation_meta(o) in _NOT_REBUILT
+        )
         for a, o in pairs:
             if not (o.requires_grad and o._is_view()):
                 continue
@@ -83,7 +96,23 @@ class StaleInputViews:
             if message is not None:
                 # written before the call: any read of its node raises (version None)
                 watched[id(a)] = (a, None if node_unreadable(o) else a._version, message)
-        return cls(watched)
+        return cls(watched, unwritable=unwritable)
+
+    def write_refusal(self, written: Any, args: Any, kwargs: Any) -> EagerRefusal | None:
+        """Eager's refusal of an in-place call with grad (its data or, ``t_()``,
+        ``squeeze_()``, its metadata) on such an input or a view the function made of it:
+        autograd's check of the write reads the view's creation (eager's view of the
+        view inherits it), where the trace's stand-in is no view of anything (soak
+        239018: ``x4.as_strided(...).squeeze_(0)`` of an ``unbind`` output ran)."""
+        if not self.unwritable or not isinstance(written, torch.Tensor):
+            return None
+        root = written._base if written._is_view() else written
+        if id(root) not in self.unwritable or not torch.is_grad_enabled():
+            return None
+        tensors = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
+        if not any(t.requires_grad for t in tensors):
+            return None
+        return EagerRefusal(_WRITTEN)
 
     def refusal(
         self, func: Any, args: Any, kwargs: Any, result: Any, *, records: bool = True
