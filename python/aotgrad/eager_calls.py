@@ -358,6 +358,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             )
             if refusal is not None:
                 raise refusal
+        if self.gradless.with_history:
+            self.gradless.stale_read(func, args, kwargs, result)
         self._noted(func, args, kwargs, result)
         return result
 
