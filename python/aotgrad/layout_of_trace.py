@@ -51,7 +51,7 @@ def layout_of_trace(
         version_deltas=_version_deltas(facts),
         output_aliases=aliases,
         bindings=bindings,
-        new_leaves=[k for k, out in enumerate(metadata.outputs) if out.new_leaf],
+        new_leaves=_new_leaves(metadata, facts),
         made_leaves=[k for k, out in enumerate(metadata.outputs) if out.made_leaf],
         fresh_outputs=_fresh_outputs(metadata),
         **_custom_and_stale_views(metadata),
@@ -181,6 +181,17 @@ def _base_output(k: int, metadata: trace.TraceMetadata) -> int:
     facts = metadata.plan.facts
     made_of = metadata.views_of_outputs.get(k, -1)
     return facts.output_detached_base.get(k, facts.output_leaf_base.get(k, made_of))
+
+
+def _new_leaves(metadata: Any, facts: Any) -> list[int]:
+    """The outputs that are leaves the function made; an output that is an earlier one
+    is that one once it is final (``same_as``: ``t2`` of ``t2, t1, t2`` where ``t2 =
+    t1.detach().requires_grad_()``, one graph value for the three)."""
+    return [
+        k
+        for k, out in enumerate(metadata.outputs)
+        if out.new_leaf and k not in facts.output_same_as
+    ]
 
 
 def _output_aliases(metadata: trace.TraceMetadata, fake_args: Sequence[Any]) -> list[OutputAlias]:
