@@ -242,6 +242,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.counters = SharedCounters()
         #: Hooks registered on inputs, which the runtime registers on the caller's tensors.
         self.input_hooks = InputHooks()
+        #: The nodes (held, by id) of the tensors other hooks were registered on: an
+        #: ``as_strided`` of a view past one is not taken from the view's base.
+        self.hooked_nodes: dict[int, Any] = {}
 
     #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
     #: a factory called with ``requires_grad=True``), in the order it made them.
@@ -513,6 +516,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return self.input_hooks.add(args[0], args[1])
         handle = func(args[0], called_by_backward(args[1]), *args[2:], **kwargs)
         self.input_hooks.note(func, args, handle)
+        node = args[0].grad_fn
+        self.hooked_nodes[id(node)] = node
         return handle
 
     def _grad_bookkeeping(self, func: Any, args: Any, kwargs: dict) -> Any:
@@ -592,7 +597,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             self.metadata_steps.note(t)
             self.metadata_steps.note_relaid_leaf(t, self.leaves, self.views)
             return result
-        if not agree or not from_base(t) or not within(t, size, stride, at):
+        if not agree or not from_base(t, self.hooked_nodes) or not within(t, size, stride, at):
             view = func(t, size, stride, offset)
         else:
             with torch.set_grad_enabled(torch.is_grad_enabled() and t.requires_grad):

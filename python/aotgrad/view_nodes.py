@@ -5,6 +5,7 @@ through its base (made under ``no_grad``), and a restrided view rebuilt on its b
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
 import torch
@@ -44,18 +45,19 @@ VIEW_NODES = frozenset(
 )
 
 
-def views_only(t: torch.Tensor) -> bool:
+def views_only(t: torch.Tensor, hooked: Container[int] = ()) -> bool:
     """Whether autograd's path from the view ``t`` to its base is view ops only (not a
-    custom Function that returned a view, whose backward eager runs). With grad on,
-    reading ``t.grad_fn`` raises as eager's view of ``t`` would (a view of one of several
-    outputs whose base was written)."""
+    custom Function that returned a view, whose backward eager runs), none of them in
+    ``hooked`` (ids of nodes a hook sits on: eager's gradient passes through it). With
+    grad on, reading ``t.grad_fn`` raises as eager's view of ``t`` would (a view of one
+    of several outputs whose base was written)."""
     if not (t.requires_grad and torch.is_grad_enabled()):
         return True  # no autograd history is made
     if t.grad_fn is None:  # taken before its base required grad: eager's ends at it
         return False
     node, stop = t.grad_fn, t._base.grad_fn
     while node is not None and node is not stop:
-        if type(node).__name__.rstrip("0123456789") not in VIEW_NODES:
+        if type(node).__name__.rstrip("0123456789") not in VIEW_NODES or id(node) in hooked:
             return False
         following = [n for n, _ in node.next_functions if n is not None]
         if len(following) != 1:
@@ -66,17 +68,18 @@ def views_only(t: torch.Tensor) -> bool:
     return True
 
 
-def from_base(t: Any) -> bool:
+def from_base(t: Any, hooked: Container[int] = ()) -> bool:
     """Whether ``as_strided`` of the view ``t`` may be taken from ``t._base`` instead
     (``EagerCalls._as_strided``): requiring grad as its base does or not at all, through
-    view ops only, reading the base's bytes as it does (not ``view_as_real(x)``: its
-    ``as_strided`` is of float elements, soak 122223)."""
+    view ops only and no hooked node (``views_only``: soak 241072, ``v.register_hook(h);
+    v.as_strided(...)`` skipped ``h``), reading the base's bytes as it does (not
+    ``view_as_real(x)``: its ``as_strided`` is of float elements, soak 122223)."""
     return (
         isinstance(t, torch.Tensor)
         and t._base is not None
         and reads_as_base(t)
         and (t.requires_grad == t._base.requires_grad or not t.requires_grad)
-        and views_only(t)
+        and views_only(t, hooked)
     )
 
 
