@@ -53,6 +53,7 @@ from .metadata_steps import MetadataSteps
 from .ordered_copies import OrderedCopy, ordered_args
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
+from .remade_view_nodes import RemadeViewNodes
 from .restrides import Restrides, within
 from .rng_setters import GeneratorsSeen
 from .shared_counters import SharedCounters
@@ -183,6 +184,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     grad_mode_after: bool | None = None  # (as the function left it: ``flat_call``)
     #: Inputs that are views autograd cannot rebuild once written (``stale_input_views``).
     stale_views = StaleInputViews()
+    #: Views of inputs whose node eager remakes without history (``remade_view_nodes``).
+    remade = RemadeViewNodes()
 
     def __init__(
         self,
@@ -242,8 +245,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.counters = SharedCounters()
         #: Hooks registered on inputs, which the runtime registers on the caller's tensors.
         self.input_hooks = InputHooks()
-        #: The nodes (held, by id) of the tensors other hooks were registered on: an
-        #: ``as_strided`` of a view past one is not taken from the view's base.
+        #: Nodes (held, by id) other hooks sit on (``view_nodes.from_base``).
         self.hooked_nodes: dict[int, Any] = {}
 
     #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
@@ -295,6 +297,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         calls.restrides = Restrides([a for a, _ in pairs])
         calls.metadata_steps = MetadataSteps(args)
         calls.input_roots = calls.inputs | {id(a._base) for a, _ in pairs if a._is_view()}
+        calls.remade = RemadeViewNodes.of_inputs(pairs, calls.input_roots)
         if share_counters:
             calls.counters = SharedCounters(pairs)
         calls.leaf_grad_fns = {id(a): a.grad_fn for a, o in pairs if id(a) in calls.leaves}
@@ -315,6 +318,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         if not self.autocast_seen and torch._C._is_any_autocast_enabled():
             self.autocast_seen = True
         before = self.counters.versions() if self.counters.groups else None
+        called = (args, kwargs)  # (the caller's objects, before any stand-in below)
         if self.earlier.changes and func not in _OWN_IDENTITY:
             kwargs = kwargs or {}
             written = args[0] if func is _SETITEM and args else written_tensor(func, args, kwargs)
@@ -361,8 +365,8 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             )
             if refusal is not None:
                 raise refusal
-        if self.gradless.with_history:
-            self.gradless.stale_read(func, args, kwargs, result)
+        if self.remade.views:
+            self.remade.check(func, *called, result)
         self._noted(func, args, kwargs, result)
         return result
 
@@ -462,7 +466,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         (``inplace_layout.keeping_layout``)."""
         with keeping_layout(args[0] if func is _SETITEM else written_tensor(func, args, kwargs)):
             result = fresh_result(func, args, func(*args, **kwargs))
-        return self.gradless.made(func, args, kwargs, result)
+        result = self.gradless.made(func, args, kwargs, result)
+        self.remade.note(args, result)
+        return result
 
     def _checked(self, func: Any, args: Any, kwargs: dict, inference: bool) -> Any:
         """``args``, once eager's refusals are checked (raised); a copy eager makes in an
@@ -605,6 +611,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             creation = torch._C._autograd._get_creation_meta(t)
             torch._C._autograd._set_creation_meta(view, creation)
         self.restrides.note_view(t, view)
+        self.remade.note(args, view)
         return view
 
     def _past_input(self, t: Any, size: Any, stride: Any, at: Any) -> None:

@@ -24,9 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_leaves
-
-from .errors import UnsupportedError, run_eagerly
 
 
 @dataclass
@@ -42,9 +39,6 @@ class GradlessBases:
     start_nodes: dict[int, Any] = field(default_factory=dict)
     #: Per stand-in, its version count when the function starts.
     start_versions: dict[int, int] = field(default_factory=dict)
-    #: Views with a history made of such a stand-in (by id): each (held) and its version
-    #: count when made (``stale_read``).
-    with_history: dict[int, tuple[Any, int]] = field(default_factory=dict)
 
     @classmethod
     def of_inputs(cls, pairs: Sequence[tuple[Any, Any]]) -> GradlessBases:
@@ -70,7 +64,6 @@ class GradlessBases:
             return result
         views = result if isinstance(result, (tuple, list)) else (result,)
         if not any(_view_without_history(r) for r in views):
-            self._note_history(of, views)
             return result
         alias = args[0].detach()
         self.aliases[id(alias)] = (alias, of)
@@ -96,43 +89,6 @@ class GradlessBases:
             return of if of.grad_fn is self.start_nodes[id(of)] else None
         except RuntimeError:  # a stale view
             return None
-
-    def _note_history(self, of: Any, views: Sequence[Any]) -> None:
-        """Eager's views with a history of a view input whose base requires no grad
-        (``t = x[::2]`` of ``x = l[:, 4:].requires_grad_()``) are views of that base: once
-        a write their node does not record moves their version (``x[0].zero_()`` under
-        ``no_grad``), autograd remakes their node from the base, which has none; they
-        still require grad, and no gradient reaches ``x`` through them. The trace's views
-        of the stand-in (a leaf) would pass it on: their versions are watched."""
-        for v in views:
-            fresh = id(v) not in self.with_history  # (an in-place call returns it again)
-            if fresh and isinstance(v, torch.Tensor) and v._is_view() and v.requires_grad:
-                self.with_history[id(v)] = (v, v._version)
-
-    def stale_read(self, func: Any, args: Any, kwargs: Any, result: Any) -> None:
-        """Runs the calls eagerly (``run_eagerly``) where ``func`` recorded autograd on
-        one of ``with_history`` written since it was made, its node remade from the
-        base in eager (soak 239338: the leaf's gradient was the view's where eager's is
-        none); the outputs are checked so too (``func`` None, ``result`` them)."""
-        if func is not None:
-            outs = result if isinstance(result, (tuple, list)) else (result,)
-            if not (
-                torch.is_grad_enabled()
-                and any(isinstance(r, torch.Tensor) and r.requires_grad for r in outs)
-            ):
-                return
-            result = tree_leaves((args, kwargs or {}))
-        for t in result:
-            entry = self.with_history.get(id(t)) if isinstance(t, torch.Tensor) else None
-            if entry is not None and entry[0] is t and t._version != entry[1]:
-                raise run_eagerly(UnsupportedError(_REMADE))
-
-
-_REMADE = (
-    "a view made with grad of a view input whose base requires no grad was then written "
-    "where autograd does not record it (under no_grad): eager remakes its node from the "
-    "base, and no gradient reaches the input through it; the calls run eagerly"
-)
 
 
 def _view_without_history(r: Any) -> bool:

@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_leaves
 from .alias.views import node_unreadable
 from .errors import EagerRefusal
 
-__all__ = ["StaleInputViews"]
+__all__ = ["StaleInputViews", "reads_node"]
 
 _CM = torch._C._autograd.CreationMeta
 #: Creation metas whose views autograd refuses to rebuild after a write.
@@ -42,6 +42,12 @@ _WRITTEN = (
     "a view made by a function returning multiple views, in no_grad mode or inside a "
     "custom Function (or a view of one) is being modified inplace with grad mode enabled"
 )
+
+
+def reads_node(func: Any) -> bool:
+    """Whether ``func`` reads its tensor's ``grad_fn`` (the getter, ``is_leaf``,
+    ``register_hook``), which a function mode sees without autograd recording."""
+    return getattr(func, "__self__", None) in _NODE_READS or func in _NODE_READING_CALLS
 
 
 def _eager_message(o: torch.Tensor) -> str | None:
@@ -121,7 +127,7 @@ class StaleInputViews:
         watched input written since the function started: it recorded autograd on one
         (its result requires grad, grad mode on; ``records``: False where autograd records
         nothing, a trace for inference mode), or read its ``grad_fn`` / ``is_leaf``."""
-        if getattr(func, "__self__", None) not in _NODE_READS and func not in _NODE_READING_CALLS:
+        if not reads_node(func):
             outs = result if isinstance(result, (tuple, list)) else (result,)
             recorded = (
                 records
