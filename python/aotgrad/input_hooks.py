@@ -41,6 +41,7 @@ __all__ = [
     "caller_fed_outputs",
     "defined_only",
     "holds_traced_values",
+    "hooked_leaf_outputs",
     "hooks_of_outputs",
     "hooks_on_linked_nodes",
     "hooks_on_members",
@@ -182,9 +183,30 @@ def caller_fed_outputs(
             continue  # (an output returned twice is one tensor: its first place has them)
         node, nr = t.grad_fn, t.output_nr
         others = [o for o in outs if isinstance(o, torch.Tensor) and o is not t]
-        if not any(o.grad_fn is not None and reaches_output(o.grad_fn, node, nr) for o in others):
+        if node is None or not any(
+            o.grad_fn is not None and reaches_output(o.grad_fn, node, nr) for o in others
+        ):  # (a leaf: ``hooked_leaf_outputs``)
             found += [(k, hook) for _, hook, _, _, _ in hooked]
     return found
+
+
+def hooked_leaf_outputs(
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]], outs: Sequence[Any]
+) -> list[int]:
+    """Outputs that are leaves the function made (``t.detach().requires_grad_()``) with
+    hooks: the compiled node hands the caller's leaf the gradient of what the function
+    computed from it, which its hooks then see with the caller's, summed, as eager's
+    accumulator does. Traced too, they ran twice on that part (an output rebuilt of an
+    input), or not on the caller's (soak 241023: the leaf's ``.grad`` twice eager's)."""
+    return [
+        k
+        for k, t in enumerate(outs)
+        if isinstance(t, torch.Tensor)
+        and t.requires_grad
+        and t.grad_fn is None
+        and not any(outs[j] is t for j in range(k))
+        and on_node_returned(traced, t)
+    ]
 
 
 def on_node_returned(traced: Sequence[tuple[Any, Callable, Any, Any, Any]], t: Any) -> list:

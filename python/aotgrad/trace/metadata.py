@@ -20,6 +20,7 @@ from ..errors import UnsupportedError
 from ..input_hooks import (
     PostAccumulate,
     caller_fed_outputs,
+    hooked_leaf_outputs,
     hooks_of_outputs,
     retained_grads,
     retained_written_inputs,
@@ -745,7 +746,7 @@ def _with_hooks(
     ]
     traced_hooks = calls.input_hooks.traced_hooks
     fed = caller_fed_outputs(traced_hooks, outs, plan.outputs)
-    metadata.caller_fed = sorted({k for k, _ in fed})
+    metadata.caller_fed = sorted({k for k, _ in fed} | {*hooked_leaf_outputs(traced_hooks, outs)})
     metadata.output_hooks = hooks_of_outputs(traced_hooks, outs, rebuilt) + fed
     metadata.hooked_views = views_through_output_hooks(traced_hooks, outs, rebuilt)
     metadata.output_hooks += _hooks_of_relaid_inputs_returned(plan, traced - set(recorded), hooks)
