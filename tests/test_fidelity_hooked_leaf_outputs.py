@@ -38,7 +38,7 @@ def _program(make, hook, use):
     def fn(x):
         t = MAKE[make](x)
         t.register_hook(HOOKS[hook])
-        return USES[use](t) + (x * 2,)
+        return (*USES[use](t), x * 2)
 
     return fn
 
