@@ -306,6 +306,26 @@ def differences(eager_obs: dict[str, Any], got_obs: dict[str, Any]) -> tuple[lis
     return soft, real
 
 
+def backward_of_outputs(R: Recorder, out: Any) -> None:
+    """``R.step("bw")``: the backward of the sum of the outputs ``out`` (one or a tuple)
+    that require grad."""
+    outs = out if isinstance(out, tuple) else (out,)
+    R.step("bw", lambda: sum(o.sum() for o in outs if o.requires_grad).backward())
+
+
+def dynamo_own(eager: dict[str, Any], real: list, program: Callable[..., None]) -> str | None:
+    """Where ``real`` (the differences of ``backend="aotgrad_eager"`` from ``eager``) are
+    Dynamo's own (``backend="eager"`` differs at the same places, with the same error
+    type or value): why, else None."""
+    if not real:
+        return None
+    _soft, own = differences(eager, run_program(program, "dynamo_backend_eager"))
+    keyed = lambda ds: {(p, str(got).split(" [")[0]) for p, _e, got in ds}  # noqa: E731
+    if keyed(real) != keyed(own):
+        return None
+    return f"Dynamo's own (backend='eager' differs alike): {describe(own, 2)}"
+
+
 def describe(diffs: list, limit: int = 20) -> str:
     """One line a difference: ``path: eager=... | got=...`` (each side cut to 300 chars)."""
     lines = [f"  {p}: eager={str(a)[:300]} | got={str(b)[:300]}" for p, a, b in diffs[:limit]]

@@ -23,7 +23,15 @@ import itertools
 import pytest
 import torch
 
-from blind_fed_outputs_harness import ENTRIES, L, describe, differences, run_program
+from blind_fed_outputs_harness import (
+    ENTRIES,
+    L,
+    backward_of_outputs,
+    describe,
+    differences,
+    dynamo_own,
+    run_program,
+)
 
 
 def _input_view_written(x):
@@ -158,8 +166,7 @@ def _program(body: str):
         out = R.step("call", lambda: C(fn)(x, w) if takes_w else C(fn)(x))
         if out is None:
             return
-        outs = out if isinstance(out, tuple) else (out,)
-        R.step("bw", lambda: sum(o.sum() for o in outs if o.requires_grad).backward())
+        backward_of_outputs(R, out)
         R.grad("x", leaf)
         R.grad("w", w)
 
@@ -174,10 +181,9 @@ def test_remade_view_nodes_like_eager(body: str, entry: str) -> None:
     replayed = ("__eager_replay__", False, True) in real
     real = [d for d in real if d[0] != "__eager_replay__"]
     if entry == "dynamo":  # (its graphs break around the writes: no replay asserted)
-        if real:
-            _soft, own = differences(eager, run_program(program, "dynamo_backend_eager"))
-            if {d[0] for d in real} == {d[0] for d in own}:
-                pytest.xfail(f"Dynamo's own (backend='eager' differs alike): {describe(own, 2)}")
+        own = dynamo_own(eager, real, program)
+        if own:
+            pytest.xfail(own)
         assert not real, f"{body} under {entry}:\n{describe(real)}"
         return
     assert not real, f"{body} under {entry}:\n{describe(real)}"
