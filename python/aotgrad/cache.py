@@ -51,8 +51,9 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 #: 3: each node's fake value described (``describe_values``), rebuilt without running ops;
 #: 5: the layout carries which tangents reach a stale saved tensor, and detached outputs;
 #: 6: and the outputs retained and computed from, whose whole gradient the backward returns;
-#: 7: and the written inputs that retain grad among those, and the hooked views.
-FORMAT = 11
+#: 7: and the written inputs that retain grad among those, and the hooked views;
+#: 12: a duplicated output is no new leaf of its own, hooks on returned leaves taken off.
+FORMAT = 12
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 
