@@ -653,13 +653,9 @@ def _early_hooks(
     probe p18, p55; with a write after the change too, blind
     ``clone__Haclamp_tmeta_mulw``). The runtime registers them on the caller's tensor
     before it replays the change. Returns (the others, those)."""
-    early_ok = set(facts.input_view) - (set(recorded) & views) - kept
-    early = [
-        (i, h)
-        for n, (i, h) in enumerate(hooks)
-        if n in untouched and i in early_ok and not isinstance(h, PostAccumulate)
-    ]
-    return [h for h in hooks if h not in early], early
+    return _untouched_hooks(
+        hooks, untouched, set(facts.input_view) - (set(recorded) & views) - kept
+    )
 
 
 def _view_hooks(
@@ -672,15 +668,21 @@ def _view_hooks(
     ``t__Halin_sin``). The runtime registers them on the caller's view before the call,
     where the view writes' handling of the caller's hooks takes them in
     (``call_inputs.unhooked_views``). Returns (the others, those)."""
-    before = [
+    return _untouched_hooks(hooks, untouched, written_views - kept)
+
+
+def _untouched_hooks(
+    hooks: list[tuple[int, Any]], untouched: set[int], inputs: set[int]
+) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
+    """Of ``hooks`` (``(input, hook)``), the ones registered before anything touched
+    their input (``untouched``: by position), on one of ``inputs``, and not run after
+    accumulation: (the others, those)."""
+    taken = [
         (i, h)
         for n, (i, h) in enumerate(hooks)
-        if n in untouched
-        and i in written_views
-        and i not in kept
-        and not isinstance(h, PostAccumulate)
+        if n in untouched and i in inputs and not isinstance(h, PostAccumulate)
     ]
-    return [h for h in hooks if h not in before], before
+    return [h for h in hooks if h not in taken], taken
 
 
 def _hooks_of_relaid_inputs_returned(
@@ -722,10 +724,9 @@ def _with_hooks(
         and i not in facts.input_data_unrecorded
     ]
     views = {i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._is_view()}
-    recorded_set = set(recorded)
     hooks, metadata.early_input_hooks = _early_hooks(hooks, untouched, facts, recorded, kept, views)
     # (written with autograd recording: a view written under no_grad keeps its node)
-    seen = {i for i in recorded_set & views if not alias.facts.writes_unrecorded(wrapped[i])}
+    seen = {i for i in set(recorded) & views if not alias.facts.writes_unrecorded(wrapped[i])}
     hooks, metadata.hooks_before_call = _view_hooks(hooks, untouched, seen, kept)
     written = {*recorded, *facts.input_view}
     traced = {i for i, h in hooks if i in written and not isinstance(h, PostAccumulate)} | kept
