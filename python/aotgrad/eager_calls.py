@@ -48,7 +48,7 @@ from .inplace_checks import (
     zero_dim_mask,
 )
 from .inplace_layout import keep_layout, keeping_layout
-from .input_hooks import InputHooks, holds_traced_values
+from .input_hooks import InputHooks, holds_traced_values, node_now
 from .metadata_steps import MetadataSteps
 from .ordered_copies import OrderedCopy, ordered_args
 from .out_resizes import call_with_out
@@ -522,7 +522,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return self.input_hooks.add(args[0], args[1])
         handle = func(args[0], called_by_backward(args[1]), *args[2:], **kwargs)
         self.input_hooks.note(func, args, handle)
-        node = args[0].grad_fn
+        node = node_now(args[0])
         self.hooked_nodes[id(node)] = node
         return handle
 

@@ -18,7 +18,7 @@ import functools
 import types
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +163,10 @@ def hooks_of_outputs(
 
 
 def caller_fed_outputs(
-    traced: Sequence[tuple[Any, Callable, Any, Any, Any]], outs: Sequence[Any], verdicts: Any
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
+    outs: Sequence[Any],
+    verdicts: Any,
+    linked: Container[int] = (),
 ) -> list[tuple[int, Callable]]:
     """``(output, hook)`` for the hooks on the fresh outputs (``verdicts``: the outputs'
     ``alias.OutputVerdict``, ``NON_ALIAS``) that sit
@@ -183,9 +186,13 @@ def caller_fed_outputs(
             continue  # (an output returned twice is one tensor: its first place has them)
         node, nr = t.grad_fn, t.output_nr
         others = [o for o in outs if isinstance(o, torch.Tensor) and o is not t]
-        if node is None or not any(
-            o.grad_fn is not None and reaches_output(o.grad_fn, node, nr) for o in others
-        ):  # (a leaf: ``hooked_leaf_outputs``)
+        if (
+            node is None  # (a leaf: ``hooked_leaf_outputs``)
+            or k in linked  # (the others' gradient handed to it: ``trace.fed_outputs``)
+            or not any(
+                o.grad_fn is not None and reaches_output(o.grad_fn, node, nr) for o in others
+            )
+        ):
             found += [(k, hook) for _, hook, _, _, _ in hooked]
     return found
 
@@ -203,7 +210,7 @@ def hooked_leaf_outputs(
         for k, t in enumerate(outs)
         if isinstance(t, torch.Tensor)
         and t.requires_grad
-        and t.grad_fn is None
+        and node_now(t) is None  # (a stale view's read raises: no leaf)
         and not any(outs[j] is t for j in range(k))
         and on_node_returned(traced, t)
     ]

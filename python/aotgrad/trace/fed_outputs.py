@@ -28,16 +28,19 @@ def fed_outputs(
     bases: Sequence[Any],
     linkable: Sequence[bool],
     retained: tuple[list[int], list[int], dict[int, tuple[int, ...]]],
+    movable: frozenset[int] = frozenset(),
 ) -> dict[int, tuple[int, ...]]:
     """Per output another is computed from, the forward values (user outputs, then
     intermediate bases) computed from it. Only outputs the runtime can link
     (``linkable``: the compiled Function's own, or views of an intermediate it returns),
-    returned once, not ``retain_grad()``-ed or hooked by the function
-    (``input_hooks.RetainedThrough`` has those)."""
+    returned once, not ``retain_grad()``-ed (``input_hooks.RetainedThrough`` has those),
+    not hooked by the function unless the hooks move to the caller's tensor
+    (``movable``, by id: ``input_hooks.caller_fed_outputs``; the link then hands it what
+    the others pass back, and its hooks run on the sum, before the caller's)."""
     values = [*outs, *bases]
     found: dict[int, tuple[int, ...]] = {}
     for k, o in enumerate(outs):
-        if not _candidate(k, o, outs, linkable, retained):
+        if not _candidate(k, o, outs, linkable, retained, movable):
             continue
         node, nr = facts.grad_fn_of(o), o.output_nr
         users = tuple(
@@ -55,12 +58,17 @@ def fed_outputs(
 
 
 def _candidate(
-    k: int, o: Any, outs: Sequence[Any], linkable: Sequence[bool], retained: tuple
+    k: int,
+    o: Any,
+    outs: Sequence[Any],
+    linkable: Sequence[bool],
+    retained: tuple,
+    movable: frozenset[int],
 ) -> bool:
     return (
         linkable[k]
         and _differentiable(o)
-        and not o._backward_hooks
+        and (not o._backward_hooks or id(o) in movable)
         and k not in retained[0]
         and k not in retained[2]
         and next(j for j, x in enumerate(outs) if x is o) == k  # (once: as its first)

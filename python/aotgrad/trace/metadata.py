@@ -22,6 +22,7 @@ from ..input_hooks import (
     caller_fed_outputs,
     hooked_leaf_outputs,
     hooks_of_outputs,
+    on_node_returned,
     retained_grads,
     retained_written_inputs,
     views_through_output_hooks,
@@ -633,7 +634,17 @@ def _gradient_routes(
     start = len(bases) + len(outs)
     retained[2].update(retained_written_inputs(calls.retained, wrapped, fake_args, plan, start))
     linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
-    return retained, fed_outputs(outs, bases, linkable, retained), views_of_outputs(outs, plan)
+    traced = calls.input_hooks.traced_hooks
+    movable = frozenset(
+        id(o)
+        for o, f in zip(outs, fresh)
+        if f
+        and isinstance(o, torch.Tensor)
+        and o._backward_hooks
+        and len(on_node_returned(traced, o)) == len(o._backward_hooks)
+    )
+    fed = fed_outputs(outs, bases, linkable, retained, movable)
+    return retained, fed, views_of_outputs(outs, plan)
 
 
 def _early_hooks(
@@ -746,7 +757,7 @@ def _with_hooks(
         and k not in facts.output_custom
     ]
     traced_hooks = calls.input_hooks.traced_hooks
-    fed = caller_fed_outputs(traced_hooks, outs, plan.outputs)
+    fed = caller_fed_outputs(traced_hooks, outs, plan.outputs, metadata.fed_outputs)
     metadata.caller_fed = sorted({k for k, _ in fed} | {*hooked_leaf_outputs(traced_hooks, outs)})
     metadata.output_hooks = hooks_of_outputs(traced_hooks, outs, rebuilt) + fed
     metadata.hooked_views = views_through_output_hooks(traced_hooks, outs, rebuilt)
