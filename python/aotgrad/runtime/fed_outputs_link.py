@@ -140,7 +140,9 @@ class _Link:
         else:
             handed[self.slot] = amount if earlier is None else earlier + amount
         node.fed_handed = (task(), handed)
-        return c
+        # (a copy: the engine may hand the tensor itself to the output's hooks, and one
+        # that writes its gradient in place, ``g.mul_(2)``, would change what was handed)
+        return c.clone() if c is handed[self.slot] else c
 
     def _seen(self) -> bool:
         """Whether this pass can see the gradient at the output: eager's runs the
