@@ -312,8 +312,9 @@ def setitem_copy_error(args: Any) -> EagerRefusal | None:
     return _overlap_error(torch.Tensor.copy_, (view, source), {}, view)
 
 
-def leaves_sharing_storage(pairs: Any) -> dict[int, int]:
-    """Of (stand-in, caller's tensor) pairs, the leaves on a storage another input shares
+def leaves_sharing_storage(pairs: Any, leaves_only: bool = True) -> dict[int, int]:
+    """Of (stand-in, caller's tensor) pairs, the leaves (``leaves_only``, else all) on a
+    storage another input shares
     (``l[2:6]`` made a leaf beside ``l[0:4]``): stand-in id → its position among the
     pairs. One that requires no grad yet is a leaf too: ``requires_grad_()`` in the
     function makes it one autograd refuses to write, until a write with grad through
@@ -322,7 +323,9 @@ def leaves_sharing_storage(pairs: Any) -> dict[int, int]:
     for k, (_, o) in enumerate(pairs):
         storages.setdefault(StorageWeakRef(o.untyped_storage()), []).append(k)
     shared = {k for ks in storages.values() if len(ks) > 1 for k in ks}
-    return {id(a): k for k, (a, o) in enumerate(pairs) if k in shared and o.is_leaf}
+    return {
+        id(a): k for k, (a, o) in enumerate(pairs) if k in shared and (o.is_leaf or not leaves_only)
+    }
 
 
 def leaf_in_overlap(refusal: Exception, written: Any, shared: dict[int, int]) -> Exception:

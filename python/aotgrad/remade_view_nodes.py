@@ -29,7 +29,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves
 
-from .errors import UnsupportedError, run_eagerly
+from .errors import NeedsSyntheticBase, UnsupportedError, run_eagerly
+from .inplace_checks import leaves_sharing_storage
 from .stale_input_views import reads_node
 
 __all__ = ["RemadeViewNodes"]
@@ -50,8 +51,11 @@ class RemadeViewNodes:
     gradless: frozenset[int] = frozenset()
     #: Views with a history made of them (by id): each (weakly: one held would count as
     #: alive for the trace's other trackers, ``EarlierViews``), its version count when
-    #: made, and whether eager's base of it requires no grad whatever the function does.
-    views: dict[int, tuple[Any, int, bool]] = field(default_factory=dict)
+    #: made, whether eager's base of it requires no grad whatever the function does, and
+    #: its root's id.
+    views: dict[int, tuple[Any, int, bool, int]] = field(default_factory=dict)
+    #: Of ``roots``, those of inputs on a storage another input shares: root id → input.
+    shared: dict[int, int] = field(default_factory=dict)
 
     def note(self, args: Any, result: Any) -> None:
         """The views with a history ``result`` holds, made of ``args[0]``, if that is one
@@ -70,7 +74,8 @@ class RemadeViewNodes:
                 and v._is_view()
                 and v.requires_grad
             ):
-                self.views[id(v)] = (weakref.ref(v), v._version, id(root) in self.gradless)
+                gradless = id(root) in self.gradless
+                self.views[id(v)] = (weakref.ref(v), v._version, gradless, id(root))
 
     def check(self, func: Any, args: Any, kwargs: Any, result: Any) -> None:
         """Runs the calls eagerly where ``func`` recorded autograd on one of ``views``
@@ -92,7 +97,20 @@ class RemadeViewNodes:
             if entry is None or entry[0]() is not t or t._version == entry[1]:
                 continue
             if entry[2] or not (recorded or t._base.requires_grad):
-                raise run_eagerly(UnsupportedError(_REMADE))
+                raise self._refusal(entry[3])
+
+    def _refusal(self, root: int) -> Exception:
+        """Where the input shares its storage with another, the function is traced again
+        over their common base (``alias.synthetic_base``): its members are made as the
+        caller's are, and autograd remakes their views' nodes there as eager does."""
+        k = self.shared.get(root)
+        if k is None:
+            return run_eagerly(UnsupportedError(_REMADE))
+        return NeedsSyntheticBase(
+            f"input {k}, on a storage another input shares, has a view " + _REMADE[7:],
+            [k],
+            whole_storage=[k],
+        )
 
     def _holds(self, v: Any) -> bool:
         entry = self.views.get(id(v))
@@ -112,8 +130,17 @@ class RemadeViewNodes:
         # such an input with a history of its own (Dynamo's graph after a break at the
         # base's ``detach_()``) is one of those views itself
         views = {
-            id(a): (weakref.ref(a), a._version, True)
+            id(a): (weakref.ref(a), a._version, True, id(a))
             for a, o in pairs
             if o._is_view() and not o._base.requires_grad and o.grad_fn is not None
         }
-        return cls(roots, gradless, views)
+        shared = leaves_sharing_storage(pairs, leaves_only=False)
+        by_root = {
+            id(t): k
+            for a, _ in pairs
+            if id(a) in shared
+            for k in [shared[id(a)]]
+            for t in (a, a._base)
+            if t is not None
+        }
+        return cls(roots, gradless, views, by_root)
