@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 import torch
 
-from eager_oracle import COMPILERS, Half, SaveOut, ViewOf, assert_like_eager, leaves
+from eager_oracle import (
+    COMPILERS,
+    DirtyMul,
+    Half,
+    SaveOut,
+    ViewOf,
+    assert_like_eager,
+    leaf_clone,
+    leaves,
+)
 
 DT = torch.float64
 AOT = [c for c in COMPILERS if c.startswith("aot_function")]
@@ -162,3 +171,38 @@ def test_what_a_custom_function_saved_is_checked(fn: Callable, write: bool, comp
                 outs[1].add_(1)
 
     assert_like_eager(fn, make, COMPILERS[compiler], after=after, calls=2)
+
+
+# A custom Function's output that is no view in eager (``DirtyMul.apply(t)`` of an
+# intermediate ``t``) after an in-place metadata change of ``t`` (``t.t_()``,
+# ``squeeze_`` under no_grad): the graph returns a view of its own intermediate there
+# (``t(t(mul))``), and aotgrad returned it as one (``._base`` set, eager's None; soak
+# 242456). Such outputs are made tensors of their own now (``fresh_outputs``).
+
+
+def _dirty_after_transpose(x):
+    t = x * 2
+    t.t_()
+    return (DirtyMul.apply(t),)
+
+
+def _dirty_after_squeeze_without_grad(x):
+    t = x.matmul(x)
+    with torch.no_grad():
+        t.squeeze_(0)
+    t2 = DirtyMul.apply(t)
+    return x, t2, t
+
+
+def _dirty_after_unsqueeze_twice(x):
+    t = x.sum(0)
+    t.unsqueeze_(1)
+    return DirtyMul.apply(t), DirtyMul.apply(t.t())
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_dirty_after_transpose, _dirty_after_squeeze_without_grad, _dirty_after_unsqueeze_twice]
+)
+def test_a_custom_function_output_eager_makes_no_view_is_none(fn: Callable, compiler: str) -> None:
+    assert_like_eager(fn, leaf_clone(4, 4), COMPILERS[compiler])

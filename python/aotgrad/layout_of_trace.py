@@ -339,7 +339,7 @@ def _view_bindings(specs: list[Any], fake_args: Sequence[Any]) -> list[Any]:
 
 
 def _fresh_outputs(metadata: trace.TraceMetadata) -> list[int]:
-    """User outputs the graph computes afresh (no alias, no custom view, not the same
+    """User outputs the graph computes afresh (no alias, no custom Function's view, not the same
     object as another output, not a reinterpreting view), and the intermediate bases
     (never views in eager; the graph may return one: a transpose of what it wrote)."""
     plan = metadata.plan
@@ -349,7 +349,7 @@ def _fresh_outputs(metadata: trace.TraceMetadata) -> list[int]:
         for k, (v, out) in enumerate(zip(plan.outputs, metadata.outputs))
         if out.is_tensor
         and v == alias.OutputVerdict.NON_ALIAS
-        and k not in facts.output_custom
+        and (k not in facts.output_custom or k in facts.output_custom_fresh)
         and k not in facts.output_same_as
         # a reinterpreting view (another dtype, a conj bit) the runtime does not rebuild
         # (alias.reinterpret: symbolic sizes, a layout it cannot take) is returned as computed

@@ -89,6 +89,9 @@ class AliasFacts:
     output_history_past_base: set[int] = field(default_factory=set)
     #: Outputs a custom ``autograd.Function`` made.
     output_custom: set[int] = field(default_factory=set)
+    #: Of those, the ones that are no view (``DirtyMul.apply(t)`` of an intermediate
+    #: ``t``): the graph may return a view there (``t.t_()`` before it), eager does not.
+    output_custom_fresh: set[int] = field(default_factory=set)
     #: Per custom Function output that views an input's bytes (the Function returned its
     #: input, a view of it, or wrote it with ``mark_dirty``): the input, and the view.
     custom_view_of_input: dict[int, tuple[int, ViewSpec]] = field(default_factory=dict)
@@ -441,6 +444,8 @@ def _routed_output_facts(
         facts.custom_view_of_input[j] = (k, _routed_view(facts, o, originals[k], k))
     elif made_by_custom_function(o, through_views=candidates is not None, dirty=dirty):
         facts.output_custom.add(j)
+        if not o._is_view() and not candidates:
+            facts.output_custom_fresh.add(j)
         if candidates and id(o) not in input_index:
             k = _containing_input(o, candidates, originals)
             facts.custom_view_of_input[j] = (k, _routed_view(facts, o, originals[k], k))
