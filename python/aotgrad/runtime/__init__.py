@@ -12,6 +12,7 @@ alias inputs or intermediates as real views; ``layout.py`` says what it replays;
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -465,7 +466,7 @@ class _TrainingPlan:
         # Unless the graph is retained, drop ctx's references: a boxed backward
         # (Inductor's) then frees each saved activation after its last use.
         ctx.maybe_clear_saved_tensors()
-        run_bw = self.first_order if torch.is_grad_enabled() else _call
+        run_bw = self._run_bw(ctx)
         # One gradient per input; a trailing effect token of the backward is dropped.
         outs = tuple(run_bw(self._bw_for(ctx, grads), args))
         n = ctx.num_inputs
@@ -537,7 +538,18 @@ class _TrainingPlan:
 
     def replays(self, ctx: Any) -> bool:
         """Whether this backward runs the call's replay (``double_backward``)."""
-        return self.replay is not None and torch.is_grad_enabled() and self.replay.runs(ctx)
+        return (
+            self.replay is not None and torch.is_grad_enabled() and self.replay.why_not(ctx) is None
+        )
+
+    def _run_bw(self, ctx: Any) -> Callable[..., Any]:
+        """How the compiled backward runs: under ``create_graph``, its results refusing a
+        second backward, with the reason this call's replay does not run."""
+        if not torch.is_grad_enabled():
+            return _call
+        if self.replay is None:
+            return self.first_order
+        return functools.partial(self.first_order, reason=self.replay.why_not(ctx))
 
     def backward_kept(self, ctx: Any, given: dict[int, Any]) -> tuple:
         """The compiled backward's outputs from the tangents ``given`` (by position; zeros
@@ -549,7 +561,7 @@ class _TrainingPlan:
         saved = saved_tensors(ctx, keep=True)
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
-        run_bw = self.first_order if torch.is_grad_enabled() else _call
+        run_bw = self._run_bw(ctx)
         totals = self.pruned.with_totals() if self.pruned is not None else None
         bw = self.bw if totals is None else _without_autocast(totals)
         return tuple(run_bw(bw, [*saved, *ctx.symints, *tangents]))

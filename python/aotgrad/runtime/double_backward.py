@@ -67,7 +67,9 @@ def first_order_only(why: str) -> Callable[[Callable[[list[Any]], Any], list[Any
     a clear message instead of returning zeros (a gradient taken with ``create_graph``
     and not differentiated again is fine)."""
 
-    def run(bw: Callable[[list[Any]], Any], args: list[Any]) -> Any:
+    def run(bw: Callable[[list[Any]], Any], args: list[Any], reason: str | None = None) -> Any:
+        refusal = reason or why  # (``reason``: the call's own, ``Replay.why_not``)
+
         class _CompiledBackward(torch.autograd.Function):
             @staticmethod
             def forward(ctx: Any, *a: Any) -> Any:
@@ -75,7 +77,7 @@ def first_order_only(why: str) -> Callable[[Callable[[list[Any]], Any], list[Any
 
             @staticmethod
             def backward(ctx: Any, *grads: Any) -> Any:
-                raise refused(why)
+                raise refused(refusal)
 
         return _CompiledBackward.apply(torch.empty(0, requires_grad=True), *args)
 
@@ -85,7 +87,7 @@ def first_order_only(why: str) -> Callable[[Callable[[list[Any]], Any], list[Any
 def second_order(replay: Any) -> tuple[Replay | None, Callable[..., Any]]:
     """From ``replay_for``'s answer: the replay (None: none), and how the compiled
     backward runs under ``create_graph`` (its results refusing a second backward)."""
-    if isinstance(replay, Replay):  # (where a call kept no copies: ``Replay.runs``)
+    if isinstance(replay, Replay):  # (a call it does not run: ``Replay.why_not``)
         return replay, first_order_only(_TOO_LARGE)
     return None, first_order_only(replay or "is not supported")
 
@@ -210,6 +212,17 @@ def _values_before(args: Sequence[Any], written: Sequence[int]) -> dict[int, Any
         return {i: args[i].clone() for i in written if isinstance(args[i], torch.Tensor)}
 
 
+def _versions(args: Sequence[Any], written: Sequence[int]) -> dict[int, int]:
+    """The version count of each input the replay reads as it is then (not the copies of
+    ``written`` ones): one moved by the backward was written after the call."""
+    skip = set(written)
+    return {
+        i: a._version
+        for i, a in enumerate(args)
+        if isinstance(a, torch.Tensor) and i not in skip and not a.is_inference()
+    }
+
+
 class _ValueBefore(torch.autograd.Function):
     """The input's value before the call, its gradient the input's (an identity)."""
 
@@ -268,13 +281,28 @@ class Replay:
                     kept = list(args)
                 kept[i] = weakref.ref(a)
         ctx.replay_inputs = kept
+        ctx.replay_versions = _versions(args, self.written)
         ctx.replay_autocast = _autocast_now() if _ANY_AUTOCAST() else ()
         if self.written:
             ctx.replay_before = _values_before(args, self.written)
 
-    def runs(self, ctx: Any) -> bool:
-        """Whether the call kept what its replay needs (copies of the inputs it wrote)."""
-        return not self.written or ctx.replay_before is not None
+    def why_not(self, ctx: Any) -> str | None:
+        """Why the call's replay would not be eager's, or None: it kept no copies of the
+        inputs it wrote (too large), or an input was written after the call (the replay
+        would read its new value; eager's backward reads what the call saved, or raises
+        where it saved that input: soak 244176, ``sigmoid(x)`` replayed on the ``x`` the
+        caller doubled since)."""
+        if self.written and ctx.replay_before is None:
+            return _TOO_LARGE
+        for i, v in ctx.replay_versions.items():
+            a = ctx.replay_inputs[i]
+            a = a() if isinstance(a, weakref.ref) else a
+            if a is not None and a._version != v:
+                return (
+                    f"is not supported where an input (input {i}) was written after the "
+                    "call: its value then is not kept"
+                )
+        return None
 
     def gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
         """Each input's gradient from the outputs' ``grads``, with its graph."""
