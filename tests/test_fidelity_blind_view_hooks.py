@@ -11,7 +11,9 @@ torch.compile with ``backend="aotgrad_eager"``); every recording must match eage
 (``blind_fed_outputs_harness``). Differences only in ``is_view`` or ``stride`` (a
 gradient handed back as a fresh tensor where eager hands an expanded view) are allowed.
 ``KNOWN_OPEN`` lists the programs still differing, as strict xfails: a fix shows up as an
-XPASS to delete here.
+XPASS to delete here. Round 61 (the function's hooks on a returned view moved off the
+trace onto the rebuilt view, which the fed outputs' link then reaches) fixed the five
+programs whose hooked output another output is computed from (15 pairs).
 """
 
 from __future__ import annotations
@@ -23,12 +25,6 @@ import pytest
 from blind_fed_outputs_harness import assert_like_eager, blind_params
 from blind_view_hooks_programs import P
 
-_FED_HOOKED = (
-    "an output the function hooked that another output is computed from is not linked "
-    "onto it (round 56's fed outputs leave function-hooked ones out): autograd.grad with "
-    "respect to it raises that it was not used, and the caller's hook on it sees only "
-    "its own part"
-)
 _NONE_HOOK = (
     "eager calls a hook on an unused piece of a multi-output view with None; the compiled "
     "call's trace calls it with None too and runs the function eagerly (aot_function), "
@@ -41,14 +37,6 @@ _DYNAMO_WRAPS = (
 _DYNAMO = ("dynamo",)
 # program -> why it still differs from eager (every entry), or (entries, why)
 KNOWN_OPEN: dict[str, Any] = {
-    "caller_autograd_grad_wrt_hooked_view_output": _FED_HOOKED,
-    "module_split_hooks_grad_wrt_activation": _FED_HOOKED,
-    "caller_hooks_on_all_outputs_and_inputs": _FED_HOOKED,
-    "module_split_hooks_return_activation": _FED_HOOKED,
-    "caller_retain_grad_on_view_outputs": (
-        "retain_grad() on outputs that are chunk pieces another output is computed from: "
-        "not linked (views of an intermediate fed into another output, hooked)"
-    ),
     "split_ret_unhooked_piece": _NONE_HOOK,
     "chunk_hook_a_ret_b": _NONE_HOOK,
     "leaf_view_inplace_raises": (_DYNAMO, _DYNAMO_WRAPS),

@@ -45,6 +45,7 @@ __all__ = [
     "hooks_of_outputs",
     "hooks_on_linked_nodes",
     "hooks_on_members",
+    "linked_rebuilt_outputs",
     "on_node_returned",
     "register_hooks",
     "remake_views_of",
@@ -195,6 +196,21 @@ def caller_fed_outputs(
         ):
             found += [(k, hook) for _, hook, _, _, _ in hooked]
     return found
+
+
+def linked_rebuilt_outputs(
+    traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
+    outs: Sequence[Any],
+    rebuilt: Sequence[int],
+    linked: Container[int],
+) -> list[int]:
+    """Rebuilt outputs (views of an input or of a returned base) others are computed from
+    (``linked``: ``trace.fed_outputs``) whose hooks sit on the node they are returned
+    with: taken off the trace, they run on the rebuilt view only (``hooks_of_outputs``),
+    on the sum the fed outputs' link hands it, once, as eager's. Traced as well, they ran
+    once per use: on the returned view's gradient and again in the compiled backward on
+    what ``t.sin()`` passed back (a blind hooks suite: 26 pairs)."""
+    return [k for k in rebuilt if k in linked and on_node_returned(traced, outs[k])]
 
 
 def hooked_leaf_outputs(

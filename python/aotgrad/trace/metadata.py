@@ -22,6 +22,7 @@ from ..input_hooks import (
     caller_fed_outputs,
     hooked_leaf_outputs,
     hooks_of_outputs,
+    linked_rebuilt_outputs,
     on_node_returned,
     retained_grads,
     retained_written_inputs,
@@ -635,9 +636,9 @@ def _gradient_routes(
     retained[2].update(retained_written_inputs(calls.retained, wrapped, fake_args, plan, start))
     linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
     traced = calls.input_hooks.traced_hooks
-    movable = frozenset(
+    movable = frozenset(  # (a rebuilt view's hooks are registered on it: ``hooks_of_outputs``)
         id(o)
-        for o, f in zip(outs, fresh)
+        for o, f in zip(outs, linkable)
         if f
         and isinstance(o, torch.Tensor)
         and o._backward_hooks
@@ -758,7 +759,10 @@ def _with_hooks(
     ]
     traced_hooks = calls.input_hooks.traced_hooks
     fed = caller_fed_outputs(traced_hooks, outs, plan.outputs, metadata.fed_outputs)
-    metadata.caller_fed = sorted({k for k, _ in fed} | {*hooked_leaf_outputs(traced_hooks, outs)})
+    linked_views = linked_rebuilt_outputs(traced_hooks, outs, rebuilt, metadata.fed_outputs)
+    metadata.caller_fed = sorted(
+        {k for k, _ in fed} | {*hooked_leaf_outputs(traced_hooks, outs)} | {*linked_views}
+    )
     metadata.output_hooks = hooks_of_outputs(traced_hooks, outs, rebuilt) + fed
     metadata.hooked_views = views_through_output_hooks(traced_hooks, outs, rebuilt)
     metadata.output_hooks += _hooks_of_relaid_inputs_returned(plan, traced - set(recorded), hooks)
