@@ -30,7 +30,8 @@ gradient before the function's hook, and without the outputs computed from ``t``
 first). After it (the function's hooks on a fresh output run on the caller's tensor, on
 the sum the fed outputs' link hands it): 80. Round 61 moved the function's hooks on a
 returned view the same way (off the trace, on the rebuilt view, which the link hands the
-others' part): 46, each in ``KNOWN_OPEN`` with its cause.
+others' part): 46; post-accumulate hooks on returned leaves the function makes
+now registered on the caller's leaf: 38, each in ``KNOWN_OPEN`` with its cause.
 
 Programs:
 
@@ -1194,7 +1195,6 @@ ORDER_RETAINED = (
     "not the sum with the outputs computed from t"
 )
 RETAIN_REPLAY = "retain_grad() inside the function falls back to eager (EagerReplayWarning)"
-POSTACC = "post-accumulate-grad hook registered on a leaf the function makes never fires"
 DOUBLE_BW = (
     "double backward through a function that registers hooks raises UnsupportedError (eager runs)"
 )
@@ -1212,13 +1212,9 @@ KNOWN_OPEN: dict = {
     "grid__input_slice__half_retain__t_sumsq__cdouble__bw_second": (AOT, RETAIN_REPLAY),
     "grid__input_expand__retain__t_row0__cclamp__bw_first": (AOT, RETAIN_REPLAY),
     "grid__input_expand__half_retain__t_sumsq__cclamp__bw_second": (AOT, RETAIN_REPLAY),
-    "grid__leaf_detach__postacc__t_sumsq__cobs__bw_twice": (AOT, POSTACC),
     "retain_grad_in_fn_caller_hook_changes_grad": (AOT, ORDER_RETAINED),
     "retain_grad_on_view_of_input_returned": (AOT, RETAIN_REPLAY),
     "retain_grad_on_transposed_intermediate": (AOT, RETAIN_REPLAY),
-    "post_acc_hook_on_made_leaf_twice_backward": (AOT, POSTACC),
-    "post_acc_hook_and_tensor_hook_on_made_leaf": (AOT, POSTACC),
-    "post_acc_hook_scales_grad_in_place": (AOT, POSTACC),
     "hook_on_expand_of_input_caller_hook_on_row": "function's hook on x[0].expand(3, 4) sees the row output's gradient, unscaled by the caller's hook on t[0], added to every row",
     "hook_on_returned_base_and_its_view": (AOT, ORDER_VIEW),
     "hook_on_t_second_backward_without_retain_raises": (

@@ -12,6 +12,8 @@ on the caller's leaf only. Compared with eager on every output, every leaf's gra
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -60,3 +62,37 @@ CASES = [
 @pytest.mark.parametrize(("make", "hook", "use"), CASES)
 def test_hooked_leaf_output_like_eager(make, hook, use, entry):
     assert_like_eager(_program(make, hook, use), _input, COMPILERS[entry], calls=2)
+
+
+# ``register_post_accumulate_grad_hook`` on a leaf the function makes: eager's fires when
+# the caller's backward fills the leaf's ``.grad``; registered on the trace's leaf, it
+# never fired (the blind hooks suite, 8 pairs). Returned, the leaf the caller gets has
+# it; not returned, the calls run eagerly (the hook fires there, as in eager).
+
+
+def _post_hooked_leaf(returned: bool):
+    def f(x):
+        t = (x * 2).detach().requires_grad_()
+        t.register_post_accumulate_grad_hook(lambda p: SEEN.append(p.grad.sum().item()))
+        return (t, t * 3) if returned else (t * 3,)
+
+    return f
+
+
+SEEN: list = []
+
+
+@pytest.mark.parametrize("returned", [True, False], ids=["returned", "not_returned"])
+@pytest.mark.parametrize("compiler", ["aot_function-min_cut", "aot_function-default"])
+def test_a_post_accumulate_hook_on_a_made_leaf_fires(returned: bool, compiler: str) -> None:
+    seen = []
+    for compile_ in (lambda f: f, COMPILERS[compiler]):
+        SEEN.clear()
+        x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outs = compile_(_post_hooked_leaf(returned))(x)
+        sum(o.sum() for o in outs).backward()
+        seen.append((list(SEEN), [type(w.message).__name__ for w in caught]))
+    assert seen[1][0] == pytest.approx(seen[0][0]) and len(seen[0][0]) == 1
+    assert ("EagerReplayWarning" in seen[1][1]) == (not returned)

@@ -544,6 +544,15 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
                     "the trace's stand-in); register it before the call"
                 )
             return self.input_hooks.defer(t, args[1], post_accumulate=True)
+        elif (
+            func is _POST_ACCUMULATE_HOOK
+            and len(args) == 2
+            and t.is_leaf
+            and t.requires_grad
+            and id(t) not in self.inputs
+            and not holds_traced_values(args[1])
+        ):
+            return self.input_hooks.defer_made_leaf_post(t, args[1])
         return func(*args, **kwargs)
 
     def _write(self, func: Any, args: Any, kwargs: dict) -> tuple[bool, Any]:

@@ -30,7 +30,7 @@ from torch.utils.hooks import RemovableHandle
 
 from .alias import facts
 from .autograd_walks import reaches_output
-from .errors import EagerRefusal
+from .errors import EagerRefusal, UnsupportedError, run_eagerly
 from .vocab import OutputVerdict
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "hooks_on_members",
     "linked_rebuilt_outputs",
     "on_node_returned",
+    "post_hooks_of_made_leaves",
     "register_hooks",
     "remake_views_of",
     "retain_grads",
@@ -83,6 +84,9 @@ class InputHooks:
         #: Hooks registered in the trace: ``(tensor, hook, handle, node)``, ``node`` the
         #: tensor's ``grad_fn`` then (the node eager's hook sits on).
         self.traced_hooks: list[tuple[Any, Callable, Any, Any, Any]] = []
+        #: Post-accumulate hooks on leaves the function makes: ``(leaf, hook)`` by handle
+        #: id (``post_hooks_of_made_leaves``).
+        self.made_leaf_post: OrderedDict[int, tuple[Any, Callable]] = OrderedDict()
 
     def note(self, func: Any, args: Sequence[Any], handle: Any) -> None:
         """A hook the trace registered (on a tensor the function made, or kept): the
@@ -128,6 +132,14 @@ class InputHooks:
         self.entries[handle.id] = (t, PostAccumulate(hook) if post_accumulate else hook)
         if self.untouched_now(t):
             self.untouched.add(handle.id)
+        return handle
+
+    def defer_made_leaf_post(self, t: Any, hook: Callable) -> Any:
+        """A post-accumulate hook on a leaf the function makes: left for the runtime,
+        which registers it on the leaf the caller gets (on the trace's leaf it never ran:
+        the trace's backward accumulates nothing)."""
+        handle = RemovableHandle(self.made_leaf_post)
+        self.made_leaf_post[handle.id] = (t, hook)
         return handle
 
     def of_inputs(
@@ -211,6 +223,27 @@ def linked_rebuilt_outputs(
     once per use: on the returned view's gradient and again in the compiled backward on
     what ``t.sin()`` passed back (a blind hooks suite: 26 pairs)."""
     return [k for k in rebuilt if k in linked and on_node_returned(traced, outs[k])]
+
+
+def post_hooks_of_made_leaves(
+    made: OrderedDict[int, tuple[Any, Callable]], outs: Sequence[Any]
+) -> list[tuple[int, Callable]]:
+    """``(output, PostAccumulate(hook))`` of each post-accumulate hook on a leaf the
+    function makes and returns (eager's fires when the caller's backward fills the
+    leaf's ``.grad``; the blind hooks suite: it never fired). One on a leaf not returned
+    (its ``.grad`` the caller never sees, only the hook does) runs the calls eagerly."""
+    found = []
+    for t, hook in made.values():
+        k = next((k for k, o in enumerate(outs) if o is t), None)
+        if k is None:
+            raise run_eagerly(
+                UnsupportedError(
+                    "register_post_accumulate_grad_hook() on a leaf the function makes and "
+                    "does not return: its hook would not run; the calls run eagerly"
+                )
+            )
+        found.append((k, PostAccumulate(hook)))
+    return found
 
 
 def hooked_leaf_outputs(

@@ -24,6 +24,7 @@ from ..input_hooks import (
     hooks_of_outputs,
     linked_rebuilt_outputs,
     on_node_returned,
+    post_hooks_of_made_leaves,
     retained_grads,
     retained_written_inputs,
     views_through_output_hooks,
@@ -764,6 +765,7 @@ def _with_hooks(
         {k for k, _ in fed} | {*hooked_leaf_outputs(traced_hooks, outs)} | {*linked_views}
     )
     metadata.output_hooks = hooks_of_outputs(traced_hooks, outs, rebuilt) + fed
+    metadata.output_hooks += post_hooks_of_made_leaves(calls.input_hooks.made_leaf_post, outs)
     metadata.hooked_views = views_through_output_hooks(traced_hooks, outs, rebuilt)
     metadata.output_hooks += _hooks_of_relaid_inputs_returned(plan, traced - set(recorded), hooks)
     metadata.metadata_steps = calls.metadata_steps.mixed()
