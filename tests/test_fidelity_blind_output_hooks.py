@@ -31,7 +31,8 @@ first). After it (the function's hooks on a fresh output run on the caller's ten
 the sum the fed outputs' link hands it): 80. Round 61 moved the function's hooks on a
 returned view the same way (off the trace, on the rebuilt view, which the link hands the
 others' part): 46; post-accumulate hooks on returned leaves the function makes
-now registered on the caller's leaf: 38, each in ``KNOWN_OPEN`` with its cause.
+now registered on the caller's leaf: 38; the function's hooks on an output
+returned with a view of it moved too: 32, each in ``KNOWN_OPEN`` with its cause.
 
 Programs:
 
@@ -1186,10 +1187,6 @@ def hook_on_t_set_via_lambda_closure_counter(C, R):
 
 # What differs from eager (program -> (entries, reason)), round 61.
 AOT = ("aot_mincut", "aot_default")
-ORDER_VIEW = (
-    "with a view of t returned too (t[0], b[1:]), the caller's hook on t runs before the "
-    "function's hook, on t's own gradient only (hook order)"
-)
 ORDER_RETAINED = (
     "t retain_grad()-ed in the function: the caller's hook on t sees only t's own gradient, "
     "not the sum with the outputs computed from t"
@@ -1200,9 +1197,7 @@ DOUBLE_BW = (
 )
 
 KNOWN_OPEN: dict = {
-    "grid__interm_mul__clamp__t_row0__cdouble__bw_second": (AOT, ORDER_VIEW),
     "grid__interm_mul__half_retain__t_sumsq__cobs__agrad": (AOT, ORDER_RETAINED),
-    "grid__interm_mm__clamp__t_row0__cclamp__bw_twice": (AOT, ORDER_VIEW),
     "grid__interm_mm__half_retain__t_sumsq__cdouble__bw_all": (AOT, ORDER_RETAINED),
     "grid__interm_slice__retain__t_row0__cclamp__agrad": (AOT, RETAIN_REPLAY),
     "grid__interm_slice__half_retain__t_sumsq__cclamp__bw_all": (AOT, RETAIN_REPLAY),
@@ -1216,7 +1211,6 @@ KNOWN_OPEN: dict = {
     "retain_grad_on_view_of_input_returned": (AOT, RETAIN_REPLAY),
     "retain_grad_on_transposed_intermediate": (AOT, RETAIN_REPLAY),
     "hook_on_expand_of_input_caller_hook_on_row": "function's hook on x[0].expand(3, 4) sees the row output's gradient, unscaled by the caller's hook on t[0], added to every row",
-    "hook_on_returned_base_and_its_view": (AOT, ORDER_VIEW),
     "hook_on_t_second_backward_without_retain_raises": (
         ("dynamo",),
         "a second backward without retain_graph runs the function's hook again before raising (eager raises first)",

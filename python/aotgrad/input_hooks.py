@@ -198,7 +198,14 @@ def caller_fed_outputs(
         if not hooked or any(outs[j] is t for j in range(k)):
             continue  # (an output returned twice is one tensor: its first place has them)
         node, nr = t.grad_fn, t.output_nr
-        others = [o for o in outs if isinstance(o, torch.Tensor) and o is not t]
+        # (a view of ``t`` remade of the caller's tensor: its gradient passes there)
+        others = [
+            o
+            for o, v in zip(outs, verdicts)
+            if isinstance(o, torch.Tensor)
+            and o is not t
+            and not (v is OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT and o._base is t)
+        ]
         if (
             node is None  # (a leaf: ``hooked_leaf_outputs``)
             or k in linked  # (the others' gradient handed to it: ``trace.fed_outputs``)

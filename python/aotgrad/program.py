@@ -505,7 +505,8 @@ def compile_program(
         return inputs
 
     layout.merged_outputs = _merged_outputs(program.forward, layout)
-    layout.outputs_fed_on = fed_on(program.forward, layout.num_fwd_outputs)
+    tangents = set(layout.tangent_outputs) if program.training else None
+    layout.outputs_fed_on = fed_on(program.forward, layout.num_fwd_outputs, tangents)
     if program.training:
         _versions_before_saving(program.forward, layout)
         layout.saved_read_by_storage = _saved_read_by_storage(program.backward, layout)

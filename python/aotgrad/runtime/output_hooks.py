@@ -77,13 +77,15 @@ def hooks_on_defined_gradients(function: type, fed_on: frozenset[int]) -> type:
     return function
 
 
-def fed_on(gm: Any, n_outputs: int) -> frozenset[int]:
+def fed_on(gm: Any, n_outputs: int, differentiated: Any = None) -> frozenset[int]:
     """The first ``n_outputs`` outputs of graph ``gm`` that another of them is computed
-    from (one pass from the outputs back, each node's reached outputs as a bit mask)."""
+    from (one pass from the outputs back, each node's reached outputs as a bit mask).
+    ``differentiated``: the outputs the backward takes a gradient for (others, a view the
+    runtime remakes of another output, feed none through the graph)."""
     outs = list(gm.graph.output_node().args[0])[:n_outputs]
     reach: dict[Any, int] = {}
     for k, o in enumerate(outs):
-        if hasattr(o, "op"):
+        if hasattr(o, "op") and (differentiated is None or k in differentiated):
             reach[o] = reach.get(o, 0) | (1 << k)
     for node in reversed(gm.graph.nodes):
         bits = reach.get(node, 0)
@@ -92,6 +94,6 @@ def fed_on(gm: Any, n_outputs: int) -> frozenset[int]:
                 reach[a] = reach.get(a, 0) | bits
     found = set()
     for k, o in enumerate(outs):
-        if hasattr(o, "op") and reach.get(o, 0) & ~(1 << k):
+        if hasattr(o, "op") and reach.get(o, 0) & ~(1 << k):  # (its own bit, or none)
             found.add(k)  # (another output's nodes reach it; or it is returned twice)
     return frozenset(found)
