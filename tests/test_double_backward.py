@@ -409,3 +409,41 @@ def test_an_input_written_after_the_call_is_not_replayed_anew(entry: str, writte
         (g * g).sum().backward()
     torch.testing.assert_close(grads[1], grads[0])
     torch.testing.assert_close(x.grad, xe.grad)
+
+
+# A refused double backward (random ops, an input the function writes with autograd) that
+# the engine walks toward the inputs only: ``backward(inputs=[x])``,
+# ``autograd.functional.hvp``, ``autograd.grad(g, x, v)``. The refusing node had no edge to
+# the call's inputs, so the engine never ran it: x.grad stayed None, the HVP came back as
+# zeros (a blind second-order suite). It has those edges now, and raises.
+
+
+def _noisy_cube(x):
+    return ((x + torch.rand_like(x)) ** 3).sum()
+
+
+def _writes_its_input(x):
+    x.mul_(2)
+    return (x**3).sum()
+
+
+@pytest.mark.parametrize(
+    ("fn", "how"),
+    [(_noisy_cube, h) for h in ("backward_inputs", "hvp", "grad")]
+    + [(_writes_its_input, h) for h in ("backward_inputs", "grad")],  # (hvp: a leaf written)
+)
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager"])
+def test_a_refused_double_backward_toward_the_inputs_raises(fn, how: str, entry: str) -> None:
+    leaf = torch.linspace(-1, 1, 5, dtype=F64, requires_grad=True)
+    x = leaf * 1 if fn is _writes_its_input else leaf
+    cf = _by_entry(entry)(fn)
+    v = torch.ones(5, dtype=F64)
+    with pytest.raises(UnsupportedError, match="double backward"):
+        if how == "hvp":
+            torch.autograd.functional.hvp(cf, x, v)
+        else:
+            (g,) = torch.autograd.grad(cf(x), leaf, create_graph=True)
+            if how == "grad":
+                torch.autograd.grad(g, leaf, v, allow_unused=True)
+            else:
+                (g * g).sum().backward(inputs=[leaf])

@@ -14,12 +14,14 @@ results of ``autograd.grad``, the error type where eager raises) must match eage
 (``blind_fed_outputs_harness``). ``KNOWN_OPEN`` lists the (program, entry) pairs still
 differing, as strict xfails: a fix shows up as an XPASS to delete here.
 
-When written, 49 of the 360 pairs differed (12 under each aot_function entry, 25 under
+When written (round 61), 49 of the 360 pairs differed (12 under each aot_function entry, 25 under
 Dynamo): three silently wrong second-order gradients (a refused double backward that the
 engine never reaches, under ``backward(inputs=...)`` and ``autograd.functional.hvp``), three
 missing errors (a freed graph, a written saved output), refusals (random ops, an input
 written by the function, an input the caller dropped, custom Functions under Dynamo) and,
-under Dynamo, custom Functions' gradients with other flags or errors than eager's.
+under Dynamo, custom Functions' gradients with other flags or errors than eager's. The
+three silently wrong ones, and three that raised autograd's "not used in the graph", are
+refused by name since (the refusing node has edges to the call's inputs).
 """
 
 from __future__ import annotations
@@ -32,10 +34,6 @@ from blind_fed_outputs_harness import assert_like_eager, blind_params
 from blind_second_order_programs import P
 
 _DYN = ("dynamo",)
-_UNREACHED = (
-    "silently wrong: the refused double backward ({why}) is not connected to the input, so "
-    "the engine never runs it and {what} where eager gives the second-order gradient"
-)
 _FREED = (
     "refused with UnsupportedError at the create_graph grad: 'double backward ... needs the "
     "call's inputs to run it again, and one was freed' ({which}); eager runs"
@@ -54,14 +52,14 @@ _DYN_OWN_RIGHT = "; Dynamo's own backend='eager' matches eager"
 # program -> why it still differs from eager (every entry), or (entries, why)
 KNOWN_OPEN: dict[str, Any] = {
     # silently wrong gradients
-    "rand_noise_inside_functional_hvp": _UNREACHED.format(
-        why="random ops", what="torch.autograd.functional.hvp returns all zeros"
-    ),
-    "rand_noise_penalty_backward_inputs": _UNREACHED.format(
-        why="random ops", what="penalty.backward(inputs=[x]) leaves x.grad None"
-    ),
-    "inplace_on_nonleaf_input_penalty_backward_inputs": _UNREACHED.format(
-        why="the function writes its input", what="penalty.backward(inputs=[x]) leaves x.grad None"
+    # (these three were silently wrong when written: the refusing node had no edge to the
+    # input, the engine never ran it, and hvp gave zeros, ``backward(inputs=[x])`` None;
+    # round 61 gave it edges to the call's inputs: refused now)
+    "rand_noise_inside_functional_hvp": _RANDOM + " (torch.autograd.functional.hvp)",
+    "rand_noise_penalty_backward_inputs": _RANDOM + " (penalty.backward(inputs=[x]))",
+    "inplace_on_nonleaf_input_penalty_backward_inputs": (
+        "refused with UnsupportedError: 'double backward ... not supported where the function "
+        "writes an input autograd records' (penalty.backward(inputs=[x]))"
     ),
     # no error where eager raises
     "first_order_backward_after_create_graph_grad": _FREED_GRAPH.format(which="loss.backward()"),
@@ -74,22 +72,9 @@ KNOWN_OPEN: dict[str, Any] = {
         "inplace operation'"
     ),
     # another error than eager's, or flags
-    "rand_noise_inside_hvp": (
-        "autograd.grad(g, x, v) raises RuntimeError 'differentiated Tensor ... not used in the "
-        "graph' (the random-ops refusal is not reached); eager runs"
-    ),
-    "custom_cube_hvp": (
-        _DYN,
-        "autograd.grad(g, x, v) raises RuntimeError 'differentiated Tensor ... not used in the "
-        "graph' (custom Function under torch.compile); eager runs"
-        + _DYN_OWN_WRONG.format("g has no grad_fn"),
-    ),
-    "custom_inside_mlp_hvp": (
-        _DYN,
-        "autograd.grad(g, w, v) raises RuntimeError 'differentiated Tensor ... not used in the "
-        "graph' (custom Function under torch.compile); eager runs"
-        + _DYN_OWN_WRONG.format("a wrong HVP"),
-    ),
+    "rand_noise_inside_hvp": _RANDOM + " (autograd.grad(g, x, v))",
+    "custom_cube_hvp": (_DYN, _DYN_FN + _DYN_OWN_WRONG.format("g has no grad_fn")),
+    "custom_inside_mlp_hvp": (_DYN, _DYN_FN + _DYN_OWN_WRONG.format("a wrong HVP")),
     "custom_detached_backward_penalty_raises": (
         _DYN,
         "g (from a custom Function whose backward detaches) requires grad where eager's does "

@@ -21,7 +21,7 @@ import torch
 from ..alias import OutputVerdict
 from ..errors import mark_raised_by_graph
 from .call_inputs import edgeless_inputs, readable_inputs, stand_in_leaf, unhooked_views
-from .double_backward import freed_by_replay, second_order
+from .double_backward import freed_by_replay, keep_inputs, kept_inputs, second_order
 from .epilogue import Epilogue, in_old_layouts
 from .fed_outputs_link import (
     FedOutputsLink,
@@ -330,6 +330,8 @@ class _TrainingPlan:
         # the stand-ins of inner leaves come last: inputs of the Function, not of the graph
         if self.replay is not None:  # (before the graph: inputs it writes as they were)
             self.replay.keep(ctx, args)
+        else:
+            keep_inputs(ctx, args)
         ctx.hooked = hooked_non_leaves(args)
         outs = self.fw(list(args[: len(args) - self.n_leaves]))
         self._save(ctx, args, outs)
@@ -547,9 +549,8 @@ class _TrainingPlan:
         second backward, with the reason this call's replay does not run."""
         if not torch.is_grad_enabled():
             return _call
-        if self.replay is None:
-            return self.first_order
-        return functools.partial(self.first_order, reason=self.replay.why_not(ctx))
+        why = None if self.replay is None else self.replay.why_not(ctx)
+        return functools.partial(self.first_order, reason=why, inputs=kept_inputs(ctx))
 
     def backward_kept(self, ctx: Any, given: dict[int, Any]) -> tuple:
         """The compiled backward's outputs from the tangents ``given`` (by position; zeros

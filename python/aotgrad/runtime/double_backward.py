@@ -44,6 +44,8 @@ __all__ = [
     "Replay",
     "first_order_only",
     "freed_by_replay",
+    "keep_inputs",
+    "kept_inputs",
     "refused",
     "replay_for",
     "second_order",
@@ -67,21 +69,48 @@ def first_order_only(why: str) -> Callable[[Callable[[list[Any]], Any], list[Any
     a clear message instead of returning zeros (a gradient taken with ``create_graph``
     and not differentiated again is fine)."""
 
-    def run(bw: Callable[[list[Any]], Any], args: list[Any], reason: str | None = None) -> Any:
+    def run(
+        bw: Callable[[list[Any]], Any],
+        args: list[Any],
+        reason: str | None = None,
+        inputs: Sequence[Any] = (),
+    ) -> Any:
+        """``inputs``: the call's inputs that require grad (``kept_inputs``), edges of the
+        refusing node: a second backward toward them (``backward(inputs=[x])``,
+        ``autograd.functional.hvp``) reaches it and raises, where without them the engine
+        found no path and gave None or zeros silently (a blind second-order suite)."""
         refusal = reason or why  # (``reason``: the call's own, ``Replay.why_not``)
+        n = 1 + len(inputs)
 
         class _CompiledBackward(torch.autograd.Function):
             @staticmethod
             def forward(ctx: Any, *a: Any) -> Any:
-                return tuple(bw(list(a[1:])))
+                return tuple(bw(list(a[n:])))
 
             @staticmethod
             def backward(ctx: Any, *grads: Any) -> Any:
                 raise refused(refusal)
 
-        return _CompiledBackward.apply(torch.empty(0, requires_grad=True), *args)
+        return _CompiledBackward.apply(torch.empty(0, requires_grad=True), *inputs, *args)
 
     return run
+
+
+def keep_inputs(ctx: Any, args: Sequence[Any]) -> None:
+    """The call's inputs that require grad, weakly (an activation kept would stay alive
+    until the backward), for ``first_order_only``'s edges."""
+    ctx.first_order_inputs = [
+        weakref.ref(a) for a in args if isinstance(a, torch.Tensor) and a.requires_grad
+    ]
+
+
+def kept_inputs(ctx: Any) -> list[Any]:
+    """Those of ``keep_inputs`` (or the replay's) still alive, that require grad."""
+    kept = getattr(ctx, "first_order_inputs", None)
+    if kept is None:
+        kept = getattr(ctx, "replay_inputs", ())
+    found = (a() if isinstance(a, weakref.ref) else a for a in kept)
+    return [a for a in found if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
 def second_order(replay: Any) -> tuple[Replay | None, Callable[..., Any]]:
