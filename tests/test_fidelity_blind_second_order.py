@@ -21,7 +21,8 @@ missing errors (a freed graph, a written saved output), refusals (random ops, an
 written by the function, an input the caller dropped, custom Functions under Dynamo) and,
 under Dynamo, custom Functions' gradients with other flags or errors than eager's. The
 three silently wrong ones, and three that raised autograd's "not used in the graph", are
-refused by name since (the refusing node has edges to the call's inputs).
+refused by name since (the refusing node has edges to the call's inputs); the two freed
+graphs raise eager's error (``double_backward.GraphFreed``).
 """
 
 from __future__ import annotations
@@ -39,10 +40,6 @@ _FREED = (
     "call's inputs to run it again, and one was freed' ({which}); eager runs"
 )
 _RANDOM = "refused with UnsupportedError: 'double backward ... not supported for a function with random ops'"
-_FREED_GRAPH = (
-    "runs where eager raises 'Trying to backward through the graph a second time' ({which} "
-    "freed the compiled call's graph; the penalty replays the call), so the grads differ after"
-)
 _DYN_FN = (
     "refused with UnsupportedError: 'double backward ... not supported under torch.compile for "
     "a function that calls a custom autograd.Function'"
@@ -62,10 +59,6 @@ KNOWN_OPEN: dict[str, Any] = {
         "writes an input autograd records' (penalty.backward(inputs=[x]))"
     ),
     # no error where eager raises
-    "first_order_backward_after_create_graph_grad": _FREED_GRAPH.format(which="loss.backward()"),
-    "create_graph_with_retain_false_then_penalty": _FREED_GRAPH.format(
-        which="grad(create_graph=True, retain_graph=False)"
-    ),
     "caller_writes_output_after_grad_before_penalty": (
         "the caller's no_grad write of the output (saved by eager's exp backward) after the "
         "create_graph grad goes unnoticed: the penalty runs where eager raises 'modified by an "

@@ -458,6 +458,8 @@ class _TrainingPlan:
             raise RuntimeError(BACKWARD_TWICE)
         if ctx.loose_versions:
             check_read(ctx.loose, ctx.loose_versions, lambda: self._reads(ctx, grads))
+        if self.replay is not None:
+            ctx.graph_freed.note()
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
             return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)

@@ -39,8 +39,10 @@ import torch
 from ..errors import UnsupportedError
 from ..hook_calls import calls_hooks
 from ..vocab import OutputVerdict
+from .saved_tensors import BACKWARD_TWICE
 
 __all__ = [
+    "GraphFreed",
     "Replay",
     "first_order_only",
     "freed_by_replay",
@@ -310,6 +312,7 @@ class Replay:
                     kept = list(args)
                 kept[i] = weakref.ref(a)
         ctx.replay_inputs = kept
+        ctx.graph_freed = GraphFreed()
         ctx.replay_versions = _versions(args, self.written)
         ctx.replay_autocast = _autocast_now() if _ANY_AUTOCAST() else ()
         if self.written:
@@ -401,6 +404,25 @@ class Replay:
         return base
 
 
+class GraphFreed:
+    """The backward pass that freed the compiled call's graph (one that did not retain
+    it: ``loss.backward()``, ``grad(..., create_graph=True, retain_graph=False)``), or
+    None: eager's second-order graph runs through the forward nodes that pass freed, and
+    a later pass through it raises; the replay's saving nodes check it
+    (``watch_freed``)."""
+
+    task: int | None = None
+
+    def note(self) -> None:
+        """Called by the compiled node's backward: the pass now, where it retains nothing."""
+        if not torch._C._autograd._get_current_graph_task_keep_graph():
+            self.task = torch._C._current_graph_task_id()
+
+    def check(self, *_: Any) -> None:
+        if self.task is not None and self.task != torch._C._current_graph_task_id():
+            raise RuntimeError(BACKWARD_TWICE)
+
+
 def watch_freed(ctx: Any, outs: Sequence[Any], inputs: Sequence[Any]) -> None:
     """Eager's forward nodes are the ones its second-order graph runs through: a backward
     through that graph that does not retain it (a gradient penalty's) frees what they
@@ -426,6 +448,7 @@ def watch_freed(ctx: Any, outs: Sequence[Any], inputs: Sequence[Any]) -> None:
     for node, js in reach.values():
         if _saves(node):
             node.register_hook(_noting(freed, frozenset(js)))
+            node.register_prehook(ctx.graph_freed.check)  # (the other order: ``GraphFreed``)
 
 
 def _saves(node: Any) -> bool:
