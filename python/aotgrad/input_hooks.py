@@ -705,11 +705,17 @@ def retained_grads(
     wrapped: Sequence[Any],
     written: list[int],
     fresh: Sequence[bool],
+    linkable: Sequence[bool] = (),
+    made_of: dict[int, int] | None = None,
 ) -> tuple[list[int], list[int], dict[int, tuple[int, ...]]]:
     """The outputs, then the inputs, among the tensors ``retain_grad()`` was called on,
     then the outputs the function computes more from or hooks (``RetainedThrough``; the
     tangents that reach them are set by the joint trace). Output ``k`` must be ``fresh[k]`` (no
-    alias: the compiled Function's own output) for that, otherwise the call runs
+    alias: the compiled Function's own output) for that; a view the runtime remakes
+    (``linkable[k]``) that only other outputs are computed from (the compiled node's, or
+    views the runtime makes of it: ``made_of``, ``trace.views_of_outputs``) is left to the fed
+    outputs' link (``trace.fed_outputs``: the engine sums their part into the view's
+    node, which autograd's retain hook then sees, as eager's); otherwise the call runs
     eagerly. An input needs nothing more: its gradient takes in the function's part."""
     ids = {id(t) for t in retained}
     kept = [k for k, o in enumerate(outs) if id(o) in ids]
@@ -725,16 +731,26 @@ def retained_grads(
         # (a hook traced on it changes the gradient in the graph: eager's retain hook
         # runs after every tensor hook, so its .grad is the hooked one)
         hooked = bool(outs[k]._backward_hooks) and fresh[k]
-        if not hooked and (
-            node is None
-            or not any(
-                (g := facts.grad_fn_of(o)) not in (None, facts.STALE_VIEW, node)
-                and reaches_output(g, node, nr)
-                for o in users
-            )
-        ):
+        reached = [
+            o
+            for o in users
+            if node is not None
+            and (g := facts.grad_fn_of(o)) not in (None, facts.STALE_VIEW, node)
+            and reaches_output(g, node, nr)
+        ]
+        if not hooked and not reached:
             continue
-        if not fresh[k] or sum(o is outs[k] for o in outs) > 1:
+        once = sum(o is outs[k] for o in outs) == 1
+        # (the link hands it what the compiled backward passes back: from outputs of the
+        # compiled node, not from views the runtime remakes nor from written inputs)
+        made_of = made_of or {}
+        by_outputs = all(
+            any(o is u and (fresh[j] or made_of.get(j) == k) for j, u in enumerate(outs))
+            for o in reached
+        )
+        if not fresh[k] and linkable and linkable[k] and once and by_outputs:
+            continue  # (the fed outputs' link)
+        if not fresh[k] or not once:
             raise EagerRefusal(
                 f"retain_grad() on output {k}, an alias from which the function computes "
                 "other outputs: the output aotgrad returns would get the caller's part of "

@@ -33,7 +33,7 @@ def fed_outputs(
     """Per output another is computed from, the forward values (user outputs, then
     intermediate bases) computed from it. Only outputs the runtime can link
     (``linkable``: the compiled Function's own, or views of an intermediate it returns),
-    returned once, not ``retain_grad()``-ed (``input_hooks.RetainedThrough`` has those),
+    returned once, not ``input_hooks.RetainedThrough``'s (``retain_grad()``-ed, fresh),
     not hooked by the function unless the hooks move to the caller's tensor
     (``movable``, by id: ``input_hooks.caller_fed_outputs``; the link then hands it what
     the others pass back, and its hooks run on the sum, before the caller's)."""
@@ -69,8 +69,8 @@ def _candidate(
         linkable[k]
         and _differentiable(o)
         and (not o._backward_hooks or id(o) in movable)
-        and k not in retained[0]
-        and k not in retained[2]
+        and k not in retained[2]  # (``RetainedThrough``; a remade view that is retained
+        # is linked: ``input_hooks.retained_grads`` leaves it here)
         and next(j for j, x in enumerate(outs) if x is o) == k  # (once: as its first)
     )
 

@@ -632,10 +632,11 @@ def _gradient_routes(
     then the views of inputs made of another output (``views_of_outputs``). Under the
     trace's modes (reading a stale view's node replays it)."""
     fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
-    retained = retained_grads(calls.retained, outs, wrapped, plan.mutated_inputs, fresh)
+    linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
+    written, made_of = plan.mutated_inputs, views_of_outputs(outs, plan)
+    retained = retained_grads(calls.retained, outs, wrapped, written, fresh, linkable, made_of)
     start = len(bases) + len(outs)
     retained[2].update(retained_written_inputs(calls.retained, wrapped, fake_args, plan, start))
-    linkable = [f or v in LINKABLE for f, v in zip(fresh, plan.outputs)]
     traced = calls.input_hooks.traced_hooks
     movable = frozenset(  # (a rebuilt view's hooks are registered on it: ``hooks_of_outputs``)
         id(o)
@@ -646,7 +647,7 @@ def _gradient_routes(
         and len(on_node_returned(traced, o)) == len(o._backward_hooks)
     )
     fed = fed_outputs(outs, bases, linkable, retained, movable)
-    return retained, fed, views_of_outputs(outs, plan)
+    return retained, fed, made_of
 
 
 def _early_hooks(
