@@ -1022,11 +1022,6 @@ def no_grad_write_then_second_backward(C, R):
 
 
 _AOT = ("aot_mincut", "aot_default")
-_ORDER = (
-    "known open: a hook the function registers on a returned output is traced into the "
-    "compiled backward, so it runs after a hook the caller registers on that output, "
-    "where eager runs it first (a non-linear pair gives other gradients)"
-)
 _DIRTY_RAISES = (
     "known open: a custom Function that writes its input (mark_dirty) and then raises "
     "(a view input: eager's checks after the forward): eager keeps the write, the "
@@ -1038,7 +1033,6 @@ _DYNAMO = (
     "returning one tensor twice fails to trace)"
 )
 KNOWN_OPEN: dict[str, Any] = {
-    "Fresh__clone_in__t_row__hvclamp_htlin__hk": (_AOT, _ORDER),
     "Dirty__leafview_in__t__plain__bw": _DIRTY_RAISES,
     "DirtyView__view_in__t__plain__bw": _DIRTY_RAISES,
     "Ident__clone_mul__t_row__wt__bw": (("dynamo",), _DYNAMO),

@@ -89,3 +89,38 @@ def test_an_alias_written_with_grad_is_refused():
     x0 = _r(4, 4)
     with pytest.raises(Exception, match="shares bytes with an input that requires grad"):
         compiled(x0.t())
+
+
+# Two tensors on the same memory seen the same way, neither requiring grad (``x1`` and
+# ``t1 = x1.detach()``): they were one graph input, so ``return t1`` gave the caller
+# ``x1``, and ``t1.expand(2)._base`` was ``x1`` (soak 244260, under Dynamo, whose graph
+# break passes ``x1.detach()`` beside ``x1``). Each is an input of its own now; written,
+# their views are told apart by the member they were taken of.
+
+
+def _gradless_and_its_detach() -> tuple[list[Any], list[torch.Tensor]]:
+    x = _r(3)
+    return [x, x.detach()], []
+
+
+def _returns_the_alias(x1, t1):
+    return t1, t1[0], x1 * 2
+
+
+def _views_of_the_alias_after_a_write(x1, t1):
+    with torch.no_grad():
+        x1.clamp_(-1, 1)
+    return t1.expand(2, 3), t1[0]
+
+
+def _views_of_both_after_a_write(x1, t1):
+    x1.mul_(2)
+    return t1[1:], x1[:2], t1
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize(
+    "fn", [_returns_the_alias, _views_of_the_alias_after_a_write, _views_of_both_after_a_write]
+)
+def test_a_gradless_alias_of_the_same_layout_is_its_own_input(fn: Any, entry: str) -> None:
+    assert_like_eager(fn, _gradless_and_its_detach, COMPILERS[entry])

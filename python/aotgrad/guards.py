@@ -95,16 +95,11 @@ def _dynamic_shape(t: torch.Tensor, static: tuple[int, ...] = ()) -> tuple[Any, 
 
 
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``b`` may be passed to the graph as ``a``: the same memory seen the same way
-    and, when grads are involved, the very same tensor (``x`` and ``x.detach()`` are not)."""
-    if a.requires_grad or b.requires_grad:
-        return a is b
-    return (
-        a.data_ptr() == b.data_ptr()
-        and a.shape == b.shape
-        and a.stride() == b.stride()
-        and a.dtype == b.dtype
-    )
+    """Whether ``b`` may be passed to the graph as ``a``: the very same tensor. Another
+    object on the same memory seen the same way (``x`` and ``x.detach()``) is an input of
+    its own: what the function returns of it is that object or a view of it (as one graph
+    input, ``return t1`` gave the caller ``x1``, and ``t1[0]._base`` was ``x1``)."""
+    return a is b
 
 
 def alias_groups(tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...]:

@@ -18,6 +18,7 @@ bases are traced with static shapes).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,6 +196,10 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         self.as_leaf: set[int] = set()
         #: Members an op recorded by autograd took in (their accumulator made).
         self.used: set[int] = set()
+        #: Views taken of a member (or of such a view), by id: each (weakly) and the
+        #: member's position. Members on one layout give their views one view-op history
+        #: (``_views_of_members``): this tells whose they are.
+        self.views_of: dict[int, tuple[Any, int]] = {}
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         i, leaf = None, False
@@ -204,6 +209,8 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
                 self.with_grad[i] = torch.is_grad_enabled()
                 leaf = leaf_view_of_gradless(args[0])
         result = func(*args, **(kwargs or {}))
+        if args and isinstance(result, torch.Tensor) and result is not args[0]:
+            self._note_view(args[0], result)
         if i is not None and not torch.is_grad_enabled():  # (the layout it left)
             self.unrecorded[i] = _layout(args[0])
         if leaf:
@@ -213,6 +220,20 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         elif torch.is_grad_enabled():
             self._note_uses(args, kwargs, result)
         return result
+
+    def _note_view(self, t: Any, result: torch.Tensor) -> None:
+        if not (isinstance(t, torch.Tensor) and result._is_view()):
+            return
+        i = self.members.get(id(t))
+        if i is None:
+            i = self.member_of_view(t)
+        if i is not None:
+            self.views_of[id(result)] = (weakref.ref(result), i)
+
+    def member_of_view(self, t: Any) -> int | None:
+        """The member ``t`` was taken of (``views_of``), or None."""
+        entry = self.views_of.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
 
     def _note_uses(self, args: Any, kwargs: Any, result: Any) -> None:
         outs = torch.utils._pytree.tree_leaves(result)
@@ -431,12 +452,18 @@ def _through(view: Any, member: Any) -> bool:
 
 
 def _views_of_members(
-    groups: Sequence[_Group], built: dict[int, Any], bases: Sequence[Any], outs: Sequence[Any]
+    groups: Sequence[_Group],
+    built: dict[int, Any],
+    bases: Sequence[Any],
+    outs: Sequence[Any],
+    member_of_view: Callable[[Any], int | None] = lambda _: None,
 ) -> dict[int, tuple[int, Layout]]:
-    """Outputs that are views, requiring grad, taken through a member that is not detached
-    (``return x1[0]``): eager's pass through that member's node, which is what
-    ``autograd.grad(out, x1)`` asks for; the graph's are views of the group's base. Output
-    index → (member position, eager's layout); static layouts only."""
+    """Outputs that are views taken through a member that is not detached (``return
+    x1[0]``): eager's pass through that member's node, which is what
+    ``autograd.grad(out, x1)`` asks for, and their ``._base`` is the member's (one that
+    requires no grad too: ``t1.expand(2)`` of ``t1 = x1.detach()`` passed beside ``x1``);
+    the graph's are views of the group's base. Output index → (member position, eager's
+    layout); static layouts only."""
     from torch._C import _functionalization
     from torch._subclasses.functional_tensor import FunctionalTensor
 
@@ -446,16 +473,19 @@ def _views_of_members(
         members += [(i, built[i], base) for i, d in zip(g.members, detached) if not d]
     found = {}
     for j, o in enumerate(outs):
-        if not isinstance(o, FunctionalTensor) or not o.requires_grad or not o._is_view():
+        if not isinstance(o, FunctionalTensor) or not o._is_view():
             continue
         sequence = _functionalization.get_view_meta_sequence(o.elem)
+        taken_of = member_of_view(o)
         for i, m, base in members:
+            if taken_of is not None and i != taken_of:
+                continue
             # (a member of another group can have the same view ops of its own base)
             if o is m or not isinstance(m, FunctionalTensor) or not _same_storage(o, m):
                 continue
             own = _functionalization.get_view_meta_sequence(m.elem)
             if own and len(sequence) > len(own) and starts_with(sequence, own):
-                if not _through(o, m):  # (taken before a write: eager's is of the base)
+                if o.requires_grad and not _through(o, m):  # (taken before a write: of the base)
                     break
                 shown, through = eager_layout(o, base)
                 layout = _layout(shown)
@@ -628,12 +658,26 @@ class SyntheticBase:
             *(tensors[i] for i in linked),  # (then those the outputs' reads link)
         ]
 
+    def _note_views(
+        self, built: dict[int, Any], bases: Sequence[Any], out: Sequence[Any], taken_of: Any
+    ) -> None:
+        """The outputs the caller's are views of members of (``member_views``, and those
+        that require grad: ``member_grad_views``)."""
+        self.member_views.update(_views_of_detached(self.groups, built, out))
+        views = _views_of_members(self.groups, built, bases, out, taken_of)
+        views = {j: v for j, v in views.items() if j not in self.member_outputs}
+        self.member_grad_views.update((j, v) for j, v in views.items() if out[j].requires_grad)
+        self.member_views.update(
+            (j, v)
+            for j, v in views.items()
+            if not out[j].requires_grad and j not in self.member_views
+        )
+
     def wrap(self, flat_fn: Callable[..., Any]) -> Callable[..., Any]:
         """``flat_fn`` taking the bases and the non-members, rebuilding the members."""
         groups, n, new_views = self.groups, self.num_inputs, self.new_views
         member_outputs, version_deltas = self.member_outputs, self.version_deltas
-        member_views, layout_first = self.member_views, self.layout_first
-        member_grad_views = self.member_grad_views
+        layout_first = self.layout_first
         requires_grad_changes = self.requires_grad_changes
         changed_with_grad, retained = self.changed_with_grad, self.retained
         unrecorded = self.unrecorded_layout
@@ -668,10 +712,7 @@ class SyntheticBase:
                 hooks, through = hooks_on_members(calls.input_hooks.traced_hooks, member_of, out)
                 member_hooks.update(hooks)
                 views_through.update(through)
-            member_views.update(_views_of_detached(groups, built, out))
-            bases = graph_inputs[: len(groups)]
-            views = _views_of_members(groups, built, bases, out)
-            member_grad_views.update((j, v) for j, v in views.items() if j not in member_outputs)
+            self._note_views(built, graph_inputs[: len(groups)], out, writes.member_of_view)
             for g in groups:  # (the members' new values too: written, they are outputs)
                 _interior_leaves(g, built, [*out, *built.values()])
             for i, t in built.items():
