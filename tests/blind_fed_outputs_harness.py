@@ -390,3 +390,18 @@ def init_params(m: torch.nn.Module, seed: int = 0, offset: int = 700) -> torch.n
         for p in m.parameters():
             p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64).to(p.dtype) * 0.5)
     return m
+
+
+def W(t: torch.Tensor) -> torch.Tensor:
+    """Deterministic, non-uniform weights shaped like ``t`` (so flips, slices and permuted
+    gradients show)."""
+    return torch.linspace(-1.0, 1.5, t.numel(), dtype=t.dtype).reshape(t.shape)
+
+
+def tensors(o: Any) -> list[torch.Tensor]:
+    """The tensors of ``o`` (a tensor, or nested lists and tuples of them)."""
+    if isinstance(o, torch.Tensor):
+        return [o]
+    if isinstance(o, (list, tuple)):
+        return [t for x in o for t in tensors(x)]
+    return []

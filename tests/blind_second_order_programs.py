@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from blind_fed_outputs_harness import L, init_params, registry
+from blind_fed_outputs_harness import L, W, init_params, registry, tensors
 
 P, prog = registry()
 
@@ -55,19 +55,6 @@ f64, f32, bf16 = torch.float64, torch.float32, torch.bfloat16
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def W(t):
-    """Deterministic, non-uniform weights shaped like ``t`` (so a permuted gradient shows)."""
-    return torch.linspace(-1.0, 1.5, t.numel(), dtype=t.dtype).reshape(t.shape)
-
-
-def tensors(o):
-    if isinstance(o, torch.Tensor):
-        return [o]
-    if isinstance(o, (list, tuple)):
-        return [t for x in o for t in tensors(x)]
-    return []
 
 
 def wsum(o):

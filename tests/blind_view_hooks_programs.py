@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from blind_fed_outputs_harness import L, init_params, registry
+from blind_fed_outputs_harness import L, W, init_params, registry, tensors
 
 P, prog = registry()
 
@@ -79,19 +79,6 @@ def hhalf(g):
 
 
 # ---------- caller-side helpers ----------
-def W(t):
-    """Deterministic, non-uniform weights shaped like ``t`` (so flips and slices show)."""
-    return torch.linspace(-1.0, 1.5, t.numel(), dtype=t.dtype).reshape(t.shape)
-
-
-def tensors(o):
-    if isinstance(o, torch.Tensor):
-        return [o]
-    if isinstance(o, (list, tuple)):
-        return [t for x in o for t in tensors(x)]
-    return []
-
-
 def wsum(o):
     """A weighted sum of the tensors of ``o`` that require grad (0 if none)."""
     tot = 0
