@@ -113,6 +113,14 @@ def _views_of_the_alias_after_a_write(x1, t1):
     return t1.expand(2, 3), t1[0]
 
 
+def _one_view_of_the_alias_returned_twice(x1, t1):
+    # (one tensor to the caller: each place was remade apart, CI at 4be5c2f, soak 119548)
+    with torch.no_grad():
+        x1.clamp_(-1, 1)
+    v = t1[1:]
+    return v, t1.expand(2, 3), v
+
+
 def _views_of_both_after_a_write(x1, t1):
     x1.mul_(2)
     return t1[1:], x1[:2], t1
@@ -120,7 +128,13 @@ def _views_of_both_after_a_write(x1, t1):
 
 @pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize(
-    "fn", [_returns_the_alias, _views_of_the_alias_after_a_write, _views_of_both_after_a_write]
+    "fn",
+    [
+        _returns_the_alias,
+        _views_of_the_alias_after_a_write,
+        _one_view_of_the_alias_returned_twice,
+        _views_of_both_after_a_write,
+    ],
 )
 def test_a_gradless_alias_of_the_same_layout_is_its_own_input(fn: Any, entry: str) -> None:
     assert_like_eager(fn, _gradless_and_its_detach, COMPILERS[entry])

@@ -619,10 +619,12 @@ class SyntheticBase:
         self._hooks_on_members(tensors, outs)
         for j, i in self.member_outputs.items():
             outs[j] = tensors[i]
-        for j, (i, view) in self.member_views.items():
-            if not tensors[i].requires_grad and not outs[j].requires_grad:
-                outs[j] = tensors[i].as_strided(*view)  # eager's ``._base``: the caller's
         remade: dict[int, Any] = {}  # (one output returned twice stays one tensor)
+        for j, (i, view) in self.member_views.items():
+            o = outs[j]
+            if id(o) not in remade and not tensors[i].requires_grad and not o.requires_grad:
+                remade[id(o)] = tensors[i].as_strided(*view)  # eager's ``._base``: the caller's
+            outs[j] = remade.get(id(o), o)
         for j, (i, view) in self.member_grad_views.items():
             o = outs[j]
             if id(o) not in remade and _remakeable(o, tensors[i]):
