@@ -336,6 +336,29 @@ def test_an_input_that_requires_grad_and_is_unused_does_not_refuse() -> None:
         torch.testing.assert_close(g, e)
 
 
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager"])
+def test_an_unused_input_the_function_branches_on_replays_the_same_branch(entry: str) -> None:
+    """An input no output's history reaches enters the compiled node detached; the
+    replay ran the function on that, so ``if u.requires_grad`` took the other branch:
+    a different second-order gradient, and no raise at a later pass (soak 246639)."""
+
+    def f(x, w, u):
+        t = x.clamp(-0.5, 0.5) if u.requires_grad else -x
+        return torch.addmm(t, w, t), t
+
+    results = []
+    for run in (f, _by_entry(entry)(f)):
+        g = torch.Generator().manual_seed(3)
+        x, w, u = (torch.randn(4, 4, dtype=F64, generator=g, requires_grad=True) for _ in "xwu")
+        outs = run(x, w, u.clone())
+        gx, gw = torch.autograd.grad([o.sum() for o in outs], [x, w], create_graph=True)
+        ((gx * gx).sum() + (gw * gw).sum()).backward()
+        results.append([gx.detach(), gw.detach(), x.grad.clone(), w.grad.clone()])
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            outs[0].sum().backward()
+    torch.testing.assert_close(results[1], results[0])
+
+
 def test_a_call_under_autocast_replays_under_it() -> None:
     def f(x, w):
         return (x @ w).float().sigmoid().sum()

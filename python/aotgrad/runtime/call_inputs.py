@@ -114,9 +114,16 @@ def edgeless_inputs(apply: Callable[..., Any], gradless: Sequence[int]) -> Calla
         swapped = list(args)
         for i in off:
             swapped[i] = args[i].detach()
+            # (a double backward's replay runs the function on it: as one that requires
+            # grad, as traced, ``double_backward.Replay``; soak 246639)
+            setattr(swapped[i], EDGELESS, True)
         return apply(*swapped)
 
     return call
+
+
+#: Attribute marking ``edgeless_inputs``'s detached alias of an input that requires grad.
+EDGELESS = "_aotgrad_edgeless"
 
 
 def stand_in_leaf(leaf: Any, args: Sequence[Any]) -> torch.Tensor:

@@ -39,6 +39,7 @@ import torch
 from ..errors import UnsupportedError
 from ..hook_calls import calls_hooks
 from ..vocab import OutputVerdict
+from .call_inputs import EDGELESS
 from .saved_tensors import BACKWARD_TWICE
 
 __all__ = [
@@ -225,7 +226,12 @@ def _own_node(t: Any) -> Any:
     is then this call's part only, not also what reaches ``t`` through another input's
     history (the output of an earlier call of the same function, given ``w`` again:
     ``cf(cf(x, w), w)``; that part reaches ``w`` through the earlier call's own node)."""
-    return t.view_as(t) if isinstance(t, torch.Tensor) and t.requires_grad else t
+    if not isinstance(t, torch.Tensor):
+        return t
+    if getattr(t, EDGELESS, False):  # (detached for the node: the function saw it require
+        # grad, and may branch on that; a leaf of its own, whose gradient goes nowhere)
+        return t.detach().requires_grad_()
+    return t.view_as(t) if t.requires_grad else t
 
 
 #: The most bytes of written inputs a call copies for a replay (running statistics are
