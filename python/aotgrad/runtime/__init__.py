@@ -741,7 +741,7 @@ def _epilogue(layout: ForwardLayout, plan: _TrainingPlan, fed: Any) -> Epilogue:
         # from it, and the post-write link takes that out before it runs the backward)
         epilogue.link = post if fed is None else lambda args, fwd: fed(post(args, fwd), fwd)
     elif fed is not None:
-        epilogue.link = lambda args, fwd: fed(fwd)
+        epilogue.link_first = fed
     if fed is not None:
         epilogue.fed_views = fed.onto_views
     return epilogue

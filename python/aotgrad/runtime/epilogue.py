@@ -49,6 +49,10 @@ class Epilogue(InputWrites):
 
     #: Routes the outputs onto written inputs' new nodes (training only, when needed).
     link: Any = None
+    #: ``FedOutputsLink``'s routing where there is no ``link`` onto written inputs: it
+    #: runs before the writes, so a written input's new value computed from an output
+    #: is copied in through that output's link (``x += t; return x, t``).
+    link_first: Any = None
     #: ``FedOutputsLink.onto_views``, where the function computes outputs from a view.
     fed_views: Any = None
 
@@ -205,8 +209,10 @@ class Epilogue(InputWrites):
             for i in layout.metadata_mutations
             if not (args[i].requires_grad and leaf_if_readable(args[i])) and self._keeps_autograd(i)
         }
-        kept = self._write_inputs(args, fwd, spec, before)
         own = fwd  # (the compiled Function's: its node holds the retained totals' slots)
+        if self.link_first is not None:
+            fwd = self.link_first(fwd)
+        kept = self._write_inputs(args, fwd, spec, before)
         if self.link is not None:  # (the outputs onto the written inputs' new nodes)
             fwd = self.link([*args, *members], fwd)
         register_hooks(args, layout.post_write_hooks)  # (on those new nodes)

@@ -29,15 +29,17 @@ def fed_outputs(
     linkable: Sequence[bool],
     retained: tuple[list[int], list[int], dict[int, tuple[int, ...]]],
     movable: frozenset[int] = frozenset(),
+    written: Sequence[Any] = (),
 ) -> dict[int, tuple[int, ...]]:
     """Per output another is computed from, the forward values (user outputs, then
-    intermediate bases) computed from it. Only outputs the runtime can link
+    intermediate bases, then the ``written`` inputs' new values: ``x += h; return h``,
+    soak 246196) computed from it. Only outputs the runtime can link
     (``linkable``: the compiled Function's own, or views of an intermediate it returns),
     returned once, not ``input_hooks.RetainedThrough``'s (``retain_grad()``-ed, fresh),
     not hooked by the function unless the hooks move to the caller's tensor
     (``movable``, by id: ``input_hooks.caller_fed_outputs``; the link then hands it what
     the others pass back, and its hooks run on the sum, before the caller's)."""
-    values = [*outs, *bases]
+    values = [*outs, *bases, *written]
     found: dict[int, tuple[int, ...]] = {}
     for k, o in enumerate(outs):
         if not _candidate(k, o, outs, linkable, retained, movable):

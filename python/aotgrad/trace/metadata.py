@@ -628,7 +628,8 @@ def _gradient_routes(
 ) -> tuple[tuple[list[int], list[int], dict], dict[int, tuple[int, ...]], dict[int, int]]:
     """``input_hooks.retained_grads``, with the written inputs that retain grad among
     the values the backward computes whole (``retained_written_inputs``); then the
-    outputs others are computed from (``fed_outputs``), of those the runtime can link;
+    outputs others (or written inputs' new values) are computed from (``fed_outputs``), of
+    those the runtime can link;
     then the views of inputs made of another output (``views_of_outputs``). Under the
     trace's modes (reading a stale view's node replays it)."""
     fresh = [v == alias.OutputVerdict.NON_ALIAS for v in plan.outputs]
@@ -646,7 +647,8 @@ def _gradient_routes(
         and o._backward_hooks
         and len(on_node_returned(traced, o)) == len(o._backward_hooks)
     )
-    fed = fed_outputs(outs, bases, linkable, retained, movable)
+    written_values = [wrapped[i] for i in written]
+    fed = fed_outputs(outs, bases, linkable, retained, movable, written_values)
     return retained, fed, made_of
 
 
