@@ -213,14 +213,73 @@ def test_a_gradless_input_given_a_history_by_the_write() -> None:
         )
 
 
-def test_a_read_by_another_inputs_write_keeps_the_old_routing() -> None:
-    """Another written input's new value reads ``x`` after its write: that input is not
-    linked (its gradient would come back twice), and the totals stay eager's."""
-    for compiler in COMPILERS.values():
-        fn = _write_read_by_another_write
-        want = _observed(fn, "none", lambda: _args(w_grad=False))
-        got = _observed(compiler(fn), "none", lambda: _args(w_grad=False))
-        _assert_same(got, want)
+def _relaid_read_by_another_write(x, w):
+    x.t_()
+    w[:, 1:3].copy_(x.sum())  # (soak 246825: the gradient at the caller's x was None)
+    return (w.sum() * 2,)
+
+
+def _read_by_another_write_and_the_output(x, w):
+    x.mul_(2)
+    w.add_(x.sin())
+    return (w * x,)
+
+
+def _relaid_read_by_another_write_and_the_output(x, w):
+    x.t_()
+    w.mul_(x * 3)
+    return (w * 2 + x,)
+
+
+READ_BY_ANOTHER_WRITE = [
+    _write_read_by_another_write,
+    _relaid_read_by_another_write,
+    _read_by_another_write_and_the_output,
+    _relaid_read_by_another_write_and_the_output,
+]
+
+
+@pytest.mark.parametrize("how", ["none", "autograd_grad", "retain_grad", "hook"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", READ_BY_ANOTHER_WRITE, ids=lambda f: f.__name__.strip("_"))
+def test_a_read_by_another_inputs_write_reaches_the_node(
+    fn: Callable, compiler: str, how: str
+) -> None:
+    """Another written input's new value reads ``x`` after its write: the runtime passes
+    that value through a link onto ``x``'s new node before writing it, so the node sees
+    what the value's gradient passes back (and what the caller's later uses of the other
+    input pass back), as eager's; the totals stay eager's."""
+    make = lambda: _args(w_grad=False)  # noqa: E731
+    _assert_same(_observed(COMPILERS[compiler](fn), how, make), _observed(fn, how, make))
+
+
+def _read_by_a_chain_of_writes(x, w, v):
+    x.mul_(2)
+    w.add_(x.sin())
+    v.add_(w.cos())  # (reads x through w's new value: one link per step)
+    return (v * 2,)
+
+
+def _relaid_read_by_two_writes(x, w, v):
+    x.t_()
+    w.add_(x.sin())
+    v.add_(x.cos())
+    return (w * v,)
+
+
+@pytest.mark.parametrize("how", ["none", "autograd_grad", "retain_grad", "hook"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize(
+    "fn", [_read_by_a_chain_of_writes, _relaid_read_by_two_writes], ids=["chain", "two"]
+)
+def test_several_writes_reading_the_input(fn: Callable, compiler: str, how: str) -> None:
+    def make() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        g = torch.Generator().manual_seed(5)
+        leaf = torch.randn(4, 4, dtype=DT, generator=g, requires_grad=True)
+        w, v = (torch.randn(4, 4, dtype=DT, generator=g) for _ in "wv")
+        return [leaf.clone(), w, v], [leaf]
+
+    _assert_same(_observed(COMPILERS[compiler](fn), how, make), _observed(fn, how, make))
 
 
 def test_checkpointed_reads_after_the_write() -> None:

@@ -528,11 +528,17 @@ class _TrainingPlan:
         tensors kept for it)."""
         # (less what a fed output's link, outside this one, handed them in this pass)
         outs = self.backward_kept(ctx, less_handed_given(ctx, given, self.tangent_outputs))
-        ctx.post_write_task = task()  # (the Function's backward in this pass: _less_passed_on)
         start = self._post_write_start(ctx.num_inputs)
         handed = list(outs[start : start + self.n_post_write])
         if self.post_write_tangents:
-            ctx.post_write_handed = handed
+            # (added to what another link handed in this pass: a written value's,
+            # ``PostWriteLink.onto_value``)
+            earlier = getattr(ctx, "post_write_handed", None)
+            if earlier is not None and getattr(ctx, "post_write_task", None) == task():
+                ctx.post_write_handed = [_plus(a, b) for a, b in zip(earlier, handed)]
+            else:
+                ctx.post_write_handed = handed
+        ctx.post_write_task = task()  # (the Function's backward in this pass: _less_passed_on)
         return handed
 
     def _reached(self, missing: Sequence[int]) -> set[int]:
@@ -740,6 +746,8 @@ def _epilogue(layout: ForwardLayout, plan: _TrainingPlan, fed: Any) -> Epilogue:
         # (the fed outputs' link outermost: the caller's fed output gets what is computed
         # from it, and the post-write link takes that out before it runs the backward)
         epilogue.link = post if fed is None else lambda args, fwd: fed(post(args, fwd), fwd)
+        if layout.post_write_values:
+            epilogue.value_link = post.onto_value
     elif fed is not None:
         epilogue.link_first = fed
     if fed is not None:
@@ -803,3 +811,8 @@ def _views_of_no_output(
         return tuple(changed) if made else outs
 
     return run_and_separate
+
+
+def _plus(a: Any, b: Any) -> Any:
+    """``a + b``, either None: the other."""
+    return b if a is None else a if b is None else a + b

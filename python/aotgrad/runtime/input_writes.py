@@ -32,6 +32,9 @@ class InputWrites:
     values_start: int
     metadata_first: list[int]
     versioned: list[tuple[int, int]]
+    #: ``PostWriteLink.onto_value``, where a written value reads a linked input after
+    #: its write (``layout.post_write_values``).
+    value_link: Any = None
 
     def _write_inputs(
         self, args: Sequence[Any], fwd: Sequence[Any], spec: Any, before: list[int]
@@ -57,6 +60,9 @@ class InputWrites:
         _made_early.metadata_first = {}
         retained = self._retained_written(args, late, done, spec)
         late += list(retained)
+        if self.value_link is not None:  # (re-laid before the values that read them)
+            read = set(layout.post_write_values.values())
+            late = [i for i in late if i not in read or i in retained]
         for i, view in layout.metadata_mutations.items():
             if i not in late and i not in done:
                 self._replay_metadata(args[i], spec(view), i, targets, spec)
@@ -108,12 +114,15 @@ class InputWrites:
         layout = self.layout
         start = self.values_start
         new_values = fwd[start : start + len(layout.mutated_inputs)]
-        for i, value, with_grad in zip(
-            layout.mutated_inputs, new_values, layout.mutation_with_grad
-        ):
+        writes = list(zip(layout.mutated_inputs, new_values, layout.mutation_with_grad))
+        if self.value_link is not None:  # (each after the input its value reads)
+            writes = _after_what_they_read(writes, layout.post_write_values)
+        for i, value, with_grad in writes:
             target = args[i]
             if target is value:
                 continue
+            if i in layout.post_write_values and self.value_link is not None:
+                value = self.value_link(args, i, value)
             leaf = target.requires_grad and leaf_if_readable(target)
             if i in relaid:  # (a leaf that requires grad now: written under no_grad)
                 with torch.no_grad():
@@ -200,3 +209,19 @@ def _alias(t: Any) -> Any:
     """A view of all of ``t`` (with ``t``'s history where it has one)."""
     with torch.enable_grad() if t.requires_grad else contextlib.nullcontext():
         return t.view(t.shape)
+
+
+def _after_what_they_read(writes: list[tuple], reads: dict[int, int]) -> list[tuple]:
+    """``writes`` (input first) ordered so that each comes after the write of the input
+    its value reads (``layout.post_write_values``; a chain in order), else as given."""
+    done: set[int] = set()
+    ordered: list[tuple] = []
+    written = {w[0] for w in writes}
+    pending = list(writes)
+    while pending:
+        ready = [w for w in pending if reads.get(w[0]) not in written - done]
+        for w in ready or pending:  # (a cycle cannot be traced; as given, if so)
+            ordered.append(w)
+            done.add(w[0])
+        pending = [w for w in pending if w[0] not in done]
+    return ordered

@@ -207,6 +207,10 @@ class ForwardLayout:
     #: its node is taken out of that tangent in such a pass (else ``post_write_passed``).
     post_write_tangents: tuple[int, ...] = ()
     post_write_members: tuple[int, ...] = ()
+    #: Written inputs whose new value reads a linked input after its write, each with
+    #: that input: the value passes through a link onto the input's node before its
+    #: write (``PostWriteLink.onto_value``); that input is written or re-laid first.
+    post_write_values: dict[int, int] = field(default_factory=dict)
     #: The backward outputs those pass on to (a gradient's position, or the number of
     #: gradients plus a retained total's): the backward returns that part last, taken
     #: out in a pass where the link handed the gradients to the inputs' nodes.

@@ -92,6 +92,34 @@ class PostWriteLink:
         start = layout.num_user_outputs + layout.num_intermediate_bases
         self.tangent_outputs = list(layout.tangent_outputs)
         self.linked = [(j, k) for j, k in enumerate(self.tangent_outputs) if k < start]
+        positions = {k: j for j, k in enumerate(self.tangent_outputs)}
+        self.values = {  # written input -> (its value's tangent position, linked input)
+            w: (positions[start + layout.mutated_inputs.index(w)], i)
+            for w, i in layout.post_write_values.items()
+        }
+
+    def onto_value(self, args: Sequence[Any], w: int, value: Any) -> Any:
+        """Input ``w``'s new value, before its write, through a link onto the node of the
+        linked input it reads after that one's write (written or re-laid by now): that
+        node gets what the value's gradient passes to it, as eager's does."""
+        p, i = self.values[w]
+        target, node = args[i], value.grad_fn
+        if not (_differentiable(value) and hasattr(node, "symints")):
+            return value
+        if not (target.requires_grad and target.grad_fn is not None):
+            return value
+        at = self.inputs.index(i)
+
+        def to_target(node: Any, given: dict[int, Any]) -> list[Any]:
+            return [self.post_grads(node, given)[at]]
+
+        # (watching every linked input: a pass that sees one sees all, so a chain's
+        # links hand on together, ``x``'s node getting what ``w``'s value reads of it)
+        watched = [weakref.ref(args[k]) for k in self.inputs]
+        with torch.enable_grad():
+            link = (to_target, node, [p], watched)
+            (out,) = _ReadsAfterWrite.apply(link, 1, PROBE, target, value)
+        return out
 
     def __call__(self, args: Sequence[Any], fwd: Sequence[Any]) -> Sequence[Any]:
         linked = [(j, k) for j, k in self.linked if _differentiable(fwd[k])]

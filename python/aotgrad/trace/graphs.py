@@ -254,6 +254,9 @@ class JointGraph:
     #: Synthetic-base members linked alike (caller positions): ``post_write_inputs``
     #: names them from the number of graph inputs on, in this order.
     post_write_members: tuple[int, ...] = ()
+    #: Written inputs whose new value reads a linked input after its write, each with
+    #: that input (``trace.post_write_reads.PostWrite.values``).
+    post_write_values: dict[int, int] = field(default_factory=dict)
     #: The gradients those pass on to (through the history before the write): a
     #: gradient's position, or the number of gradients plus a retained total's.
     post_write_passed: tuple[int, ...] = ()

@@ -589,6 +589,7 @@ class _JointTrace(SavedReads):
             "post_write_passed": tuple(i for i, _ in self.post_write_passed),
             "post_write_hooks": list(self.post_write_hooks),
             "post_write_tangents": tuple(self.post_write_found.tangents),
+            "post_write_values": dict(self.post_write_found.values),
             "unhooked_view_writes": tuple(self.hook_bypassed[0]),
             "hooked_view_reads": tuple(self.hook_bypassed[1]),
             "views_past_write": tuple(self.views_past_write),

@@ -16,6 +16,14 @@ gradient stays the same: what that gradient passes on through the history before
 write is a backward output too (``post_write_split``), which the runtime takes out of
 the gradients in a pass where the link handed it to the input's node, since it then
 comes back through the write's node into the new value's tangent.
+
+Another written input's new value may read the input after its write (``x.t_();
+w.copy_(x * 3)``): the runtime passes that value through a link onto ``x``'s node before
+it writes ``w`` (``PostWrite.values``), so ``x``'s node also sees what ``w``'s later uses
+pass back; ``x``'s gradient from the link is then less what reaches it through ``w``'s
+new value from the reads after ``w``'s own write (``_less_through_values``), which come
+back to it that way. A chain (``v`` reads ``w``'s value, which reads ``x``'s) takes one
+link per step.
 """
 
 from __future__ import annotations
@@ -115,6 +123,10 @@ class PostWrite:
     #: synthetic-base member is linked: the runtime takes the gradient it handed the
     #: node out of that tangent instead (``passed`` stays empty).
     tangents: list[int] = field(default_factory=list)
+    #: Written inputs whose new value reads a linked input after its write (``x1.t_();
+    #: x2.copy_(x1 * 3)``), each with that input: the runtime passes the value through
+    #: a link onto that input's node before writing it (``PostWriteLink.onto_value``).
+    values: dict[int, int] = field(default_factory=dict)
 
 
 def post_write_split(
@@ -147,9 +159,15 @@ def post_write_split(
     base = list(grads[:n_needs])
     if not linked or len(grads) != n_needs + len(linked):
         return base, PostWrite()
-    found, tensors = _read_after_write(meta, linked, diff_outs, tangents, grads[n_needs:])
+    found, tensors = _read_after_write(meta, linked, diff_outs, tangents, grads[n_needs:], bases)
     if not found.inputs:
         return base, PostWrite()
+    if found.values:
+        try:
+            with torch._C._DisableAutocast():
+                _less_through_values(meta, found, tensors, diff_outs)
+        except (RuntimeError, NotImplementedError):
+            return base, PostWrite()
     if not bases and all(p >= 0 for p in found.tangents):
         return base, found
     found.tangents = []
@@ -176,19 +194,25 @@ def _read_after_write(
     diff_outs: Sequence[Any],
     tangents: Sequence[Any],
     at_nodes: Sequence[Any],
+    bases: dict[int, int] | None = None,
 ) -> tuple[PostWrite, list[Any]]:
     """The linked inputs some output reads after the write (and no other input's new
-    value), with the gradient at each one's node from those reads; their tensors."""
+    value, but those of ``_value_readers``), with the gradient at each one's node from
+    those reads; their tensors."""
     found = PostWrite()
     tensors = []
+    allowed, onto = (set(), {}) if bases else _value_readers(meta, linked, diff_outs)
     for (i, t), at_node in zip(linked, at_nodes, strict=True):
         own, of_value = _own_tangent(meta, i, t, diff_outs)
-        if at_node is None or not _read_after(meta, t, own, diff_outs):
+        if at_node is None or not _read_after(meta, t, own, diff_outs, allowed=allowed):
             continue
         found.inputs.append(i)
         found.tangents.append(of_value)
         tensors.append(t)
         found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
+    found.values = {
+        _written_input(meta, diff_outs, p): i for p, i in onto.items() if i in found.inputs
+    }
     return found, tensors
 
 
@@ -206,13 +230,96 @@ def _own_tangent(meta: TraceMetadata, i: int, t: Any, diff_outs: Sequence[Any]) 
 
 
 def _read_after(
-    meta: TraceMetadata, t: Any, own: int, diff_outs: Sequence[Any], *, some: bool = True
+    meta: TraceMetadata,
+    t: Any,
+    own: int,
+    diff_outs: Sequence[Any],
+    *,
+    some: bool = True,
+    allowed: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> bool:
     """Whether some output reads ``t`` after its write (``some=False``: or none), and no
-    written input's new value."""
+    written input's new value but those ``allowed`` (positions in ``diff_outs``)."""
     start = len(meta.outputs) + meta.num_intermediate_bases
     later = [p for p in reaching(diff_outs, [t.grad_fn]) if p != own]
-    return (bool(later) or not some) and all(meta.tangent_outputs[p] < start for p in later)
+    return (bool(later) or not some) and all(
+        meta.tangent_outputs[p] < start or p in allowed for p in later
+    )
+
+
+def _value_readers(
+    meta: TraceMetadata, linked: Sequence[tuple[int, Any]], diff_outs: Sequence[Any]
+) -> tuple[set[int], dict[int, int]]:
+    """The written inputs' new values (positions in ``diff_outs``) that read exactly one
+    linked input's tensor after its write without going through another's, and that
+    input per value: the runtime links each onto that input's node before writing it
+    (soak 246825: ``x1.t_(); x2[:, 1:3].copy_(x1.sum())``, the gradient at the caller's
+    ``x1`` was None); a chain (``x3`` reads ``x2``'s value, which reads ``x1``) passes
+    through one link per step. Inputs of a synthetic base are left out (their writes
+    go through the base)."""
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    nodes = {id(t.grad_fn): i for i, t in linked if t.grad_fn is not None}
+    found: dict[int, int] = {}
+    for p, o in enumerate(diff_outs):
+        if meta.tangent_outputs[p] < start or o.grad_fn is None:
+            continue
+        first = _first_linked(o.grad_fn, nodes)
+        if len(first) == 1:
+            found[p] = next(iter(first))
+    return set(found), found
+
+
+def _first_linked(node: Any, nodes: dict[int, int]) -> set[int]:
+    """The linked inputs (``nodes``: node id -> input) whose node the graph from ``node``
+    (not itself) reaches first, through no other linked node."""
+    found: set[int] = set()
+    stack = [n for n, _ in node.next_functions]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if id(n) in nodes:
+            found.add(nodes[id(n)])
+            continue
+        stack.extend(m for m, _ in n.next_functions)
+    return found
+
+
+def _written_input(meta: TraceMetadata, diff_outs: Sequence[Any], p: int) -> int:
+    """The input whose new value is ``diff_outs[p]``."""
+    start = len(meta.outputs) + meta.num_intermediate_bases
+    return meta.mutated_inputs[meta.tangent_outputs[p] - start]
+
+
+def _less_through_values(
+    meta: TraceMetadata, found: PostWrite, tensors: list[Any], diff_outs: Sequence[Any]
+) -> None:
+    """A linked input's gradient less what a written value that reads it
+    (``PostWrite.values``) passes to it from the reads after that value's own write: the
+    link onto that input's node hands those to its node, they come back through its
+    write's node into the value's tangent, and the value's link hands them on."""
+    at = {i: k for k, i in enumerate(found.inputs)}
+    raw = list(found.grads)
+    value_of = {
+        _written_input(meta, diff_outs, p): p
+        for p in range(len(diff_outs))
+        if meta.tangent_outputs[p] >= len(meta.outputs) + meta.num_intermediate_bases
+    }
+    for j, i in found.values.items():
+        k = at.get(j)
+        if k is None or raw[k] is None:  # (no reads after that write: nothing comes back)
+            continue
+        (through,) = torch.autograd.grad(
+            [diff_outs[value_of[j]]],
+            [tensors[at[i]]],
+            [raw[k]],
+            allow_unused=True,
+            retain_graph=True,
+        )
+        if through is not None:
+            found.grads[at[i]] = found.grads[at[i]] - through
 
 
 def linked_by_value(
