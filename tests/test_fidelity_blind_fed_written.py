@@ -27,8 +27,9 @@ _READ_AFTER = (
     "x's new node and onto t would each hand t the reads' part: runtime.post_write_link)"
 )
 _SECOND_ORDER = (
-    "refused: double backward through a function that writes an input autograd records "
-    "the write of (UnsupportedError; eager runs it)"
+    "the second-order gradient with respect to the fed output t itself is None (eager: "
+    "a value): the replay differentiates its own copy of t, not the caller's (as "
+    "test_fidelity_blind_fed_outputs' double_grad_wrt_feat)"
 )
 KNOWN_OPEN: dict[str, str | tuple[list[str], str]] = {
     "read_after_write_y": _READ_AFTER,
@@ -36,8 +37,6 @@ KNOWN_OPEN: dict[str, str | tuple[list[str], str]] = {
     "base_and_view_both_passed": _READ_AFTER,
     "module_param_fed_into_view_of_base": _READ_AFTER,
     "create_graph_through_t": _SECOND_ORDER,
-    "create_graph_x_squared_loss": _SECOND_ORDER,
-    "create_graph_backward_leaf_grads": _SECOND_ORDER,
 }
 
 

@@ -49,15 +49,12 @@ _DYN_OWN_RIGHT = "; Dynamo's own backend='eager' matches eager"
 # program -> why it still differs from eager (every entry), or (entries, why)
 KNOWN_OPEN: dict[str, Any] = {
     # silently wrong gradients
-    # (these three were silently wrong when written: the refusing node had no edge to the
+    # (these two were silently wrong when written: the refusing node had no edge to the
     # input, the engine never ran it, and hvp gave zeros, ``backward(inputs=[x])`` None;
-    # round 61 gave it edges to the call's inputs: refused now)
+    # round 61 gave it edges to the call's inputs: refused now; the third, a write of the
+    # input with autograd, is replayed since round 62)
     "rand_noise_inside_functional_hvp": _RANDOM + " (torch.autograd.functional.hvp)",
     "rand_noise_penalty_backward_inputs": _RANDOM + " (penalty.backward(inputs=[x]))",
-    "inplace_on_nonleaf_input_penalty_backward_inputs": (
-        "refused with UnsupportedError: 'double backward ... not supported where the function "
-        "writes an input autograd records' (penalty.backward(inputs=[x]))"
-    ),
     # no error where eager raises
     "caller_writes_output_after_grad_before_penalty": (
         "the caller's no_grad write of the output (saved by eager's exp backward) after the "
@@ -85,10 +82,6 @@ KNOWN_OPEN: dict[str, Any] = {
         "constant gradient) does not" + _DYN_OWN_RIGHT,
     ),
     # refusals
-    "inplace_scale_on_nonleaf_input": (
-        "refused with UnsupportedError: 'double backward ... not supported where the function "
-        "writes an input autograd records the write of'"
-    ),
     "dropout_inside_penalty": _RANDOM,
     "rand_noise_inside_penalty": _RANDOM,
     "nested_call_on_own_output": _FREED.format(which="the inner call's output, cf(cf(x))"),

@@ -260,6 +260,7 @@ class _TrainingPlan:
         self.n_post_write, self.fed_outputs = len(layout.post_write_inputs), layout.fed_outputs
         self.post_write_passed = layout.post_write_passed
         self.post_write_tangents = layout.post_write_tangents
+        self.post_write_inputs = layout.post_write_inputs
         self.grad_tangents = layout.grad_tangents
         self.n_leaves = len(layout.inner_leaves)
         self.stale = layout.backward_error
@@ -461,6 +462,8 @@ class _TrainingPlan:
         if self.replay is not None:
             ctx.graph_freed.note()
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
+            if self.post_write_tangents and getattr(ctx, "post_write_task", None) == task():
+                grads = self._less_linked_outputs(ctx, grads)
             return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
         saved = self._saved(ctx, len(tangents), missing)
         if ctx.input_data:
@@ -521,15 +524,30 @@ class _TrainingPlan:
                 tangents[p] = tangents[p] - handed
         return tangents
 
+    def _less_linked_outputs(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
+        """``_less_linked`` on the outputs' gradients (by forward output), for the
+        replay."""
+        less = list(grads)
+        for p, handed in zip(self.post_write_tangents, ctx.post_write_handed):
+            k = self.tangent_outputs[p]
+            if handed is not None and less[k] is not None:
+                less[k] = less[k] - handed
+        return tuple(less)
+
     def post_write_grads(self, ctx: Any, given: dict[int, Any]) -> list:
         """The gradient at each ``layout.post_write_inputs`` input's node after its write,
         from the tangents ``given`` (by position; zeros for the others): the compiled
         backward's last outputs, read before the Function's own backward runs (its saved
         tensors kept for it)."""
         # (less what a fed output's link, outside this one, handed them in this pass)
-        outs = self.backward_kept(ctx, less_handed_given(ctx, given, self.tangent_outputs))
-        start = self._post_write_start(ctx.num_inputs)
-        handed = list(outs[start : start + self.n_post_write])
+        given = less_handed_given(ctx, given, self.tangent_outputs)
+        if self.replays(ctx):  # (create_graph: with its graph, ``double_backward``)
+            by_output = {self.tangent_outputs[p]: g for p, g in given.items()}
+            handed = self.replay.gradients_after_writes(ctx, by_output, self.post_write_inputs)
+        else:
+            outs = self.backward_kept(ctx, given)
+            start = self._post_write_start(ctx.num_inputs)
+            handed = list(outs[start : start + self.n_post_write])
         if self.post_write_tangents:
             # (added to what another link handed in this pass: a written value's,
             # ``PostWriteLink.onto_value``)

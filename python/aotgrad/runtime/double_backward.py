@@ -13,9 +13,11 @@ their graph. Eager's arithmetic, eager's ``detach()``.
 Only for a call that eager's replay reproduces: nothing the runtime does beyond
 returning the outputs (``ForwardLayout.plain``) but views rebuilt of inputs or
 intermediates (the replay differentiates the view's ``._base`` for the intermediate the
-compiled node returns) and writes autograd does not record (under ``no_grad``: running
-statistics; the replay runs on copies of those inputs as they were before the call, kept
-by the call where they are small, ``KEEP_WRITTEN_BYTES``); no random op (the replay would
+compiled node returns) and writes to inputs (under ``no_grad``: running statistics; or
+recorded by autograd: the caller's tensor then has the write's node, so the copy of it
+keeps its history from before the call, its gradient and graph reaching that; the replay
+runs on copies of those inputs as they were before the call, kept by the call where they
+are small, ``KEEP_WRITTEN_BYTES``); no random op (the replay would
 draw again), no hook of the function's called by the backward (under autocast, the replay
 runs under the call's autocast). The inputs
 are kept for the replay: leaves (parameters, the ``x`` of a gradient penalty, data) by
@@ -146,6 +148,8 @@ def replay_for(
         return flat_fn
     written = _written_inputs(layout)
     bases = _intermediate_bases(layout) if written is not None else None
+    if bases is not None and not _post_write_replayable(layout):
+        bases = None
     if bases is None:
         return (
             "is not supported where the function writes an input autograd records the "
@@ -155,7 +159,8 @@ def replay_for(
         return "is not supported for a function with random ops (a replay would draw again)"
     if any(calls_hooks(g) for g in graphs):
         return "is not supported for a function that registers gradient hooks"
-    return Replay(flat_fn, static, bases, written)
+    recorded = [i for i, g in zip(layout.mutated_inputs, layout.mutation_with_grad) if g]
+    return Replay(flat_fn, static, bases, written, recorded)
 
 
 _OF_INPUT = (OutputVerdict.IS_INPUT, OutputVerdict.ALIAS_OF_INPUT)
@@ -167,10 +172,10 @@ _OF_INTERMEDIATE = (
 
 
 def _written_inputs(layout: Any) -> list[int] | None:
-    """The inputs the function writes where autograd records nothing (under ``no_grad``:
-    running statistics); None where the replay does not reproduce the call: a write
-    autograd records (the caller's tensor then has the write's node, past the one the
-    replay must differentiate at), a metadata change, another storage given, effect
+    """The inputs the function writes (under ``no_grad``: running statistics; or with
+    autograd recording: the replay then runs on a copy of the value before the call
+    that keeps the input's history from then, ``Replay.keep``); None where the replay
+    does not reproduce the call: a metadata change, another storage given, effect
     tokens, or anything else the runtime does beyond returning the outputs (``plain``)."""
     # (an output returned twice is one tensor: the replay's gradients are per position)
     rest = replace(
@@ -182,11 +187,26 @@ def _written_inputs(layout: Any) -> list[int] | None:
         same_as={},
     )
     written = list(layout.mutated_inputs)
-    if not rest.plain or any(layout.mutation_with_grad) or layout.storage_sets:
+    if not rest.plain or layout.storage_sets or layout.left_then_written:
         return None
     if set(layout.version_deltas) - set(written) or layout.num_tokens:
         return None
     return written
+
+
+def _post_write_replayable(layout: Any) -> bool:
+    """Whether the link onto written inputs' new nodes (``post_write_link``) can hand
+    them the replay's gradients: none, or each linked input's own new-value tangent
+    taking it back (``post_write_tangents``), no written value linked onto another's
+    node, no synthetic-base member."""
+    if not layout.post_write_inputs:
+        return True
+    return bool(
+        len(layout.post_write_tangents) == len(layout.post_write_inputs)
+        and not layout.post_write_values
+        and not layout.post_write_passed
+        and not layout.post_write_members
+    )
 
 
 def _intermediate_bases(layout: Any) -> list[int] | None:
@@ -239,14 +259,25 @@ def _own_node(t: Any) -> Any:
 KEEP_WRITTEN_BYTES = 4 << 20
 
 
-def _values_before(args: Sequence[Any], written: Sequence[int]) -> dict[int, Any] | None:
-    """Copies of the inputs the call writes (without autograd) as they are before it, for
-    the replay to run on (None: too large to keep)."""
+def _values_before(
+    args: Sequence[Any], written: Sequence[int], recorded: Sequence[int] = ()
+) -> dict[int, Any] | None:
+    """Copies of the inputs the call writes as they are before it, for the replay to run
+    on (None: too large to keep); of those it writes with autograd recording
+    (``recorded``), copies with the input's history from before the call (the caller's
+    tensor gets the write's node): the replay's gradient for the input, and its graph,
+    reach that history."""
     tensors = [args[i] for i in written if isinstance(args[i], torch.Tensor)]
     if sum(t.numel() * t.element_size() for t in tensors) > KEEP_WRITTEN_BYTES:
         return None
-    with torch.no_grad():
-        return {i: args[i].clone() for i in written if isinstance(args[i], torch.Tensor)}
+    kept = {}
+    for i in written:
+        a = args[i]
+        if isinstance(a, torch.Tensor):
+            history = i in recorded and a.requires_grad
+            with torch.enable_grad() if history else torch.no_grad():
+                kept[i] = a.clone()
+    return kept
 
 
 def _versions(args: Sequence[Any], written: Sequence[int]) -> dict[int, int]:
@@ -296,11 +327,13 @@ class Replay:
         static: Sequence[int],
         bases: Sequence[int] = (),
         written: Sequence[int] = (),
+        recorded: Sequence[int] = (),
     ) -> None:
         self.flat_fn = flat_fn
         self.static = frozenset(static)
         self.bases = list(bases)  # (``_intermediate_bases``)
         self.written = list(written)  # (``_written_inputs``)
+        self.recorded = list(recorded)  # (of those, written with autograd recording)
         self.others: list[int] | None = None  # (known at the first call)
 
     def keep(self, ctx: Any, args: Sequence[Any]) -> None:
@@ -322,7 +355,7 @@ class Replay:
         ctx.replay_versions = _versions(args, self.written)
         ctx.replay_autocast = _autocast_now() if _ANY_AUTOCAST() else ()
         if self.written:
-            ctx.replay_before = _values_before(args, self.written)
+            ctx.replay_before = _values_before(args, self.written, self.recorded)
 
     def why_not(self, ctx: Any) -> str | None:
         """Why the call's replay would not be eager's, or None: it kept no copies of the
@@ -345,7 +378,7 @@ class Replay:
     def gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
         """Each input's gradient from the outputs' ``grads``, with its graph."""
         inputs, outs = self._replayed(ctx)
-        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and _differentiable(o)]
         wanted = [
             i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor) and a.requires_grad
         ]
@@ -368,7 +401,7 @@ class Replay:
         """The gradient at forward output ``k`` from the outputs' ``grads`` (by
         position) that are computed from it, with its graph (``fed_outputs_link``)."""
         _, outs = self._replayed(ctx)
-        pairs = [(outs[j], g) for j, g in grads.items() if outs[j].requires_grad]
+        pairs = [(outs[j], g) for j, g in grads.items() if _differentiable(outs[j])]
         if not pairs:
             return None
         (found,) = torch.autograd.grad(
@@ -380,10 +413,36 @@ class Replay:
         )
         return found
 
+    def gradients_after_writes(
+        self, ctx: Any, grads: dict[int, Any], inputs: Sequence[int]
+    ) -> list[Any]:
+        """The gradient at each of ``inputs``' new node (after the function's write) from
+        the forward outputs' ``grads`` (by position), with its graph
+        (``post_write_link``, where the replay runs)."""
+        _, outs = self._replayed(ctx)
+        values = {i: outs[len(outs) - len(self.written) + m] for m, i in enumerate(self.written)}
+        pairs = [(outs[j], g) for j, g in grads.items() if _differentiable(outs[j])]
+        targets = [values.get(i) for i in inputs]
+        wanted = [t for t in targets if _differentiable(t)]
+        if not pairs or not wanted:
+            return [None] * len(inputs)
+        found = iter(
+            torch.autograd.grad(
+                [o for o, _ in pairs],
+                wanted,
+                [g for _, g in pairs],
+                create_graph=True,
+                allow_unused=True,
+            )
+        )
+        return [next(found) if _differentiable(t) else None for t in targets]
+
     def _replayed(self, ctx: Any) -> tuple[list[Any], list[Any]]:
         """The call's inputs, each through a node of its own, and the forward's outputs
         (user outputs, then the intermediate bases) of the function run again on them."""
         inputs = [a() if isinstance(a, weakref.ref) else a for a in ctx.replay_inputs]
+        for i in self.recorded:  # (the caller's tensor has the write's node now)
+            inputs[i] = ctx.replay_before[i]
         if any(a is None for a in inputs):
             raise refused(
                 "needs the call's inputs to run it again, and one was freed before this "
@@ -398,6 +457,9 @@ class Replay:
                 _as_before(called, ctx.replay_before)
             outs = list(self.flat_fn(*called))
         outs += [self._base_of(outs[j]) for j in self.bases]
+        # (the written inputs' new values: those the function wrote with autograd
+        # recording, the tensors it wrote)
+        outs += [called[i] if i in self.recorded else None for i in self.written]
         return inputs, outs
 
     @staticmethod
@@ -452,9 +514,12 @@ def watch_freed(ctx: Any, outs: Sequence[Any], inputs: Sequence[Any]) -> None:
             reach.setdefault(id(node), (node, set()))[1].add(j)
             stack.extend(n for n, _ in node.next_functions)
     for node, js in reach.values():
-        if _saves(node):
-            node.register_hook(_noting(freed, frozenset(js)))
-            node.register_prehook(ctx.graph_freed.check)  # (the other order: ``GraphFreed``)
+        # (a write to a view: ``CopySlices`` runs the write's node, which saved; the
+        # second-order graph reaches that node itself, through the result it saved)
+        for saving in (node, getattr(node, "_wrapped_node", None)):
+            if saving is not None and _saves(saving):
+                saving.register_hook(_noting(freed, frozenset(js)))
+                saving.register_prehook(ctx.graph_freed.check)  # (the other order)
 
 
 def _saves(node: Any) -> bool:
@@ -494,3 +559,7 @@ def freed_by_replay(ctx: Any, reached: set[int]) -> bool:
         return False
     task = torch._C._current_graph_task_id()
     return any(freed.get(k, task) != task for k in reached)
+
+
+def _differentiable(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.requires_grad
