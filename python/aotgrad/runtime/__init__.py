@@ -462,9 +462,7 @@ class _TrainingPlan:
         if self.replay is not None:
             ctx.graph_freed.note()
         if self.replays(ctx):  # (create_graph; after eager's checks of what it saved)
-            if self.post_write_tangents and getattr(ctx, "post_write_task", None) == task():
-                grads = self._less_linked_outputs(ctx, grads)
-            return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
+            return self._replayed_gradients(ctx, grads)
         saved = self._saved(ctx, len(tangents), missing)
         if ctx.input_data:
             saved = views_of_new_data(saved, ctx.input_data)
@@ -523,6 +521,14 @@ class _TrainingPlan:
             if handed is not None and tangents[p] is not None:
                 tangents[p] = tangents[p] - handed
         return tangents
+
+    def _replayed_gradients(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
+        """The inputs' gradients from the call's replay (``double_backward``), with their
+        graph; the written inputs' new values' gradients less what the link handed their
+        nodes in this pass, as ``_less_linked``."""
+        if self.post_write_tangents and getattr(ctx, "post_write_task", None) == task():
+            grads = self._less_linked_outputs(ctx, grads)
+        return less_handed_inputs(ctx, self.replay.gradients(ctx, grads))
 
     def _less_linked_outputs(self, ctx: Any, grads: Sequence[Any]) -> tuple[Any, ...]:
         """``_less_linked`` on the outputs' gradients (by forward output), for the
