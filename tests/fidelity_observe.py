@@ -50,6 +50,11 @@ class Untraceable(Exception):
     """symbolic_trace failed: the program is skipped for aot_module_simplified."""
 
 
+#: Whether eager's autocast keeps its cache of casts (``fidelity_programs``' check turns it
+#: off to tell its stale casts from aotgrad's differences).
+AUTOCAST_CACHE = [True]
+
+
 def _mode(name):
     if name == "grad":
         return torch.enable_grad()
@@ -58,7 +63,7 @@ def _mode(name):
     if name == "inference_mode":
         return torch.inference_mode()
     if name == "autocast":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=AUTOCAST_CACHE[0])
     raise ValueError(name)
 
 

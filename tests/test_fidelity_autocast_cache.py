@@ -232,3 +232,31 @@ def test_a_block_without_a_dtype_follows_the_devices_dtype(compiler: str) -> Non
             assert_like_eager(_block_without_a_dtype, _inputs((4, 6), (6, 5)), lambda _fn: g)
     finally:
         torch.set_autocast_dtype("cpu", before)
+
+
+def _writes_its_weight(x, w):
+    y = F.linear(x, w)
+    with torch.no_grad():
+        w.mul_(2.0)
+    return y
+
+
+@pytest.mark.parametrize("compiler", ENTRIES)
+def test_two_calls_in_one_region_read_the_weight_as_written(compiler: str) -> None:
+    """Known departure (soak 248149): called twice in one caller's autocast region, a
+    function that writes its weight in place reads, in eager, the cast its first call
+    cached (no version count invalidates torch's cache: the stale weight that freezes
+    training when an optimizer steps inside one region). The compiled call casts the
+    weight as it is: eager's answer with ``cache_enabled=False``."""
+
+    def twice(run: Callable, cache: bool) -> list[torch.Tensor]:
+        g = torch.Generator().manual_seed(0)
+        x, w = torch.randn(4, 6, generator=g), torch.randn(5, 6, generator=g)
+        w.requires_grad_()
+        with torch.autocast("cpu", dtype=BF16, cache_enabled=cache):
+            return [run(x, w), run(x, w)]
+
+    got = twice(COMPILERS[compiler](_writes_its_weight), True)
+    torch.testing.assert_close(got, twice(_writes_its_weight, False))
+    stale = twice(_writes_its_weight, True)
+    assert not torch.equal(got[1], stale[1])  # (eager's stale cast)
