@@ -228,12 +228,18 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         if i is None:
             i = self.member_of_view(t)
         if i is not None:
-            self.views_of[id(result)] = (weakref.ref(result), i)
+            self.views_of[id(result)] = (weakref.ref(result), i, t._version)
 
     def member_of_view(self, t: Any) -> int | None:
         """The member ``t`` was taken of (``views_of``), or None."""
         entry = self.views_of.get(id(t))
         return entry[1] if entry is not None and entry[0]() is t else None
+
+    def unwritten_since(self, t: Any) -> bool:
+        """Whether ``t`` is a view of a member (``views_of``) that nothing wrote since it
+        was taken: its node is the one autograd made of the member's, as eager's is."""
+        entry = self.views_of.get(id(t))
+        return entry is not None and entry[0]() is t and t._version == entry[2]
 
     def _note_uses(self, args: Any, kwargs: Any, result: Any) -> None:
         outs = torch.utils._pytree.tree_leaves(result)
@@ -457,6 +463,7 @@ def _views_of_members(
     bases: Sequence[Any],
     outs: Sequence[Any],
     member_of_view: Callable[[Any], int | None] = lambda _: None,
+    unwritten_since: Callable[[Any], bool] = lambda _: False,
 ) -> dict[int, tuple[int, Layout]]:
     """Outputs that are views taken through a member that is not detached (``return
     x1[0]``): eager's pass through that member's node, which is what
@@ -477,6 +484,10 @@ def _views_of_members(
             continue
         sequence = _functionalization.get_view_meta_sequence(o.elem)
         taken_of = member_of_view(o)
+        # (taken of the member after the group's last write: an ``as_strided`` of it has
+        # one view op of the base, as the member has, and the trace's node skips the
+        # member's; eager's goes through it, soak 247773)
+        since = taken_of is not None and unwritten_since(o)
         for i, m, base in members:
             if taken_of is not None and i != taken_of:
                 continue
@@ -484,9 +495,9 @@ def _views_of_members(
             if o is m or not isinstance(m, FunctionalTensor) or not _same_storage(o, m):
                 continue
             own = _functionalization.get_view_meta_sequence(m.elem)
-            if own and len(sequence) > len(own) and starts_with(sequence, own):
-                if o.requires_grad and not _through(o, m):  # (taken before a write: of the base)
-                    break
+            if since or (own and len(sequence) > len(own) and starts_with(sequence, own)):
+                if o.requires_grad and not (since or _through(o, m)):  # (taken before a
+                    break  # write: of the base)
                 shown, through = eager_layout(o, base)
                 layout = _layout(shown)
                 if not through and all(
@@ -661,12 +672,15 @@ class SyntheticBase:
         ]
 
     def _note_views(
-        self, built: dict[int, Any], bases: Sequence[Any], out: Sequence[Any], taken_of: Any
+        self, built: dict[int, Any], bases: Sequence[Any], out: Sequence[Any], writes: Any
     ) -> None:
         """The outputs the caller's are views of members of (``member_views``, and those
-        that require grad: ``member_grad_views``)."""
+        that require grad: ``member_grad_views``; ``writes``: the ``_MetadataWrites`` that
+        saw them taken)."""
         self.member_views.update(_views_of_detached(self.groups, built, out))
-        views = _views_of_members(self.groups, built, bases, out, taken_of)
+        views = _views_of_members(
+            self.groups, built, bases, out, writes.member_of_view, writes.unwritten_since
+        )
         views = {j: v for j, v in views.items() if j not in self.member_outputs}
         self.member_grad_views.update((j, v) for j, v in views.items() if out[j].requires_grad)
         self.member_views.update(
@@ -714,7 +728,7 @@ class SyntheticBase:
                 hooks, through = hooks_on_members(calls.input_hooks.traced_hooks, member_of, out)
                 member_hooks.update(hooks)
                 views_through.update(through)
-            self._note_views(built, graph_inputs[: len(groups)], out, writes.member_of_view)
+            self._note_views(built, graph_inputs[: len(groups)], out, writes)
             for g in groups:  # (the members' new values too: written, they are outputs)
                 _interior_leaves(g, built, [*out, *built.values()])
             for i, t in built.items():

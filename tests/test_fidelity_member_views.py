@@ -1,0 +1,76 @@
+"""Views the function takes of an input that shares its base with a written input (a
+synthetic-base member), compared with eager by the gradient the caller asks for at the
+member itself (``torch.autograd.grad(out, x2)``).
+
+Eager's view taken of ``x2`` after the group's last write goes through ``x2``'s node; one
+taken before goes through the base's. An ``as_strided`` of a member has the one view op of
+the base the member has, so it was not recognised as taken of the member, and the runtime
+made it of the base: the gradient at ``x2`` came back None (soak 247773). The trace now
+notes which member each view was taken of and whether the group was written since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from eager_oracle import COMPILERS
+
+DT = torch.float64
+
+
+def _strided_after_a_no_grad_write(x1, x2):
+    with torch.no_grad():
+        x1.copy_(torch.full_like(x1, 1.5))
+    return (x2.as_strided((2, 2), (1, 2)),)
+
+
+def _strided_after_a_write_with_grad(x1, x2):
+    x1.mul_(2)
+    return x2.as_strided((2, 2), (1, 2)), x1.sum()
+
+
+def _strided_before_the_write(x1, x2):
+    o = x2.as_strided((2, 2), (1, 2))  # (eager's node is rebuilt of the base by the write)
+    with torch.no_grad():
+        x1.copy_(torch.full_like(x1, 1.5))
+    return (o,)
+
+
+def _strided_of_a_view_of_the_member(x1, x2):
+    with torch.no_grad():
+        x1.mul_(3)
+    return (x2[1:].as_strided((2, 3), (1, 2)), x2.squeeze())
+
+
+PROGRAMS = [
+    _strided_after_a_no_grad_write,
+    _strided_after_a_write_with_grad,
+    _strided_before_the_write,
+    _strided_of_a_view_of_the_member,
+]
+
+
+def _observed(fn: Callable) -> list[Any]:
+    g = torch.Generator().manual_seed(0)
+    leaf = torch.randn(8, 4, dtype=DT, generator=g, requires_grad=True)
+    b = leaf.clone()
+    x1, x2 = b[0:4], b[2:6]
+    outs = [o for o in fn(x1, x2) if o.requires_grad]
+    cots = [torch.full_like(o, 1.0 + k) for k, o in enumerate(outs)]
+    found = torch.autograd.grad(outs, [x2, x1, leaf], cots, allow_unused=True)
+    return [[o._base is b for o in outs], [o.detach() for o in outs], list(found)]
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__.strip("_"))
+def test_the_gradient_at_the_member_is_eagers(fn: Callable, compiler: str) -> None:
+    want = _observed(fn)
+    got = _observed(COMPILERS[compiler](fn))
+    assert got[0] == want[0]
+    for g, w in zip(got[2], want[2], strict=True):
+        assert (g is None) == (w is None)
+    torch.testing.assert_close(got[1:], want[1:])
