@@ -186,30 +186,19 @@ def _show(x):
 CASES = [(p, e, m) for p in PROGS for e in ENTRIES for m in MODES]
 
 # ---------------------------------------------------------------- known open
-CROSS = (
-    "known open: another written input's new value reads the input after its write: "
-    "not routed (its gradient would come back twice)"
-)
+# (another written input's new value reading the input after its write, three_chain_ok,
+# two_written, two_written_cross_noread: linked since round 62, PostWriteLink.onto_value)
 EAGER_ASSERT = (
     "eager itself fails: retain_grad() before a recorded metadata change and write hits "
     "autograd's internal assert (variable.cpp, out != nullptr); the compiled call runs"
 )
-EVERY = frozenset(MODES) - {"values"}
-BUT_RETAINED_BEFORE = EVERY - {"retain_before"}
 RETAINED_BEFORE = frozenset({"retain_before"})
 AOT_RETAINED_BEFORE = dict.fromkeys(("aot_nop", "aot_default", "aot_mincut"), RETAINED_BEFORE)
-CROSS_ENTRIES = {
-    **dict.fromkeys(("aot_nop", "aot_default", "aot_mincut"), BUT_RETAINED_BEFORE),
-    "dynamo": EVERY,
-}
 KNOWN_OPEN = {
     "squeeze_": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
     "t_then_mul": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
     "transpose_": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
     "unsqueeze_then_add": (EAGER_ASSERT, AOT_RETAINED_BEFORE),
-    "three_chain_ok": (CROSS, CROSS_ENTRIES),
-    "two_written": (CROSS, CROSS_ENTRIES),
-    "two_written_cross_noread": (CROSS, CROSS_ENTRIES),
 }
 
 
