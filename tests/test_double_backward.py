@@ -541,3 +541,37 @@ def test_inputs_written_with_autograd_are_replayed(entry: str, fn: Callable, x_g
     got = _penalty_after_write(_by_entry(entry)(fn), x_grad)
     assert got[-1] == want[-1]
     torch.testing.assert_close(got[:-1], want[:-1])
+
+
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager"])
+def test_a_leaf_made_to_require_grad_after_its_use_is_a_constant_its_penalty_reaches(
+    entry: str,
+) -> None:
+    """``addmm(x0, x1, x0)`` then ``x1.requires_grad_()``: eager's forward took ``x1`` in
+    as a constant, and its node saved the leaf itself, so the second-order graph (built
+    after the flag is on) reaches ``x1``. The replay ran with ``x1`` requiring grad from
+    the start (a first-order path through the product), or on a detached alias (no
+    second-order path; soak 247736)."""
+
+    def f(x0, x1):
+        t1 = torch.addmm(x0, x1, x0)
+        x1.requires_grad_()
+        return x1, t1
+
+    if entry == "aot_function":
+        compiled = _by_entry(entry)(f)
+    else:  # (Dynamo takes ``requires_grad_()`` out of the graph: a graph break)
+        torch._dynamo.reset()
+        compiled = torch.compile(f, backend=entry)
+    results = []
+    for run in (f, compiled):
+        g = torch.Generator().manual_seed(0)
+        x0 = torch.randn(4, 4, dtype=F64, generator=g, requires_grad=True)
+        x1 = torch.randn(4, 4, dtype=F64, generator=g)
+        outs = run(x0, x1)
+        cots = [torch.randn(4, 4, dtype=F64, generator=g) for _ in outs]
+        grads = torch.autograd.grad(outs, [x0, x1], cots, create_graph=True)
+        sum((q * q).sum() for q in grads).backward()
+        results.append([*(q.detach() for q in grads), x0.grad, x1.grad])
+    assert results[0][2] is None and results[1][2] is None  # (x0's: the product is linear)
+    torch.testing.assert_close(results[1], results[0])

@@ -114,15 +114,16 @@ def edgeless_inputs(apply: Callable[..., Any], gradless: Sequence[int]) -> Calla
         swapped = list(args)
         for i in off:
             swapped[i] = args[i].detach()
-            # (a double backward's replay runs the function on it: as one that requires
-            # grad, as traced, ``double_backward.Replay``; soak 246639)
-            setattr(swapped[i], EDGELESS, True)
+            # (a double backward's replay runs the function on the caller's tensor, as
+            # traced, ``double_backward.Replay``; soak 246639)
+            setattr(swapped[i], EDGELESS, args[i])
         return apply(*swapped)
 
     return call
 
 
-#: Attribute marking ``edgeless_inputs``'s detached alias of an input that requires grad.
+#: Attribute of ``edgeless_inputs``'s detached alias of an input that requires grad: the
+#: input.
 EDGELESS = "_aotgrad_edgeless"
 
 

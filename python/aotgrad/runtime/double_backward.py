@@ -160,7 +160,9 @@ def replay_for(
     if any(calls_hooks(g) for g in graphs):
         return "is not supported for a function that registers gradient hooks"
     recorded = [i for i, g in zip(layout.mutated_inputs, layout.mutation_with_grad) if g]
-    return Replay(flat_fn, static, bases, written, recorded)
+    replay = Replay(flat_fn, static, bases, written, recorded)
+    replay.made_leaves = [i for i, made in layout.requires_grad_changes.items() if made]
+    return replay
 
 
 _OF_INPUT = (OutputVerdict.IS_INPUT, OutputVerdict.ALIAS_OF_INPUT)
@@ -178,6 +180,9 @@ def _written_inputs(layout: Any) -> list[int] | None:
     does not reproduce the call: a metadata change, another storage given, effect
     tokens, or anything else the runtime does beyond returning the outputs (``plain``)."""
     # (an output returned twice is one tensor: the replay's gradients are per position)
+    # (leaves the function made require grad: the replay runs it on them as called,
+    # ``_as_called``, and makes them so again)
+    made = all(layout.requires_grad_changes.values())
     rest = replace(
         layout,
         output_aliases=[],
@@ -185,6 +190,7 @@ def _written_inputs(layout: Any) -> list[int] | None:
         mutation_with_grad=[],
         version_deltas={},
         same_as={},
+        requires_grad_changes={} if made else layout.requires_grad_changes,
     )
     written = list(layout.mutated_inputs)
     if not rest.plain or layout.storage_sets or layout.left_then_written:
@@ -241,17 +247,32 @@ def _autocast_now() -> tuple[tuple[str, torch.dtype], ...]:
     )
 
 
+@contextlib.contextmanager
+def _as_called(inputs: Sequence[Any], gradless: Sequence[int]) -> Any:
+    """The leaves of ``gradless`` (no grad when called) that require grad now (the
+    function or the caller made them, soak 247736) without it while the replay runs its
+    forward: as eager's forward, it takes them in as constants; the replay's nodes save
+    the leaves themselves, so its second-order graph reaches them, as eager's does."""
+    flipped = {
+        id(t): t
+        for i in gradless
+        if isinstance(t := inputs[i], torch.Tensor) and t.requires_grad and t.is_leaf
+    }.values()
+    for t in flipped:
+        t.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for t in flipped:
+            t.requires_grad_(True)
+
+
 def _own_node(t: Any) -> Any:
     """``t`` through a node of its own for the replay: the gradient autograd gives for it
     is then this call's part only, not also what reaches ``t`` through another input's
     history (the output of an earlier call of the same function, given ``w`` again:
     ``cf(cf(x, w), w)``; that part reaches ``w`` through the earlier call's own node)."""
-    if not isinstance(t, torch.Tensor):
-        return t
-    if getattr(t, EDGELESS, False):  # (detached for the node: the function saw it require
-        # grad, and may branch on that; a leaf of its own, whose gradient goes nowhere)
-        return t.detach().requires_grad_()
-    return t.view_as(t) if t.requires_grad else t
+    return t.view_as(t) if isinstance(t, torch.Tensor) and t.requires_grad else t
 
 
 #: The most bytes of written inputs a call copies for a replay (running statistics are
@@ -334,6 +355,7 @@ class Replay:
         self.bases = list(bases)  # (``_intermediate_bases``)
         self.written = list(written)  # (``_written_inputs``)
         self.recorded = list(recorded)  # (of those, written with autograd recording)
+        self.made_leaves: list[int] = []  # (``requires_grad_()`` by the function: ``_as_called``)
         self.others: list[int] | None = None  # (known at the first call)
 
     def keep(self, ctx: Any, args: Sequence[Any]) -> None:
@@ -344,13 +366,29 @@ class Replay:
         if others is None:
             others = self.others = [i for i in range(len(args)) if i not in self.static]
         kept: Any = args
+        gradless, stand_ins = list(self.made_leaves), []
         for i in others:
             a = args[i]
+            # (detached for the node, ``call_inputs.edgeless_inputs``: the function saw the
+            # caller's tensor, may branch on its flag, and eager's nodes save a leaf; an
+            # activation is not kept, a leaf that requires grad stands in, soak 246639)
+            if (original := getattr(a, EDGELESS, None)) is not None:
+                if original.grad_fn is not None:
+                    stand_ins.append(i)
+                    continue
+                kept = list(args) if kept is args else kept
+                kept[i] = a = original
             if isinstance(a, torch.Tensor) and a.grad_fn is not None:
                 if kept is args:
                     kept = list(args)
                 kept[i] = weakref.ref(a)
+            elif isinstance(a, torch.Tensor) and not a.requires_grad:
+                gradless.append(i)
         ctx.replay_inputs = kept
+        # (a leaf the function, or the caller since, made require grad: the call read it
+        # as a constant, soak 247736)
+        ctx.replay_gradless = gradless
+        ctx.replay_stand_ins = stand_ins
         ctx.graph_freed = GraphFreed()
         ctx.replay_versions = _versions(args, self.written)
         ctx.replay_autocast = _autocast_now() if _ANY_AUTOCAST() else ()
@@ -443,6 +481,8 @@ class Replay:
         inputs = [a() if isinstance(a, weakref.ref) else a for a in ctx.replay_inputs]
         for i in self.recorded:  # (the caller's tensor has the write's node now)
             inputs[i] = ctx.replay_before[i]
+        for i in ctx.replay_stand_ins:
+            inputs[i] = inputs[i].detach().requires_grad_()
         if any(a is None for a in inputs):
             raise refused(
                 "needs the call's inputs to run it again, and one was freed before this "
@@ -451,6 +491,7 @@ class Replay:
         with torch.enable_grad(), contextlib.ExitStack() as autocast:
             for device, dtype in ctx.replay_autocast:  # (the call's autocast, again)
                 autocast.enter_context(torch.autocast(device, dtype))
+            autocast.enter_context(_as_called(inputs, ctx.replay_gradless))
             inputs = [_own_node(a) for a in inputs]
             called = list(inputs)
             if self.written:
