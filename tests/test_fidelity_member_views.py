@@ -46,11 +46,19 @@ def _strided_of_a_view_of_the_member(x1, x2):
     return (x2[1:].as_strided((2, 3), (1, 2)), x2.squeeze())
 
 
+def _strided_of_a_view_taken_before_the_write(x1, x2):
+    t = x2[::2]  # (the write rebuilds its node of the base, and so the strided view's)
+    with torch.no_grad():
+        x1.copy_(torch.full_like(x1, 1.5))
+    return (t.as_strided((2, 2), (1, 2)),)
+
+
 PROGRAMS = [
     _strided_after_a_no_grad_write,
     _strided_after_a_write_with_grad,
     _strided_before_the_write,
     _strided_of_a_view_of_the_member,
+    _strided_of_a_view_taken_before_the_write,
 ]
 
 

@@ -225,10 +225,14 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         if not (isinstance(t, torch.Tensor) and result._is_view()):
             return
         i = self.members.get(id(t))
+        version: int | None = t._version
         if i is None:
             i = self.member_of_view(t)
+            entry = self.views_of.get(id(t))
+            if entry is not None and entry[2] != t._version:
+                version = None  # (``t`` was written since: its node is the base's now)
         if i is not None:
-            self.views_of[id(result)] = (weakref.ref(result), i, t._version)
+            self.views_of[id(result)] = (weakref.ref(result), i, version)
 
     def member_of_view(self, t: Any) -> int | None:
         """The member ``t`` was taken of (``views_of``), or None."""
@@ -239,7 +243,7 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         """Whether ``t`` is a view of a member (``views_of``) that nothing wrote since it
         was taken: its node is the one autograd made of the member's, as eager's is."""
         entry = self.views_of.get(id(t))
-        return entry is not None and entry[0]() is t and t._version == entry[2]
+        return entry is not None and entry[0]() is t and entry[2] == t._version
 
     def _note_uses(self, args: Any, kwargs: Any, result: Any) -> None:
         outs = torch.utils._pytree.tree_leaves(result)
