@@ -380,6 +380,23 @@ def _record_grads(obs, pre, watch, outs, cat):
             obs.add(f"{pre}.{n}", cat, g)
             continue
         obs.add(f"{pre}.{n}", cat, None if g is None else _val(g))
+    _note_aliased_grads(obs, pre, watch, seen)
+
+
+def _note_aliased_grads(obs, pre, watch, seen):
+    """Whether two leaves' ``.grad`` share memory (eager's accumulator keeps a gradient
+    it is handed, and ``stack``'s backward hands two leaves views of one buffer: the next
+    backward's in-place sums then add into both, soak 249076). Soft: a later difference
+    in those gradients is eager's aliasing (``fidelity_programs._past_aliased_grads``)."""
+    ptrs = set()
+    for n in seen.values():
+        g = _safe(lambda n=n: watch[n].grad if n in watch else None)
+        if isinstance(g, torch.Tensor) and not g.is_sparse and g.numel():
+            ptr = _safe(lambda g=g: g.untyped_storage().data_ptr())
+            if ptr in ptrs:
+                obs.add(f"{pre}.grads_alias", "eager_bug:grads_alias", True)
+                return
+            ptrs.add(ptr)
 
 
 def _retains_grad(t):

@@ -148,12 +148,29 @@ def diff(prog: Program, e: Obs, c: Obs) -> list[Finding]:
             if k.startswith(stage + ".") and k not in e.d:
                 found.append(Finding(cat, k, "missing", cv))
     found = [_past_data_write(prog, _eager_bug(f)) for f in found]
+    found = _past_aliased_grads(e, found)
     # past eager's internal assert in a call, its state is torch's bug's: the rest of
     # that call's findings are no answer to copy either
     broken = {f.key.split(".")[0] for f in found if f.category.startswith("eager_bug:")}
     return [
         Finding(f"eager_bug:{f.category}", f.key, f.eager, f.got)
         if f.key.split(".")[0] in broken and not is_soft(f.category)
+        else f
+        for f in found
+    ]
+
+
+def _past_aliased_grads(e: Obs, found: list) -> list:
+    """Gradients after a call's later backward where eager's leaves' ``.grad`` shared
+    memory after its first (``fidelity_observe._note_aliased_grads``): eager's in-place
+    sums added each into the other, an answer no correct accumulation gives (torch's
+    own AOT Autograd neither): soft."""
+    calls = {k.split(".")[0] for k in e.d if k.endswith(".grads_alias")}
+    return [
+        Finding(f"eager_bug:grads_alias:{f.category}", f.key, f.eager, f.got)
+        if f.key.split(".")[0] in calls
+        and f.category.startswith(("grad_second_backward", "grad"))
+        and f.key.split(".")[1] != "bw1"
         else f
         for f in found
     ]
