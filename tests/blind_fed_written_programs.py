@@ -59,6 +59,20 @@ def grads(R, **ts):
 # =====================================================================
 # basic writes, observed by autograd.grad
 # =====================================================================
+
+
+def retained_t(C, R, f, n, m):
+    """The common caller: ``f(x, w)`` compiled, ``x`` recorded, ``t``'s gradient
+    retained, the backward of a weighted sum of the written ``x``, the gradients."""
+    g = C(f)
+    leaf, x, w = mk(n, m)
+    t = g(x, w)
+    R.rec("x", x)
+    t.retain_grad()
+    (x * W(x)).sum().backward()
+    grads(R, t=t, leaf=leaf, w=w)
+
+
 @prog(inductor=True)
 def iadd_grad_wrt_t(C, R):
     def f(x, w):
@@ -129,13 +143,7 @@ def setitem_row_retain_grad(C, R):
         x[0] = t[0]
         return t
 
-    g = C(f)
-    leaf, x, w = mk(3, 2)
-    t = g(x, w)
-    R.rec("x", x)
-    t.retain_grad()
-    (x * W(x)).sum().backward()
-    grads(R, t=t, leaf=leaf, w=w)
+    retained_t(C, R, f, 3, 2)
 
 
 @prog()
@@ -226,13 +234,7 @@ def where_copy(C, R):
         x.copy_(torch.where(x > 0, t, x * 0.5))
         return t
 
-    g = C(f)
-    leaf, x, w = mk(3, 3)
-    t = g(x, w)
-    R.rec("x", x)
-    t.retain_grad()
-    (x * W(x)).sum().backward()
-    grads(R, t=t, leaf=leaf, w=w)
+    retained_t(C, R, f, 3, 3)
 
 
 @prog()

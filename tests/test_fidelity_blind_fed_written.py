@@ -21,21 +21,12 @@ from blind_fed_written_programs import P
 
 # program -> why it still differs from eager (under every entry), or
 # program -> (entries, why).
-_READ_AFTER = (
-    "the function reads the written input after the write (x += t; y = x * 2): the "
-    "gradient the caller's later uses of x pass back does not reach t (the links onto "
-    "x's new node and onto t would each hand t the reads' part: runtime.post_write_link)"
-)
 _SECOND_ORDER = (
     "the second-order gradient with respect to the fed output t itself is None (eager: "
     "a value): the replay differentiates its own copy of t, not the caller's (as "
     "test_fidelity_blind_fed_outputs' double_grad_wrt_feat)"
 )
 KNOWN_OPEN: dict[str, str | tuple[list[str], str]] = {
-    "read_after_write_y": _READ_AFTER,
-    "read_after_write_grad_x_wrt_t": _READ_AFTER,
-    "base_and_view_both_passed": _READ_AFTER,
-    "module_param_fed_into_view_of_base": _READ_AFTER,
     "create_graph_through_t": _SECOND_ORDER,
 }
 

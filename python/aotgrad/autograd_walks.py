@@ -80,14 +80,17 @@ def reaches_node(grad_fn: Any, target: Any) -> bool:
     return walk_finds(grad_fn, lambda node: node is target)
 
 
-def reaches_output(grad_fn: Any, target: Any, output_nr: int) -> bool:
+def reaches_output(
+    grad_fn: Any, target: Any, output_nr: int, blocked: frozenset[int] | set[int] = frozenset()
+) -> bool:
     """Whether the autograd graph from ``grad_fn`` sends gradient into output
     ``output_nr`` of the node ``target``: of a node with several outputs (``unbind``,
-    ``split``), a history through a sibling output does not take in this one."""
+    ``split``), a history through a sibling output does not take in this one; through
+    none of the ``blocked`` nodes (ids)."""
     stack, seen = [grad_fn], set()
     while stack:
         node = stack.pop()
-        if node is None or id(node) in seen:
+        if node is None or id(node) in seen or id(node) in blocked:
             continue
         seen.add(id(node))
         for n, nr in node.next_functions:

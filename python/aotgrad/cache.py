@@ -53,7 +53,7 @@ from .program import AotOptions, CompiledArtifact, PartitionedProgram
 #: 6: and the outputs retained and computed from, whose whole gradient the backward returns;
 #: 7: and the written inputs that retain grad among those, and the hooked views;
 #: 12: a duplicated output is no new leaf of its own, hooks on returned leaves taken off.
-FORMAT = 14
+FORMAT = 15
 MAGIC = b"AOTGRAD-CACHE\n"
 MEMORY_ENTRIES = 256
 

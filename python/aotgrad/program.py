@@ -172,6 +172,7 @@ def _backward_facts(layout: ForwardLayout, joint: trace.JointGraph) -> None:
     layout.post_write_hooks = joint.post_write_hooks
     layout.post_write_tangents = joint.post_write_tangents
     layout.post_write_values = joint.post_write_values
+    layout.post_write_readers = joint.post_write_readers
     layout.unhooked_view_writes = joint.unhooked_view_writes
     layout.hooked_view_reads = joint.hooked_view_reads
     layout.views_past_write = tuple(sorted({*layout.views_past_write, *joint.views_past_write}))

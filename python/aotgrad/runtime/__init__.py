@@ -769,7 +769,15 @@ def _epilogue(layout: ForwardLayout, plan: _TrainingPlan, fed: Any) -> Epilogue:
         post = PostWriteLink(plan.post_write_grads, layout)
         # (the fed outputs' link outermost: the caller's fed output gets what is computed
         # from it, and the post-write link takes that out before it runs the backward)
-        epilogue.link = post if fed is None else lambda args, fwd: fed(post(args, fwd), fwd)
+        if fed is None:
+            epilogue.link = post
+        elif fed.links_written():  # (its written values' link before the writes)
+            epilogue.link_first = lambda fwd: fed(fwd, part="written")
+            epilogue.link = lambda args, fwd: fed(
+                post(args, fwd, fed.written_fed(fwd)), fwd, part="rest"
+            )
+        else:
+            epilogue.link = lambda args, fwd: fed(post(args, fwd), fwd)
         if layout.post_write_values:
             epilogue.value_link = post.onto_value
     elif fed is not None:

@@ -13,6 +13,12 @@ gradient (``less_handed``): its graph adds what the outputs computed from ``h`` 
 back itself. Everything is linear, so totals are unchanged, hooks that scale
 included.
 
+A written input's new value computed from ``h`` (``x += h``) is linked before the
+write, so the caller's ``x`` has a history through ``h``'s tensor; where the function
+reads ``x`` after the write, the reads are linked onto ``x``'s node
+(``post_write_link``) and reach ``h`` that way, and the value's link is one of two
+(``part``: its own, before the writes; the others', after).
+
 Computing ``c`` runs the compiled backward once more, so a link hands it only in a
 pass that can see it (``post_write_link.observed``); a plain ``backward()`` with no
 hook or retained gradient on ``h`` passes straight through, at no extra cost.
@@ -101,6 +107,9 @@ class _Link:
         self.watched: list[Any] = []
         self.view_of: Any = None
         self.freed = self.reads_saved = False
+        #: One of two links of one output (its written-value users' and the others'):
+        #: what each hands adds up.
+        self.sibling = False
 
     def handed(self, grads: Sequence[Any]) -> Any:
         """What the users' gradients ``grads`` pass back to the output (None where this
@@ -133,7 +142,7 @@ class _Link:
             return None
         handed = dict(before)
         earlier = handed.get(self.slot)
-        if earlier is not None and self.view_of is None:
+        if earlier is not None and self.view_of is None and not self.sibling:
             # (links of views of this output ran first and handed its node their part,
             # which ``c`` counts too: the output gets the rest)
             handed[self.slot], c = c, c - earlier
@@ -215,21 +224,44 @@ class FedOutputsLink:
     def __init__(self, plan: Any, layout: ForwardLayout) -> None:
         self.plan = plan
         self.fed = layout.fed_outputs
+        self.values_start = layout.num_user_outputs + layout.num_intermediate_bases
         self.views = _linkable_views(layout)
         self.reading = layout.fed_reading_saved
         # (a custom Function's output of an intermediate is the Function's own too)
         fresh = {*layout.fresh_outputs, *layout.custom_versions}
         self.order = [k for k in upstream_first(self.fed) if k in fresh]
 
-    def __call__(self, fwd: Sequence[Any], own: Sequence[Any] | None = None) -> Sequence[Any]:
-        """Link ``fwd`` (``own``: the Function's outputs, where another link wraps them)."""
+    def __call__(
+        self, fwd: Sequence[Any], own: Sequence[Any] | None = None, part: str | None = None
+    ) -> Sequence[Any]:
+        """Link ``fwd`` (``own``: the Function's outputs, where another link wraps them;
+        ``part``: ``"written"``, only the written inputs' new values, before their writes,
+        or ``"rest"``, the others, after the link onto the written inputs' nodes)."""
         node = self._node(fwd if own is None else own)
         if node is None:
             return fwd
         fwd = list(fwd)
         for k in self.order:
-            self._link(_Link(self.plan, node, k, self.fed[k]), fwd, fwd)
+            users = self.fed[k]
+            if part is not None:
+                users = [j for j in users if (j >= self.values_start) == (part == "written")]
+            if users:
+                link = _Link(self.plan, node, k, list(users))
+                link.sibling = part is not None  # (the other part links k too)
+                self._link(link, fwd, fwd)
         return fwd
+
+    def written_fed(self, fwd: Sequence[Any]) -> list[Any]:
+        """The fed outputs whose link takes in a written input's new value (in ``fwd``)."""
+        return [
+            fwd[k]
+            for k in self.order
+            if any(j >= self.values_start for j in self.fed[k]) and _differentiable(fwd[k])
+        ]
+
+    def links_written(self) -> bool:
+        """Whether some output's link takes in a written input's new value."""
+        return any(j >= self.values_start for users in self.fed.values() for j in users)
 
     def onto_views(self, args: Sequence[Any], outs: list[Any], fwd: Sequence[Any]) -> None:
         """Link the fed views (the caller's ``outs``, made of ``fwd`` or ``args``)."""

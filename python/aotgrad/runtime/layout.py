@@ -211,6 +211,9 @@ class ForwardLayout:
     #: that input: the value passes through a link onto the input's node before its
     #: write (``PostWriteLink.onto_value``); that input is written or re-laid first.
     post_write_values: dict[int, int] = field(default_factory=dict)
+    #: The outputs (tangent positions) that read a linked input after its write: the
+    #: link passes those alone through its node.
+    post_write_readers: tuple[int, ...] = ()
     #: The backward outputs those pass on to (a gradient's position, or the number of
     #: gradients plus a retained total's): the backward returns that part last, taken
     #: out in a pass where the link handed the gradients to the inputs' nodes.

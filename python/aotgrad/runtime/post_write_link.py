@@ -91,7 +91,10 @@ class PostWriteLink:
         self.inputs = layout.post_write_inputs
         start = layout.num_user_outputs + layout.num_intermediate_bases
         self.tangent_outputs = list(layout.tangent_outputs)
-        self.linked = [(j, k) for j, k in enumerate(self.tangent_outputs) if k < start]
+        readers = set(layout.post_write_readers)
+        self.linked = [
+            (j, k) for j, k in enumerate(self.tangent_outputs) if k < start and j in readers
+        ]
         positions = {k: j for j, k in enumerate(self.tangent_outputs)}
         self.values = {  # written input -> (its value's tangent position, linked input)
             w: (positions[start + layout.mutated_inputs.index(w)], i)
@@ -121,7 +124,12 @@ class PostWriteLink:
             (out,) = _ReadsAfterWrite.apply(link, 1, PROBE, target, value)
         return out
 
-    def __call__(self, args: Sequence[Any], fwd: Sequence[Any]) -> Sequence[Any]:
+    def __call__(
+        self, args: Sequence[Any], fwd: Sequence[Any], also: Sequence[Any] = ()
+    ) -> Sequence[Any]:
+        """Link ``fwd``'s readers onto the written inputs' nodes (``also``: more tensors
+        whose hooks or retained gradient make a pass see them: the fed outputs a written
+        value's link hands to, ``FedOutputsLink.written_fed``)."""
         linked = [(j, k) for j, k in self.linked if _differentiable(fwd[k])]
         if not linked:
             return fwd
@@ -133,7 +141,7 @@ class PostWriteLink:
         targets = [args[i] for i in self.inputs]
         if not all(t.requires_grad and t.grad_fn is not None for t in targets):
             return fwd
-        watched = [weakref.ref(t) for t in targets]
+        watched = [weakref.ref(t) for t in (*targets, *also)]
         positions = [j for j, _ in linked]
         with torch.enable_grad():
             link = (self.post_grads, node, positions, watched)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..alias import facts
-from ..autograd_walks import reaches_output
+from ..autograd_walks import reaches_output, walk_finds
 from ..vocab import OutputVerdict
 
 
@@ -40,6 +40,7 @@ def fed_outputs(
     (``movable``, by id: ``input_hooks.caller_fed_outputs``; the link then hands it what
     the others pass back, and its hooks run on the sum, before the caller's)."""
     values = [*outs, *bases, *written]
+    start = len(outs) + len(bases)
     found: dict[int, tuple[int, ...]] = {}
     for k, o in enumerate(outs):
         if not _candidate(k, o, outs, linkable, retained, movable):
@@ -54,9 +55,39 @@ def fed_outputs(
             and (g := facts.grad_fn_of(v)) is not node
             and reaches_output(g, node, nr)
         )
+        if any(j >= start for j in users):
+            users = _past_written(values, users, start, node, nr)
         if users:
             found[k] = users
     return found
+
+
+def _past_written(
+    values: Sequence[Any], users: tuple[int, ...], start: int, node: Any, nr: int
+) -> tuple[int, ...]:
+    """``users``, among them written inputs' new values (from ``start`` on), where the
+    others may read the output through those: one that does only that (``x += h; y = x *
+    2``) leaves it out, as its gradient reaches the output through the written input's
+    node (``post_write_link``) and the value's link; one that reads it both ways keeps
+    the others and leaves the values out (their part would reach the output twice; known
+    open: the caller's later uses of ``x`` then do not reach ``h``)."""
+    through = {id(facts.grad_fn_of(values[j])) for j in users if j >= start}
+    kept = [j for j in users if j >= start]
+    for j in users:
+        if j >= start:
+            continue
+        g = facts.grad_fn_of(values[j])
+        direct = reaches_output(g, node, nr, through)
+        if direct and _through_any(g, through):
+            return tuple(j for j in users if j < start)
+        if direct:
+            kept.append(j)
+    return tuple(sorted(kept))
+
+
+def _through_any(grad_fn: Any, nodes: set[int]) -> bool:
+    """Whether the graph from ``grad_fn`` passes through one of ``nodes`` (ids)."""
+    return walk_finds(grad_fn, lambda n: id(n) in nodes)
 
 
 def _candidate(

@@ -257,6 +257,8 @@ class JointGraph:
     #: Written inputs whose new value reads a linked input after its write, each with
     #: that input (``trace.post_write_reads.PostWrite.values``).
     post_write_values: dict[int, int] = field(default_factory=dict)
+    #: The outputs (tangent positions) that read a linked input after its write.
+    post_write_readers: tuple[int, ...] = ()
     #: The gradients those pass on to (through the history before the write): a
     #: gradient's position, or the number of gradients plus a retained total's.
     post_write_passed: tuple[int, ...] = ()

@@ -590,6 +590,7 @@ class _JointTrace(SavedReads):
             "post_write_hooks": list(self.post_write_hooks),
             "post_write_tangents": tuple(self.post_write_found.tangents),
             "post_write_values": dict(self.post_write_found.values),
+            "post_write_readers": tuple(sorted(self.post_write_found.readers)),
             "unhooked_view_writes": tuple(self.hook_bypassed[0]),
             "hooked_view_reads": tuple(self.hook_bypassed[1]),
             "views_past_write": tuple(self.views_past_write),

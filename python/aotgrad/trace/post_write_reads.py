@@ -127,6 +127,10 @@ class PostWrite:
     #: x2.copy_(x1 * 3)``), each with that input: the runtime passes the value through
     #: a link onto that input's node before writing it (``PostWriteLink.onto_value``).
     values: dict[int, int] = field(default_factory=dict)
+    #: The outputs (tangent positions) that read a linked input after its write: the
+    #: runtime links those alone (another output, the caller's tensor stays the
+    #: Function's own: a fed output's link of a written value has its edge there).
+    readers: list[int] = field(default_factory=list)
 
 
 def post_write_split(
@@ -207,6 +211,12 @@ def _read_after_write(
         if at_node is None or not _read_after(meta, t, own, diff_outs, allowed=allowed):
             continue
         found.inputs.append(i)
+        start = len(meta.outputs) + meta.num_intermediate_bases
+        found.readers += [
+            p
+            for p in reaching(diff_outs, [t.grad_fn])
+            if p != own and meta.tangent_outputs[p] < start and p not in found.readers
+        ]
         found.tangents.append(of_value)
         tensors.append(t)
         found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
