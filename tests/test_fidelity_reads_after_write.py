@@ -356,3 +356,78 @@ def test_through_inductor() -> None:
     compiled = torch.compile(_mul_then_read, backend="aotgrad")
     for how in ("autograd_grad", "retain_grad"):
         _assert_same(_observed(compiled, how), _observed(_mul_then_read, how))
+
+
+def _strided_then_slice_written(x, w):
+    x.as_strided_((2, 2), (4, 1))  # (soak 249393: the gradient at the caller's x was None)
+    x[:, 0].mul_(2)
+    return (x * w[:2, :2],)
+
+
+def _written_then_strided(x, w):
+    x.mul_(2)
+    x.as_strided_((2, 2), (4, 1))
+    return (x.sin(),)
+
+
+def _strided_at_an_offset_then_written(x, w):
+    x.as_strided_((2, 3), (4, 1), 5)
+    x.add_(w[:2, :3])
+    return (x * x,)
+
+
+def _read_before_and_after_strided(x, w):
+    y = x * 2  # before the change: through the node x had
+    x.as_strided_((3,), (5,))
+    x.mul_(3)
+    return (y.sum() + x, x.cos())
+
+
+def _strided_past_the_old_layout_then_written(x, w):
+    x.as_strided_((8,), (2,))
+    x.mul_(w.reshape(-1)[:8])
+    return (x.exp(),)
+
+
+def _strided_written_without_grad_then_read(x, w):
+    x.as_strided_((2, 2), (4, 1))
+    with torch.no_grad():
+        x.add_(1)
+    return (x * w[:2, :2],)
+
+
+def _strided_written_twice_read_between(x, w):
+    x.as_strided_((2, 2), (1, 4))
+    x.mul_(2)
+    y = x.sum()
+    x.add_(w[:2, :2])
+    return (y * x,)
+
+
+#: Metadata changes that cover other elements than the input's (``as_strided_``): the
+#: value is written back in the caller's layout, then the new metadata is recorded.
+STRIDED = [
+    _strided_then_slice_written,
+    _written_then_strided,
+    _strided_at_an_offset_then_written,
+    _read_before_and_after_strided,
+    _strided_past_the_old_layout_then_written,
+    _strided_written_without_grad_then_read,
+    _strided_written_twice_read_between,
+]
+
+
+@pytest.mark.parametrize("how", ["none", "autograd_grad", "retain_grad", "hook"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", STRIDED, ids=lambda f: f.__name__.strip("_"))
+def test_reads_after_a_strided_change_reach_the_node(fn: Callable, compiler: str, how: str) -> None:
+    """``x.as_strided_(...)`` and a write, then reads of ``x``: eager's outputs reach the
+    node ``x`` leaves with (its write's, or the change's), so ``autograd.grad(out, x)``,
+    ``retain_grad()`` and hooks see those reads; the totals stay eager's."""
+    _assert_same(_observed(COMPILERS[compiler](fn), how), _observed(fn, how))
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", STRIDED[:4], ids=lambda f: f.__name__.strip("_"))
+def test_strided_changes_stay_like_eager(fn: Callable, compiler: str) -> None:
+    assert_like_eager(fn, _args, COMPILERS[compiler])

@@ -274,7 +274,7 @@ class _JointTrace(SavedReads):
         self.call = call
         self.primals = fp
         self.relaid_bases = {id(base): i for i, base in bases.items()}
-        outs = self._forward(call, set(anchors))
+        outs = self._forward(call)
         self.final_versions = [self._version_of(c) for c in call]
         fwd_tokens = chain.finish()
         saved_outputs = [k for k, o in enumerate(outs) if self._shares_saved(o)]
@@ -356,11 +356,10 @@ class _JointTrace(SavedReads):
             call.append(c)
         return call, copies
 
-    def _forward(self, call: list[Any], anchored: set[int]) -> list[Any]:
+    def _forward(self, call: list[Any]) -> list[Any]:
         """The function, under the caller's grad mode (its own enable_grad / no_grad
         blocks decide what has autograd history, as in eager), saved tensors checked;
-        then the inputs it wrote and read after (``anchored``: written in a layout of
-        their own, not linked)."""
+        then the inputs it wrote and read after (``written_with_new_node``)."""
         initial = initial_nodes(call)
         calls = EagerCalls.for_inputs(call, self.fake_args)
         calls.input_hooks.traced = frozenset(id(call[i]) for i in self.metadata.traced_hook_inputs)
@@ -374,7 +373,7 @@ class _JointTrace(SavedReads):
         ):
             outs = flat_call(self.fn, call, self.fake_args, calls)
         take_off_hooks(calls.input_hooks.traced_hooks, outs, self.metadata.caller_fed)
-        excluded = {*anchored, *self.relaid, *self.leaf_copies}
+        excluded = {*self.leaf_copies}
         excluded |= self.metadata.plan.facts.input_storage_set
         self.post_write = written_with_new_node(self.metadata, call, initial, excluded)
         self.traced_hooks = calls.input_hooks.traced_hooks

@@ -63,7 +63,7 @@ def written_with_new_node(
     plan = meta.plan
     written = _written_values(meta)
     skip = {*excluded, *meta.requires_grad_changes, *meta.left_then_written}
-    skip |= {*meta.metadata_steps, *meta.relaid_inputs}
+    skip |= {*meta.metadata_steps}
     found = []
     for i, c in enumerate(call):
         ok = written(i, c) or (plan.inputs[i] == alias.InputVerdict.METADATA and _recorded(plan, i))
@@ -210,6 +210,9 @@ def _read_after_write(
         own, of_value = _own_tangent(meta, i, t, diff_outs)
         if at_node is None or not _read_after(meta, t, own, diff_outs, allowed=allowed):
             continue
+        through = _through_own(diff_outs[own], t, tangents[own]) if own >= 0 else 0
+        if through is None:
+            continue
         found.inputs.append(i)
         start = len(meta.outputs) + meta.num_intermediate_bases
         found.readers += [
@@ -217,13 +220,32 @@ def _read_after_write(
             for p in reaching(diff_outs, [t.grad_fn])
             if p != own and meta.tangent_outputs[p] < start and p not in found.readers
         ]
-        found.tangents.append(of_value)
+        relaid = own >= 0 and diff_outs[own] is not t
+        found.tangents.append(-1 if relaid else of_value)
         tensors.append(t)
-        found.grads.append(at_node - tangents[own] if own >= 0 else at_node)
+        found.grads.append(at_node - through)
     found.values = {
         _written_input(meta, diff_outs, p): i for p, i in onto.items() if i in found.inputs
     }
     return found, tensors
+
+
+def _through_own(value: Any, t: Any, tangent: Any) -> Any:
+    """What the new value's tangent passes to ``t``'s node: the tangent itself where the
+    value is ``t``; for an input the function re-laid (``x.as_strided_(...)``: its value
+    is written back in the caller's layout, ``trace.functional.layout_anchors``), what
+    reaches ``t`` from the value in that layout (0 where none does). None where that
+    cannot be computed (a checkpointed region differentiates once): not linked."""
+    if value is t:
+        return tangent
+    try:
+        with torch._C._DisableAutocast():
+            (through,) = torch.autograd.grad(
+                [value], [t], [tangent], allow_unused=True, retain_graph=True
+            )
+    except (RuntimeError, NotImplementedError):
+        return None
+    return 0 if through is None else through
 
 
 def _own_tangent(meta: TraceMetadata, i: int, t: Any, diff_outs: Sequence[Any]) -> tuple[int, int]:
@@ -273,7 +295,7 @@ def _value_readers(
     for p, o in enumerate(diff_outs):
         if meta.tangent_outputs[p] < start or o.grad_fn is None:
             continue
-        first = _first_linked(o.grad_fn, nodes)
+        first = _first_linked(o.grad_fn, nodes) - {_written_input(meta, diff_outs, p)}
         if len(first) == 1:
             found[p] = next(iter(first))
     return set(found), found
