@@ -86,3 +86,42 @@ def test_as_strided_of_a_hooked_view_like_eager(fn, entry):
     if entry.startswith("dynamo") and fn.__name__ in DYNAMO_OWN:
         pytest.xfail("Dynamo's own: a removed hook's handle fails it (backend='eager' too)")
     assert_like_eager(fn, _input, COMPILERS[entry], calls=2)
+
+
+def _complex_programs(hook):
+    def real_view_of_input(z):
+        t = torch.view_as_real(z)  # (soak 249890: remade of z at z's itemsize, raised)
+        t.register_hook(hook)
+        return (t.as_strided((2, 2), (1, 2)),)
+
+    def real_view_of_intermediate(z):
+        t = torch.view_as_real(z * 2)
+        t.register_hook(hook)
+        return t.as_strided((3, 2), (2, 1), 2).cos(), t.sum()
+
+    def real_view_returned_beside(z):
+        t = torch.view_as_real(z)
+        t.register_hook(hook)
+        return t.as_strided((4,), (3,)), t[0]
+
+    return [real_view_of_input, real_view_of_intermediate, real_view_returned_beside]
+
+
+def _complex_input():
+    z = torch.randn(4, 4, dtype=torch.complex128, requires_grad=True)
+    return [z], [z]
+
+
+COMPLEX_CASES = [
+    pytest.param(fn, id=f"{fn.__name__}-{name}")
+    for name, hook in HOOKS.items()
+    for fn in _complex_programs(hook)
+]
+
+
+@pytest.mark.parametrize("entry", sorted(COMPILERS))
+@pytest.mark.parametrize("fn", COMPLEX_CASES)
+def test_as_strided_of_a_hooked_real_view_of_a_complex_tensor(fn, entry):
+    """The hooked view is real, its base complex: the view is remade of the base's real
+    view (``view_as_real``), in real elements."""
+    assert_like_eager(fn, _complex_input, COMPILERS[entry], calls=2)
