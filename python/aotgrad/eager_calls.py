@@ -247,6 +247,9 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.input_hooks = InputHooks()
         #: Nodes (held, by id) other hooks sit on (``view_nodes.from_base``).
         self.hooked_nodes: dict[int, Any] = {}
+        #: (tensor, node, output number, registered hook, handle) per hook registered
+        #: on a tensor the function made (``hook_calls.hooks_of_unused_pieces``).
+        self.hook_calls: list[tuple[Any, ...]] = []
 
     #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
     #: a factory called with ``requires_grad=True``), in the order it made them.
@@ -520,10 +523,12 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         the backward (``hook_calls``), noted (a rebuilt output view gets it again)."""
         if self.input_hooks.takes(func, args, self.inputs):
             return self.input_hooks.add(args[0], args[1])
-        handle = func(args[0], called_by_backward(args[1]), *args[2:], **kwargs)
+        registered = called_by_backward(args[1])
+        handle = func(args[0], registered, *args[2:], **kwargs)
         self.input_hooks.note(func, args, handle)
         node = node_now(args[0])
         self.hooked_nodes[id(node)] = node
+        self.hook_calls.append((args[0], node, args[0].output_nr, registered, handle))
         return handle
 
     def _grad_bookkeeping(self, func: Any, args: Any, kwargs: dict) -> Any:

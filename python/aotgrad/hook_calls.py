@@ -22,12 +22,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 
-from .errors import EagerRefusal
+from .errors import EagerRefusal, UnsupportedError
 from .input_hooks import holds_traced_values
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "called_by_backward",
     "calls_hooks",
     "hook_key",
+    "hooks_of_unused_pieces",
     "hooks_traced",
 ]
 
@@ -107,8 +108,11 @@ class HookCall:
     def __init__(self, hook: Callable[[torch.Tensor], Any]) -> None:
         self.hook = hook
         self.key = hook_key(hook)
+        #: Whether the trace's backward called it.
+        self.called = False
 
     def __call__(self, grad: torch.Tensor | None) -> torch.Tensor:
+        self.called = True
         if grad is None:  # (the graph has no value to call it on at runtime)
             raise EagerRefusal(
                 "a hook the function registers is called without a gradient (a piece of "
@@ -116,6 +120,79 @@ class HookCall:
                 "calls run eagerly"
             )
         return TENSOR_HOOK(grad, self.key)
+
+
+class UnusedPiece:
+    """Registered on the outputs made again of a multi-output view's node: a hook the
+    function registered on another piece of it that gets no gradient, called with None
+    once per backward pass that reaches one of them, as eager's node calls it."""
+
+    def __init__(self, hook: Callable[[Any], Any]) -> None:
+        self.hook = hook
+        self.task = -1
+
+    def for_call(self) -> UnusedPiece:
+        """One per call: each call's node runs once per pass."""
+        return UnusedPiece(self.hook)
+
+    def __call__(self, grad: Any) -> None:
+        task = torch._C._current_graph_task_id()
+        if task == self.task:
+            return
+        self.task = task
+        if self.hook(None) is not None:
+            raise UnsupportedError(
+                f"hook {_name(self.hook)} on a piece of a multi-output view that gets no "
+                "gradient returned one for it: not supported (eager passes it to the view's "
+                "base; the compiled call made the returned pieces again of the input)"
+            )
+
+
+def hooks_of_unused_pieces(
+    hooked: Sequence[tuple[Any, ...]], outs: Sequence[Any], rebuilt: Sequence[int]
+) -> list[tuple[int, UnusedPiece]]:
+    """``(output, hook)`` where a hook the backward calls sits on a piece of a multi-output
+    view (``a, b = x.unbind(0); a.register_hook(h); return b``, soak 250352) that no
+    output reads, and a ``rebuilt`` output is another piece of it: the runtime makes
+    that output again as a view of the caller's tensor, on a node of its own, which never
+    calls the hook, where eager's node calls it with None (``h`` may raise, or count its
+    calls). ``hooked``: ``EagerCalls.hook_calls``.
+
+    Not a hook in a graph Dynamo made (not a ``HookCall``): Dynamo traced its body for a
+    tensor (``g * 2`` where the user's hook returns None for None), so calling it with
+    None raises where eager does not (``torch.compile(backend="eager")`` does)."""
+    found: list[tuple[int, UnusedPiece]] = []
+    for t, node, nr, registered, handle in hooked:
+        if not isinstance(registered, HookCall) or node is None:
+            continue
+        if handle.id not in (t._backward_hooks or {}) or any(o is t for o in outs):
+            continue  # (removed; returned: its own output's hook)
+        siblings = [
+            k
+            for k in rebuilt
+            if getattr(outs[k], "grad_fn", None) is node and outs[k].output_nr != nr
+        ]
+        if siblings and not _read(node, nr, outs):
+            piece = UnusedPiece(registered.hook)
+            found += [(k, piece) for k in siblings]
+    return found
+
+
+def _read(node: Any, nr: int, outs: Sequence[Any]) -> bool:
+    """Whether some output's history reads output ``nr`` of ``node``."""
+    stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        for m, k in n.next_functions:
+            if m is node and k == nr and n is not node:
+                return True
+            if m is not node:
+                stack.append(m)
+    return False
 
 
 def called_by_backward(hook: Any) -> Any:

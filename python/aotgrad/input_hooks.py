@@ -570,13 +570,18 @@ class PostAccumulate:
 
 def register_hooks(tensors: Sequence[Any], hooks: Sequence[tuple[int, Callable]]) -> None:
     """At each call, the function's hooks on the caller's inputs or outputs."""
+    fresh: dict[int, Any] = {}
     for i, hook in hooks:
         t = tensors[i]
+        if hasattr(hook, "for_call"):  # (``hook_calls.UnusedPiece``: one per call)
+            hook = fresh.setdefault(id(hook), hook.for_call())
         if isinstance(hook, PostAccumulate):
             if t.is_leaf and t.requires_grad:
                 t.register_post_accumulate_grad_hook(hook.hook)
         elif t.requires_grad:
-            t.register_hook(functools.partial(defined_only, hook))
+            t.register_hook(
+                hook if _beside_a_piece(t, tensors) else functools.partial(defined_only, hook)
+            )
 
 
 def defined_only(hook: Callable, grad: Any) -> Any:
@@ -584,6 +589,21 @@ def defined_only(hook: Callable, grad: Any) -> Any:
     requires grad an edge, and autograd calls a hook on one the function never used with
     None, where eager has no edge and never calls it."""
     return None if grad is None else hook(grad)
+
+
+def _beside_a_piece(t: Any, tensors: Sequence[Any]) -> bool:
+    """Whether ``t`` is a piece of a multi-output view (``split``, ``unbind``) another of
+    ``tensors`` is a piece of too: eager's node runs whenever that one gets a gradient,
+    and calls ``t``'s hooks with None where ``t`` gets none (soak 245818: the function
+    hooks ``x3``, uses ``x4``, of ``x3, x4 = b.split(4)``)."""
+    node = t.grad_fn
+    return node is not None and any(
+        o is not t
+        and isinstance(o, torch.Tensor)
+        and o.grad_fn is node
+        and o.output_nr != t.output_nr
+        for o in tensors
+    )
 
 
 def retain_grads(

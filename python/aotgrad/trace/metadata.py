@@ -17,6 +17,7 @@ from ..alias.siblings import link_siblings
 from ..autograd_walks import reaches, reaches_node
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import UnsupportedError
+from ..hook_calls import hooks_of_unused_pieces
 from ..input_hooks import (
     PostAccumulate,
     caller_fed_outputs,
@@ -771,6 +772,7 @@ def _with_hooks(
     metadata.output_hooks += post_hooks_of_made_leaves(calls.input_hooks.made_leaf_post, outs)
     metadata.hooked_views = views_through_output_hooks(traced_hooks, outs, rebuilt)
     metadata.output_hooks += _hooks_of_relaid_inputs_returned(plan, traced - set(recorded), hooks)
+    metadata.output_hooks += hooks_of_unused_pieces(calls.hook_calls, outs, rebuilt)
     metadata.metadata_steps = calls.metadata_steps.mixed()
     metadata.metadata_recorded = calls.metadata_steps.recorded_last()
     return metadata
