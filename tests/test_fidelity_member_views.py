@@ -82,3 +82,62 @@ def test_the_gradient_at_the_member_is_eagers(fn: Callable, compiler: str) -> No
     for g, w in zip(got[2], want[2], strict=True):
         assert (g is None) == (w is None)
     torch.testing.assert_close(got[1:], want[1:])
+
+
+def _complex_view_of_a_member(x1, x2):
+    x1[:, 1:3].sub_(1)  # (soak 250696: remade of the member in its own dtype, float64)
+    return (torch.view_as_complex(x2.view(4, 2, 2)),)
+
+
+def _dtype_view_of_a_member_conj(x1, x2):
+    x1[:, 1:3].sub_(1)
+    return (x2.view(torch.complex128).conj(),)
+
+
+def _complex_view_after_a_no_grad_write(x1, x2):
+    with torch.no_grad():
+        x1.mul_(2)
+    return (torch.view_as_complex(x2[1:].reshape(3, 2, 2)).conj(), x2.sum())
+
+
+REINTERPRETING = [
+    _complex_view_of_a_member,
+    _dtype_view_of_a_member_conj,
+    _complex_view_after_a_no_grad_write,
+]
+
+
+def _observed_everything(fn: Callable, rg: bool) -> list[Any]:
+    """Outputs' dtype, conj bit, ``_base``, values; where they require grad, the gradients
+    at the members and the leaf of a real loss."""
+    g = torch.Generator().manual_seed(0)
+    leaf = torch.randn(8, 4, dtype=DT, generator=g, requires_grad=rg)
+    b = leaf.clone()
+    x1, x2 = b[0:4], b[2:6]
+    outs = fn(x1, x2)
+    seen = [[(o.dtype, o.is_conj(), o._base is b) for o in outs]]
+    seen.append([torch.view_as_real(o.resolve_conj()) if o.is_complex() else o for o in outs])
+    diff = [o for o in outs if o.requires_grad]
+    if diff:
+        loss = sum(
+            torch.view_as_real(o.resolve_conj()).sum() if o.is_complex() else o.sum() for o in diff
+        )
+        seen.append(list(torch.autograd.grad(loss, [x2, x1, leaf], allow_unused=True)))
+    return seen
+
+
+@pytest.mark.parametrize("rg", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("fn", REINTERPRETING, ids=lambda f: f.__name__.strip("_"))
+def test_a_reinterpreting_view_of_a_member_is_eagers(fn: Callable, compiler: str, rg: bool) -> None:
+    """A member's view in another dtype or with a conj bit keeps them (it came back as a
+    float64 view of the base, with the wrong values), and its gradient reaches the member."""
+    want = _observed_everything(fn, rg)
+    got = _observed_everything(COMPILERS[compiler](fn), rg)
+    assert got[0] == want[0]
+    torch.testing.assert_close(got[1], want[1])
+    if len(want) > 2:
+        for g, w in zip(got[2], want[2], strict=True):
+            assert (g is None) == (w is None)
+            if w is not None:
+                torch.testing.assert_close(g, w)

@@ -30,8 +30,9 @@ from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..input_hooks import hooks_on_members, register_hooks, remake_views_of
 from ..view_metadata_writes import METADATA_WRITES, leaf_view_of_gradless
+from .reinterpret import by_view_dtype, reinterpreted_spec, reinterpreted_view
 from .storage import overlap_groups
-from .views import eager_layout, set_metadata, starts_with
+from .views import ViewSpec, eager_layout, set_metadata, starts_with
 
 #: (size, stride, absolute storage offset) of a member.
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
@@ -71,7 +72,9 @@ def _creation(t: torch.Tensor) -> Any:
     return torch._C._autograd._get_creation_meta(t) if t._is_view() else _CREATION.DEFAULT
 
 
-def _member(base: torch.Tensor, layout: Layout, creation: Any, leaf: bool = False) -> torch.Tensor:
+def _member(
+    base: torch.Tensor, layout: Layout | ViewSpec, creation: Any, leaf: bool = False
+) -> torch.Tensor:
     """A member rebuilt as made by the caller: under no_grad for a view made so, and with
     its creation meta (a ``chunk()`` output's, a custom Function's), so that eager's
     checks on writing through it, or on reading it after a write, are the caller's;
@@ -79,7 +82,7 @@ def _member(base: torch.Tensor, layout: Layout, creation: Any, leaf: bool = Fals
     own: the function reads its ``requires_grad``)."""
     # (not set_grad_enabled: under the tracing modes it leaves grad mode on at exit)
     with torch.no_grad() if creation == _CREATION.NO_GRAD_MODE else torch.enable_grad():
-        member = base.as_strided(*layout)
+        member = _of_member(base, layout)
     # set even where the grad mode above should have given it: a trace of a call under
     # inference mode makes every view under no_grad (``EagerCalls._call``), and eager's
     # ``DEFAULT`` view read after a write to its sibling regenerates its node where a
@@ -409,13 +412,49 @@ def _views_of_detached(
         if not isinstance(o, torch.Tensor) or o.requires_grad or not o._is_view():
             continue
         i = detached.get(id(o._base))
-        if i is None:
+        if i is None or not _reads_alike(o, built[i]):
             continue
         shown, through = eager_layout(o, built[i])
         layout = _layout(shown)
         if not through and all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])):
             found[j] = (i, layout)
     return found
+
+
+def _member_view(o: Any, m: Any, base: Any) -> Layout | ViewSpec | None:
+    """Output ``o``, a view of member ``m`` (of the group's ``base``), as the runtime makes
+    it of the caller's member: eager's layout (static), or a ``ViewSpec`` where it reads
+    the bytes otherwise (``view_as_complex(x3.view(4, 2, 2))``: soak 250696); None where
+    neither is made."""
+    shown, through = eager_layout(o, base)
+    if through:
+        return None
+    if not _reads_alike(o, m):
+        spec = reinterpreted_spec(o, m, check_base=False, shown=shown, dtype_view=by_view_dtype(o))
+        static = spec is not None and all(
+            isinstance(v, int) for v in (*spec.size, *spec.stride, spec.offset)
+        )
+        return spec if static else None
+    layout = _layout(shown)
+    return layout if all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])) else None
+
+
+def _of_member(member: torch.Tensor, view: Layout | ViewSpec) -> torch.Tensor:
+    """The view ``view`` (``_member_view``) of the caller's ``member``."""
+    if isinstance(view, ViewSpec):
+        return reinterpreted_view(member, view)
+    return member.as_strided(*view)
+
+
+def _reads_alike(view: Any, member: Any) -> bool:
+    """Whether ``view`` reads its bytes as ``member`` does (the remade views are
+    ``as_strided`` of the member: not a ``view(torch.complex128)``, ``view_as_complex``
+    or conj of it, which came back in the member's dtype: soak 250696)."""
+    return (view.dtype, view.is_conj(), view.is_neg()) == (
+        member.dtype,
+        member.is_conj(),
+        member.is_neg(),
+    )
 
 
 _REMADE = (_CREATION.DEFAULT, _CREATION.MULTI_OUTPUT_NODE)
@@ -502,12 +541,9 @@ def _views_of_members(
             if since or (own and len(sequence) > len(own) and starts_with(sequence, own)):
                 if o.requires_grad and not (since or _through(o, m)):  # (taken before a
                     break  # write: of the base)
-                shown, through = eager_layout(o, base)
-                layout = _layout(shown)
-                if not through and all(
-                    isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])
-                ):
-                    found[j] = (i, layout)
+                view = _member_view(o, m, base)
+                if view is not None:
+                    found[j] = (i, view)
                 break
     return found
 
@@ -638,7 +674,7 @@ class SyntheticBase:
         for j, (i, view) in self.member_views.items():
             o = outs[j]
             if id(o) not in remade and not tensors[i].requires_grad and not o.requires_grad:
-                remade[id(o)] = tensors[i].as_strided(*view)  # eager's ``._base``: the caller's
+                remade[id(o)] = _of_member(tensors[i], view)  # eager's ``._base``: the caller's
             outs[j] = remade.get(id(o), o)
         for j, (i, view) in self.member_grad_views.items():
             o = outs[j]
