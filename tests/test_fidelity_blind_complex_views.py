@@ -50,11 +50,6 @@ KNOWN_OPEN: dict[str, str | tuple[list[str], str]] = {
         "a real base and view_as_complex of it passed together, the complex view written: "
         "UnsupportedError 'inputs 0, 1 overlap in memory with different dtypes'"
     ),
-    "input_and_its_conj_both_passed": (
-        "a complex input written while its conj() view is also an input: the output read "
-        "from the conj view comes back without the conjugation (imaginary parts negated), "
-        "silently"
-    ),
     "imag_and_conj_imag_both_passed": _REAL_VIEWS_OVERLAP,
     "real_and_imag_both_passed_one_written": _REAL_VIEWS_OVERLAP,
     "err_view_as_real_of_conj": (_DYNAMO, _DYNAMO_WRAPS),

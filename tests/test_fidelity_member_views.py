@@ -141,3 +141,49 @@ def test_a_reinterpreting_view_of_a_member_is_eagers(fn: Callable, compiler: str
             assert (g is None) == (w is None)
             if w is not None:
                 torch.testing.assert_close(g, w)
+
+
+def _write_the_base_read_its_conj(a, b):
+    a.mul_(2)  # (blind complex views: b's conj bit was lost, the values conjugated)
+    return (b * 1,)
+
+
+def _write_the_conj_read_the_base(a, b):
+    b.mul_(1j)
+    return a + 0, b
+
+
+def _both_conj_one_written(a, b):
+    b.add_(a.sin())
+    return (a * b,)
+
+
+def _conj_pairs() -> dict[str, Callable[[], tuple[list[Any], list[Any]]]]:
+    def make(pick: Callable[[Any], tuple[Any, Any]]) -> Callable[[], tuple[list, list]]:
+        def args() -> tuple[list[Any], list[Any]]:
+            g = torch.Generator().manual_seed(4)
+            leaf = torch.randn(3, 2, dtype=torch.complex128, generator=g, requires_grad=True)
+            return list(pick(leaf.clone())), [leaf]
+
+        return args
+
+    return {
+        "base_and_conj": make(lambda b: (b, b.conj())),
+        "slice_and_conj": make(lambda b: (b[:2], b.conj())),
+        "conj_and_its_slice": make(lambda b: (b.conj(), b.conj()[1:])),
+    }
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
+@pytest.mark.parametrize("pair", list(_conj_pairs()))
+@pytest.mark.parametrize(
+    "fn",
+    [_write_the_base_read_its_conj, _write_the_conj_read_the_base, _both_conj_one_written],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_members_with_a_conj_bit_keep_it(fn: Callable, pair: str, compiler: str) -> None:
+    """A complex input passed beside its ``conj()`` (one of them written): the member is
+    made of the group's base with the caller's conj bit."""
+    from eager_oracle import assert_like_eager
+
+    assert_like_eager(fn, _conj_pairs()[pair], COMPILERS[compiler])

@@ -60,6 +60,31 @@ def _views(tensors: Sequence[Any], members: tuple[int, ...]) -> tuple[bool, ...]
     return tuple(tensors[i]._is_view() for i in members)
 
 
+def _bits(
+    tensors: Sequence[Any], members: tuple[int, ...], common: bool
+) -> tuple[tuple[bool, bool], ...]:
+    """Each member's conj and neg bits (``_Group.bits``); empty where none has one."""
+    bits = tuple((tensors[i].is_conj(), tensors[i].is_neg()) for i in members)
+    if not any(c or n for c, n in bits):
+        return ()
+    if not common:
+        raise UnsupportedError(
+            f"inputs {members} overlap in memory, one with a conj or neg bit, and are not "
+            "views of one common tensor: not supported"
+        )
+    return bits
+
+
+def _with_bits(t: torch.Tensor, bits: tuple[bool, bool]) -> torch.Tensor:
+    """``t`` (made of the base, which has no bits) with a member's conj / neg bits."""
+    conj, neg = bits
+    if conj:
+        t = t.conj()
+    if neg:
+        t = torch._neg_view(t)
+    return t
+
+
 def _root(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
 
@@ -113,6 +138,9 @@ class _Group:
     detached: tuple[bool, ...] = ()
     #: Per member: a view in the caller (not the base itself, nor a tensor of its own).
     is_view: tuple[bool, ...] = ()
+    #: Per member: its conj and neg bits (``x`` passed beside ``x.conj()``): the member is
+    #: made with them (``_with_bits``), as the caller's reads the bytes.
+    bits: tuple[tuple[bool, bool], ...] = ()
 
     @classmethod
     def of(cls, tensors: Sequence[Any], members: tuple[int, ...]) -> _Group:
@@ -135,7 +163,8 @@ class _Group:
             for i in members
         )
         views = tuple(_layout(tensors[i]) for i in members)
-        return cls(members, views, common, creation, leaves, (), _views(tensors, members))
+        bits = _bits(tensors, members, common)
+        return cls(members, views, common, creation, leaves, (), _views(tensors, members), bits)
 
     @classmethod
     def _around(cls, tensors: Sequence[Any], members: tuple[int, ...], root: int) -> _Group:
@@ -152,7 +181,8 @@ class _Group:
         )
         views = tuple(_layout(tensors[i]) for i in members)
         no_leaves = (False,) * len(members)
-        return cls(members, views, True, creation, no_leaves, detached, _views(tensors, members))
+        is_view, bits = _views(tensors, members), _bits(tensors, members, True)
+        return cls(members, views, True, creation, no_leaves, detached, is_view, bits)
 
     def base(self, tensors: Sequence[Any]) -> torch.Tensor:
         first = tensors[self.members[0]]
@@ -176,10 +206,14 @@ class _Group:
             )
             and _creation(tensors[i]) == c
             and tensors[i]._is_view() == iv
-            for i, v, c, d, iv in zip(
-                self.members, self.views, self.creation, detached, self.is_view
+            and (tensors[i].is_conj(), tensors[i].is_neg()) == b
+            for i, v, c, d, iv, b in zip(
+                self.members, self.views, self.creation, detached, self.is_view, self._bits()
             )
         )
+
+    def _bits(self) -> tuple[tuple[bool, bool], ...]:
+        return self.bits or ((False, False),) * len(self.members)
 
 
 class _MetadataWrites(torch.overrides.TorchFunctionMode):
@@ -379,7 +413,10 @@ def _built_members(groups: Sequence[_Group], graph_inputs: Sequence[Any]) -> dic
     built: dict[int, Any] = {}
     for g, base in zip(groups, graph_inputs):
         leaves = g.leaves or (False,) * len(g.views)
-        made = (_member(base, *m) for m in zip(g.views, g.creation, leaves))
+        made = (
+            _with_bits(_member(base, *m), b)
+            for m, b in zip(zip(g.views, g.creation, leaves), g._bits())
+        )
         detached = g.detached or (False,) * len(g.views)
         built.update((i, t.detach() if d else t) for i, t, d in zip(g.members, made, detached))
     return built
