@@ -575,3 +575,55 @@ def test_a_leaf_made_to_require_grad_after_its_use_is_a_constant_its_penalty_rea
         results.append([*(q.detach() for q in grads), x0.grad, x1.grad])
     assert results[0][2] is None and results[1][2] is None  # (x0's: the product is linear)
     torch.testing.assert_close(results[1], results[0])
+
+
+def _detached_beside(x, w):
+    h = (x @ w).tanh()
+    m = h.mean()
+    return m.view_as(m), h, m.detach(), h.detach()  # (soak 250549: the detached ones merged)
+
+
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager"])
+def test_outputs_detached_beside_their_tensor_are_replayed(entry: str) -> None:
+    """Outputs the graph returns as another output's value, detached by the runtime: no
+    gradient reaches them, the replay differentiates the others (was refused)."""
+    results = []
+    for run in (_detached_beside, _by_entry(entry)(_detached_beside)):
+        torch.manual_seed(0)
+        x = torch.randn(4, 4, dtype=F64, requires_grad=True)
+        w = torch.randn(4, 4, dtype=F64, requires_grad=True)
+        m, h, md, hd = run(x, w)
+        assert not md.requires_grad and not hd.requires_grad
+        loss = m * 3 + (h * hd).sum()
+        gx, gw = torch.autograd.grad(loss, [x, w], create_graph=True)
+        (gx.pow(2).sum() + (gw * w).sum()).backward()
+        results.append([gx.detach(), gw.detach(), x.grad, w.grad, md, hd])
+    for g, e in zip(*results[::-1]):
+        torch.testing.assert_close(g, e)
+
+
+def _intermediate_written_then_viewed(x, w):
+    t = x @ w
+    t.mul_(2).add_(1)  # (soak 250943: the output's version count)
+    return (t.transpose(0, 1), (t * w).sum())
+
+
+@pytest.mark.parametrize("entry", ["aot_function", "aotgrad_eager"])
+def test_an_intermediate_written_in_place_is_replayed(entry: str) -> None:
+    results = []
+    for run in (
+        _intermediate_written_then_viewed,
+        _by_entry(entry)(_intermediate_written_then_viewed),
+    ):
+        torch.manual_seed(0)
+        x = torch.randn(4, 4, dtype=F64, requires_grad=True)
+        w = torch.randn(4, 4, dtype=F64, requires_grad=True)
+        tt, s = run(x, w)
+        gx, gw = torch.autograd.grad(tt.pow(2).sum() + s, [x, w], create_graph=True)
+        (gx.pow(2).sum() + (gw * w).sum()).backward()
+        results.append([gx.detach(), gw.detach(), x.grad, w.grad, tt._version])
+    for g, e in zip(*results[::-1]):
+        if isinstance(e, int):
+            assert g == e
+        else:
+            torch.testing.assert_close(g, e)

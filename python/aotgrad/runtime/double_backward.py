@@ -190,6 +190,8 @@ def _written_inputs(layout: Any) -> list[int] | None:
         mutation_with_grad=[],
         version_deltas={},
         same_as={},
+        merged_outputs=[],  # (detached in the epilogue: no tangent reaches them)
+        output_versions={},  # (the counters of outputs the replay makes afresh)
         requires_grad_changes={} if made else layout.requires_grad_changes,
     )
     written = list(layout.mutated_inputs)
