@@ -742,8 +742,11 @@ def _with_hooks(
     ]
     views = {i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._is_view()}
     hooks, metadata.early_input_hooks = _early_hooks(hooks, untouched, facts, recorded, kept, views)
-    # (written with autograd recording: a view written under no_grad keeps its node)
+    # (written with autograd recording; or under no_grad and not re-laid: the write moves
+    # the view's version count, so autograd rebuilds its node on its next read, past the
+    # one the hook sits on: soak 250879)
     seen = {i for i in set(recorded) & views if not alias.facts.writes_unrecorded(wrapped[i])}
+    seen |= (set(plan.mutated_inputs) & views) - set(facts.input_view)
     hooks, metadata.hooks_before_call = _view_hooks(hooks, untouched, seen, kept)
     written = {*recorded, *facts.input_view}
     traced = {i for i, h in hooks if i in written and not isinstance(h, PostAccumulate)} | kept
