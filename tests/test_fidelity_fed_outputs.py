@@ -107,10 +107,35 @@ def _input_view_of_view(x, w, v):
     return t, b.t(), (t * v).sum()
 
 
+def _input_row_feeds_a_viewed_output(x, w, v):
+    r = x[1]
+    h = (r * w).tanh()  # (soak 251811: h.t() was made of h before h's link, and skipped it)
+    return h.t(), h, r
+
+
+class _Same(torch.autograd.Function):
+    """Returns its input itself; backward ``g * 0.5``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * 0.5
+
+
+def _custom_view_feeds_a_viewed_output(x, w, v):
+    t = _Same.apply(x)
+    h = x.t() @ t
+    return h.unsqueeze(0), h, t
+
+
 PROGRAMS = [_head, _chain, _listed, _transposed_read, _two_readers, _read_twice_down]
 PROGRAMS += [_split_piece, _other_dtype, _flattened, _transposed_view, _view_of_output]
 PROGRAMS += [_flattened_output, _returned_twice, _view_of_input, _input_row]
-PROGRAMS += [_input_view_of_view]
+PROGRAMS += [_input_view_of_view, _input_row_feeds_a_viewed_output]
+PROGRAMS += [_custom_view_feeds_a_viewed_output]
 
 
 def _flat(outs: Any) -> list[torch.Tensor]:

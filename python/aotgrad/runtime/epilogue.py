@@ -224,7 +224,9 @@ class Epilogue(InputWrites):
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
         if self.fed_views is not None:  # (outputs computed from a view onto the view)
+            linked = list(outs)
             self.fed_views(args, outs, fwd)
+            self._views_of_linked(args, fwd, outs, linked, spec)
         if layout.inference_outputs:
             with torch.inference_mode():
                 for k in layout.inference_outputs:
@@ -239,6 +241,19 @@ class Epilogue(InputWrites):
         register_hooks(args, layout.input_hooks)
         register_hooks(outs, layout.output_hooks)
         return tuple(outs)
+
+    def _views_of_linked(
+        self, args: Sequence[Any], fwd: Sequence[Any], outs: list, before: list, spec: Any
+    ) -> None:
+        """Views of another output made again where the fed-views link replaced that
+        output (``return t5.unsqueeze(0), t5, v`` with ``t5`` computed from the view
+        ``v``): made of the output before, their gradient skipped the link, and the
+        gradient at ``v`` missed it (soak 251811)."""
+        versions = self.layout.output_versions
+        for a in self.layout.output_aliases:
+            of = a.of_user_output
+            if of >= 0 and outs[of] is not before[of] and outs[a.index] is before[a.index]:
+                outs[a.index] = self._rebuild(a, args, fwd, outs, spec, versions.get(a.index))
 
     def _merged_and_same(self, outs: list, fwd: Sequence[Any]) -> None:
         """Merged outputs that are another output's or base's tensor, detached; then the

@@ -308,9 +308,12 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, tuple[Any, list[int]]]:
     fresh = set(layout.fresh_outputs)
     # (views the runtime makes of the caller's output: their gradient reaches it anyway)
     made_of = {a.index: a.base_output for a in layout.output_aliases}
+    # (views of a user output: made again of the linked output, ``Epilogue._views_of_linked``)
+    of_user = {a.index: a.of_user_output for a in layout.output_aliases}
     found: dict[int, Any] = {}
     for a in layout.output_aliases:
-        users = [j for j in layout.fed_outputs.get(a.index, ()) if made_of.get(j) != a.index]
+        fed = layout.fed_outputs.get(a.index, ())
+        users = [j for j in fed if made_of.get(j) != a.index and of_user.get(j, -1) not in fed]
         if not users or a.verdict not in LINKABLE:
             continue
         if a.detached or a.base_leaf or a.routed or a.base_output >= 0:
@@ -330,7 +333,8 @@ def _linkable_views(layout: ForwardLayout) -> dict[int, tuple[Any, list[int]]]:
     # (where its users are the Function's own user outputs, as for the views above)
     own = {*fresh, *layout.custom_versions}
     for k in layout.custom_views:
-        users = list(layout.fed_outputs.get(k, ()))
+        fed = layout.fed_outputs.get(k, ())
+        users = [j for j in fed if of_user.get(j, -1) not in fed]
         if k in layout.detached_custom_views or k in layout.custom_view_bases or not users:
             continue
         if all(j < n_user and j in own and j not in layout.fed_outputs for j in users):

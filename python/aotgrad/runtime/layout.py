@@ -70,6 +70,15 @@ class OutputAlias:
     #: called with None when the node runs for another (``alias.views.pieces_of``).
     piece: tuple[int, int] | None = None
 
+    @property
+    def of_user_output(self) -> int:
+        """The user output this is a view of, as the caller gets it (-1: none)."""
+        if self.base_output >= 0:
+            return self.base_output
+        if self.verdict == OutputVerdict.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+            return self.source
+        return -1
+
 
 @dataclass
 class ForwardLayout:
