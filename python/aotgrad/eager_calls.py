@@ -245,12 +245,14 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
         self.counters = SharedCounters()
         #: Hooks registered on inputs, which the runtime registers on the caller's tensors.
         self.input_hooks = InputHooks()
-        #: Nodes (held, by id) other hooks sit on (``view_nodes.from_base``).
-        self.hooked_nodes: dict[int, Any] = {}
-        #: (tensor, node, output number, registered hook, handle) per hook registered
-        #: on a tensor the function made (``hook_calls.hooks_of_unused_pieces``).
-        self.hook_calls: list[tuple[Any, ...]] = []
+        self.hooked_nodes = {}
+        self.hook_calls = []
 
+    #: Nodes (held, by id) other hooks sit on (``view_nodes.from_base``).
+    hooked_nodes: dict[int, Any]
+    #: (tensor, node, output number, registered hook, handle) per hook registered on a
+    #: tensor the function made (``hook_calls.hooks_of_unused_pieces``).
+    hook_calls: list[tuple[Any, ...]]
     #: Tensors the function made leaves that require grad (``x.detach().requires_grad_()``,
     #: a factory called with ``requires_grad=True``), in the order it made them.
     new_leaves: list[torch.Tensor]

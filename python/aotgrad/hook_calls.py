@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .autograd_walks import walk_finds
 from .errors import EagerRefusal, UnsupportedError
 from .input_hooks import holds_traced_values
 
@@ -180,19 +181,11 @@ def hooks_of_unused_pieces(
 
 def _read(node: Any, nr: int, outs: Sequence[Any]) -> bool:
     """Whether some output's history reads output ``nr`` of ``node``."""
-    stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
-    seen: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        for m, k in n.next_functions:
-            if m is node and k == nr and n is not node:
-                return True
-            if m is not node:
-                stack.append(m)
-    return False
+
+    def reads(n: Any) -> bool:
+        return n is not node and any(m is node and k == nr for m, k in n.next_functions)
+
+    return any(walk_finds(o.grad_fn, reads) for o in outs if isinstance(o, torch.Tensor))
 
 
 def called_by_backward(hook: Any) -> Any:

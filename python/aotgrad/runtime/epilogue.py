@@ -224,9 +224,7 @@ class Epilogue(InputWrites):
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
         if self.fed_views is not None:  # (outputs computed from a view onto the view)
-            linked = list(outs)
-            self.fed_views(args, outs, fwd)
-            self._views_of_linked(args, fwd, outs, linked, spec)
+            self._views_of_linked(args, fwd, outs, spec)
         if layout.inference_outputs:
             with torch.inference_mode():
                 for k in layout.inference_outputs:
@@ -243,12 +241,14 @@ class Epilogue(InputWrites):
         return tuple(outs)
 
     def _views_of_linked(
-        self, args: Sequence[Any], fwd: Sequence[Any], outs: list, before: list, spec: Any
+        self, args: Sequence[Any], fwd: Sequence[Any], outs: list, spec: Any
     ) -> None:
-        """Views of another output made again where the fed-views link replaced that
-        output (``return t5.unsqueeze(0), t5, v`` with ``t5`` computed from the view
-        ``v``): made of the output before, their gradient skipped the link, and the
-        gradient at ``v`` missed it (soak 251811)."""
+        """The fed-views link (``fed_views``), then the views of another output made again
+        where the link replaced that output (``return t5.unsqueeze(0), t5, v`` with
+        ``t5`` computed from the view ``v``): made of the output before, their gradient
+        skipped the link, and the gradient at ``v`` missed it (soak 251811)."""
+        before = list(outs)
+        self.fed_views(args, outs, fwd)
         versions = self.layout.output_versions
         for a in self.layout.output_aliases:
             of = a.of_user_output
