@@ -41,10 +41,6 @@ KNOWN_OPEN: dict[str, Any] = {
     "two_views_t_and_mul": (_AOT, _TWO_VIEWS),
     "two_overlapping_views_unsqueeze_and_write": (_AOT, _TWO_VIEWS),
     "base_and_view_view_squeezed_base_written": (_AOT, _TWO_VIEWS),
-    "t_under_nograd_on_view_input": (
-        _AOT,
-        "t_() under no_grad of a view input (x = base.t()): " + _VIEW_UNLINKED,
-    ),
     "as_strided_larger_than_view_inside_storage": (
         _AOT,
         "as_strided_ of a view (base[:2]) to a size larger than the view but inside its "
