@@ -54,7 +54,10 @@ def _only_if_accumulated(hook: Callable[..., Any], t: torch.Tensor) -> Callable[
 
 
 def _input_of(ctx: Any, i: int, hooked: dict[int, weakref.ref] | None) -> Any:
-    node = ctx.next_functions[i][0]
+    edges = ctx.next_functions
+    if i >= len(edges):  # (soak 252950: fewer edges than gradients under Dynamo)
+        return None
+    node = edges[i][0]
     if node is not None and hasattr(node, "variable"):  # (a leaf's accumulator)
         return node.variable
     ref = hooked.get(i) if hooked else None
