@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.hooks import RemovableHandle
 
 from .alias import facts
+from .alias.reinterpret import Reinterpret
 from .autograd_walks import reaches_output
 from .errors import EagerRefusal, UnsupportedError, run_eagerly
 from .vocab import OutputVerdict
@@ -416,21 +417,11 @@ class HookedView:
         if base is None or not base.requires_grad or not outs[self.anchor].requires_grad:
             return
         size, stride, delta = self.layout
-        base = _in_dtype(base, outs[self.anchor].dtype)
+        if base.dtype != outs[self.anchor].dtype:  # (``view_as_real(z)`` hooked: soak 249890)
+            base = Reinterpret(outs[self.anchor].dtype).apply(base)
         view = base.as_strided(size, stride, outs[self.anchor].storage_offset() + delta)
         register_hooks([view], [(0, h) for h in self.hooks])
         remake_views_of(outs, dict.fromkeys(self.outputs, view))
-
-
-def _in_dtype(base: Any, dtype: torch.dtype) -> Any:
-    """``base`` seen in ``dtype`` the way a view of it in that dtype was made (a complex
-    base's real view: ``view_as_real``, whose layout counts real elements: soak 249890,
-    ``view_as_real(x1)`` hooked, ``as_strided`` of it returned)."""
-    if base.dtype == dtype:
-        return base
-    if base.is_complex() and not dtype.is_complex:
-        return torch.view_as_real(base.resolve_conj())
-    return torch.view_as_complex(base)
 
 
 def _merged(views: list[HookedView]) -> list[HookedView]:

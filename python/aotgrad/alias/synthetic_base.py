@@ -30,7 +30,7 @@ from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..input_hooks import hooks_on_members, register_hooks, remake_views_of
 from ..view_metadata_writes import METADATA_WRITES, leaf_view_of_gradless
-from .reinterpret import by_view_dtype, reinterpreted_spec, reinterpreted_view
+from .reinterpret import Reinterpret, by_view_dtype, reinterpreted_spec, reinterpreted_view
 from .storage import overlap_groups
 from .views import ViewSpec, eager_layout, set_metadata, starts_with
 
@@ -487,11 +487,7 @@ def _reads_alike(view: Any, member: Any) -> bool:
     """Whether ``view`` reads its bytes as ``member`` does (the remade views are
     ``as_strided`` of the member: not a ``view(torch.complex128)``, ``view_as_complex``
     or conj of it, which came back in the member's dtype: soak 250696)."""
-    return (view.dtype, view.is_conj(), view.is_neg()) == (
-        member.dtype,
-        member.is_conj(),
-        member.is_neg(),
-    )
+    return Reinterpret.of(view) == Reinterpret.of(member)
 
 
 _REMADE = (_CREATION.DEFAULT, _CREATION.MULTI_OUTPUT_NODE)

@@ -66,8 +66,11 @@ def written_with_new_node(
     skip |= {*meta.metadata_steps}
     found = []
     for i, c in enumerate(call):
-        relaid = plan.inputs[i] == alias.InputVerdict.METADATA
-        ok = written(i, c) or (relaid and (_recorded(plan, i) or getattr(c, "_base", None) is not None))
+        # (metadata alone: recorded, or of a view whose node the change rebuilds)
+        laid = plan.inputs[i] == alias.InputVerdict.METADATA
+        ok = written(i, c) or (
+            laid and (_recorded(plan, i) or getattr(c, "_base", None) is not None)
+        )
         if ok and i not in skip and _new_node(c, initial[i]) and c.requires_grad:
             found.append(i)
     return found
