@@ -177,7 +177,7 @@ class EarlierViews:
             if v is not None and v is not t and v._base is root:
                 self.relaid[id(v)] = ref
 
-    def _is_relaid(self, t: Any) -> bool:
+    def is_relaid(self, t: Any) -> bool:
         ref = self.relaid.get(id(t))
         return ref is not None and ref() is t
 
@@ -213,7 +213,7 @@ class EarlierViews:
                 return t
             if not t.requires_grad and not (t is written and grad_write):
                 return t  # (a view without grad, written with a value that has it: recorded)
-            if id(t) in keep or not self._is_relaid(t):
+            if id(t) in keep or not self.is_relaid(t):
                 return t
             creation = torch._C._autograd._get_creation_meta(t)
             if creation != _DEFAULT:  # made under no_grad, of several outputs...: eager's

@@ -219,7 +219,7 @@ class Epilogue(InputWrites):
         if leaves:
             fwd = self._leaf_bases(fwd, leaves)
         outs = self._rebuild_outputs(args, fwd, spec, leaves, kept, laid)
-        _views_of_written_inputs(outs, args, layout)
+        _views_of_written_inputs(outs, args, layout, spec)
         self._stale_outputs(outs, early, spec, (args, late))
         of_leaves = self._custom_views_of_leaves(args, outs, leaves, spec) if leaves else set()
         self._custom_views(args, outs, of_leaves, spec)
@@ -752,13 +752,19 @@ def _made_alike(view: Any, o: Any) -> Any:
 _CREATION_DEFAULT = torch._C._autograd.CreationMeta.DEFAULT
 
 
-def _through(t: Any, o: Any) -> Any:
+def _through(t: Any, o: Any, view: Any) -> Any:
     """``o``, a view of the input ``t`` taken after the function re-laid it, made of ``t``
-    as re-laid (``layout.views_after_relaid``): eager's node reaches ``t``'s new one. Not
-    a view reinterpreting the bytes (``view_as_complex``, a conj bit): left as made."""
+    as re-laid (``layout.views_after_relaid``): eager's node reaches ``t``'s new one,
+    through the layouts its chain's ``as_strided`` s were taken of (``ViewSpec.through``
+    of ``view``, its spec: ``t.diagonal().as_strided(...)`` passes gradient only to the
+    diagonal). Not a view reinterpreting the bytes (``view_as_complex``, a conj bit):
+    left as made."""
     if not o.requires_grad or o.grad_fn is None or not t.requires_grad or _reinterprets(o, t):
         return o
+    at = o.storage_offset() - view.offset  # (where the input started: specs count from it)
     with torch.enable_grad():
+        for s in view.through:
+            t = t.as_strided(s.size, s.stride, at + s.offset)
         return _made_alike(t.as_strided(o.size(), o.stride(), o.storage_offset()), o)
 
 
@@ -766,16 +772,19 @@ def _reinterprets(o: Any, t: Any) -> bool:
     return o.dtype != t.dtype or o.is_conj() or o.is_neg()
 
 
-def _views_of_written_inputs(outs: list, args: Sequence[Any], layout: ForwardLayout) -> None:
+def _views_of_written_inputs(
+    outs: list, args: Sequence[Any], layout: ForwardLayout, spec: Any
+) -> None:
     """Outputs viewing an input as eager's do after the input's write: taken after it
     re-laid the input, of the input as re-laid (``views_after_relaid``); taken before a
     write, of the root base (``layout.views_past_write``: last, a later write rebuilds a
     view taken after a re-lay too); of an input ``set_()`` to another's storage, of that
     input (its base and version counter: ``views_of_set_inputs``)."""
     if layout.views_after_relaid:
-        source = {a.index: a.source for a in layout.output_aliases}
+        made = {a.index: a for a in layout.output_aliases}
         for k in layout.views_after_relaid:
-            outs[k] = _through(args[source[k]], outs[k])
+            a = made[k]
+            outs[k] = _through(args[a.source], outs[k], spec(a.view))
     for k in layout.views_past_write:
         outs[k] = _of_root(outs[k])
     for k, i in layout.views_of_set_inputs.items():

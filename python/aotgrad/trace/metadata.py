@@ -5,6 +5,7 @@ outputs are (which need tangents, which are new leaves) and the alias facts that
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -593,7 +594,7 @@ def _alias_facts(
     keep: bool,
 ) -> Any:
     """``alias.collect`` on what the run left (``keep``: input mutations stay in the graph)."""
-    return alias.collect(
+    facts = alias.collect(
         wrapped,
         fake_args,
         outs,
@@ -603,6 +604,19 @@ def _alias_facts(
         input_aliases=calls.gradless.aliases,
         inference=in_inference_mode(),
     )
+    _rebuilt_views(facts, outs, calls.earlier)
+    return facts
+
+
+def _rebuilt_views(facts: Any, outs: Sequence[Any], earlier: Any) -> None:
+    """Outputs viewing an input through an ``as_strided`` (``ViewSpec.through``) that a
+    later write or metadata change of their storage made eager rebuild: their node is one
+    ``as_strided`` of the root's (every element it covers gets gradient), not the chain
+    they were taken through (``o = x.diagonal().as_strided(...); x.t_()``)."""
+    for j, spec in facts.output_view.items():
+        o = outs[j]
+        if spec.through and (earlier.written_since_made(o) or earlier.is_relaid(o)):
+            facts.output_view[j] = dataclasses.replace(spec, through=())
 
 
 def _run(fn: Callable[..., Any], wrapped: Sequence[Any], fake_args: Sequence[Any]) -> Any:
