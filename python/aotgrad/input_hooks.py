@@ -30,7 +30,7 @@ from torch.utils.hooks import RemovableHandle
 
 from .alias import facts
 from .alias.reinterpret import Reinterpret
-from .autograd_walks import reaches_output
+from .autograd_walks import reaches_node, reaches_output
 from .errors import EagerRefusal, UnsupportedError, run_eagerly
 from .vocab import OutputVerdict
 
@@ -298,6 +298,7 @@ def hooks_on_linked_nodes(
     traced: Sequence[tuple[Any, Callable, Any, Any, Any]],
     call: Sequence[Any],
     linked: Sequence[int],
+    diff_outs: Sequence[Any] = (),
 ) -> list[tuple[int, Callable]]:
     """The traced hooks on a linked input's node after its last write
     (``post_write_reads``: the runtime hands that node the gradient of the reads after
@@ -306,15 +307,45 @@ def hooks_on_linked_nodes(
     function's part passes on out again: right only for a hook linear in the gradient
     (``x.sin_(); x.register_hook(lambda g: g.clamp(-.5, .5)); x.retain_grad()``: the
     input's gradient came out 0, soak 235965). The runtime registers each on the
-    caller's tensor after its write-back, where eager's sits: it sees both parts, once."""
+    caller's tensor after its write-back, where eager's sits: it sees both parts, once.
+
+    So is one on a stand-in that is a view (``EarlierViews``: an input whose metadata
+    changed) whose node a write autograd did not record (under no_grad, through another
+    view) rebuilt: the same node (the same geometry over the same base node), as eager's
+    root input keeps its own; unless a differentiable output (``diff_outs``) reached the
+    old node first (a read between the hook and the write: it stays traced)."""
     index = {id(call[i]): i for i in linked}
     found = []
-    for t, hook, handle, node, _ in traced:
+    for t, hook, handle, node, laid in traced:
         i = index.get(id(t))
-        if i is not None and node is not None and node is node_now(t) and _registered(handle):
+        if i is None or node is None or not _registered(handle):
+            continue
+        now = node_now(t)
+        if now is node or (
+            _rebuilt_alike(t, now, node, laid)
+            and not any(reaches_node(o.grad_fn, node) for o in diff_outs)
+        ):
             handle.remove()
             found.append((i, hook))
     return found
+
+
+def _rebuilt_alike(t: Any, now: Any, node: Any, laid: tuple) -> bool:
+    layout = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    return t._is_view() and laid == layout and _alike(now, node)
+
+
+def _alike(now: Any, node: Any, depth: int = 16) -> bool:
+    """Whether ``now`` is ``node`` rebuilt: the same kinds of node down to a node both
+    reach (the view chain replayed on an unchanged base node)."""
+    if now is node:
+        return True
+    if depth == 0 or now is None or node is None or type(now) is not type(node):
+        return False
+    ours, theirs = now.next_functions, node.next_functions
+    return len(ours) == len(theirs) and all(
+        _alike(a, b, depth - 1) for (a, _), (b, _) in zip(ours, theirs)
+    )
 
 
 def node_now(t: Any) -> Any:

@@ -480,7 +480,7 @@ class _JointTrace(SavedReads):
         # then, their gradients dropped: eager's backward runs the nodes to them too
         needs += self.edges_dropped
         linked = linked_by_value(self.metadata, call, self.post_write, diff_outs)
-        self.post_write_hooks = hooks_on_linked_nodes(self.traced_hooks, call, linked)
+        self.post_write_hooks = hooks_on_linked_nodes(self.traced_hooks, call, linked, diff_outs)
         retained = self._retained_through(fwd_values, diff_outs)
         needs += retained
         needs += [fwd_values[k] for k in self.metadata.fed_outputs]  # (``fed_outputs``)
