@@ -689,6 +689,16 @@ def _early_hooks(
     )
 
 
+def _beside_written(fake_args: Sequence[Any], views: set[int], written: Sequence[int]) -> set[int]:
+    """Inputs that are views in the caller, not written themselves, of a base another
+    written input views: the write moves their shared version count, so autograd rebuilds
+    their nodes (a piece of ``chunk`` raises on reading it). A hook the function put on
+    one before is on its node as it was: the runtime registers it before the write-back
+    (soak 252645: registered after it, under inference mode, it raised)."""
+    bases = {id(fake_args[j]._base) for j in written if j in views}
+    return {i for i in views if i not in written and id(fake_args[i]._base) in bases}
+
+
 def _view_hooks(
     hooks: list[tuple[int, Any]], untouched: set[int], written_views: set[int], kept: set
 ) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
@@ -756,6 +766,9 @@ def _with_hooks(
     ]
     views = {i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._is_view()}
     hooks, metadata.early_input_hooks = _early_hooks(hooks, untouched, facts, recorded, kept, views)
+    beside = _beside_written(fake_args, views, plan.mutated_inputs)
+    hooks, early = _untouched_hooks(hooks, untouched, beside - kept)
+    metadata.early_input_hooks += early
     # (written with autograd recording; or under no_grad and not re-laid: the write moves
     # the view's version count, so autograd rebuilds its node on its next read, past the
     # one the hook sits on: soak 250879)
