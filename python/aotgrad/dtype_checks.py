@@ -40,7 +40,9 @@ _IN_PLACE_OPERATORS = frozenset(
 )
 _REPLAY_LIMIT = 1 << 16
 #: What eager's dtype refusals say.
-_DTYPE_WORDS = ("dtype", "scalar type", "can't be cast")
+# (``NotImplementedError`` is a ``RuntimeError``: a kernel without that dtype, "nansum_cpu"
+# not implemented for 'Long')
+_DTYPE_WORDS = ("dtype", "scalar type", "can't be cast", "floating point type", "implemented for '")
 
 
 def _static(t: torch.Tensor) -> bool:

@@ -51,6 +51,7 @@ from .inplace_layout import keep_layout, keeping_layout
 from .input_hooks import InputHooks, holds_traced_values, node_now
 from .metadata_steps import MetadataSteps
 from .ordered_copies import OrderedCopy, ordered_args
+from .out_dtypes import in_eagers_dtype
 from .out_resizes import call_with_out
 from .overlapping_writes import backward_node, overlapping_setitem, overlapping_write
 from .remade_view_nodes import RemadeViewNodes
@@ -461,6 +462,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
             return result
         if not isinstance(out, torch.Tensor) or _eager_raises_for_grad(args, kwargs):
             return self._plain_call(func, args, kwargs)
+        args, kwargs = in_eagers_dtype(func, args, kwargs)  # (an ``out=`` of another dtype)
         # a resize changes metadata in place, as ``as_strided_``: earlier views of ``out``
         # are eager's ``as_strided`` of it, not a replay of their ops on its new shape
         changed = lambda o: self.earlier.changed(o, not self._eager_view(o), restride=True)  # noqa: E731
