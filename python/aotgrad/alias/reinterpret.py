@@ -62,6 +62,12 @@ class Reinterpret:
                     # a pair taken of a contiguous base by a view of it
                     # (``view_as_complex(t.reshape(4, 2, 2))`` of a (4, 4) ``t``)
                     t = t.view(-1, 2)
+                elif (
+                    t.shape[-1:] != (2,) and t.dim() and t.stride(-1) == 1 and t.shape[-1] % 2 == 0
+                ):
+                    # of a base with gaps between its rows (``b[:, :4]``; soak 254172):
+                    # pairs within each row
+                    t = t.unflatten(-1, (-1, 2))
                 t = torch.view_as_complex(t)
             if t.dtype != self.dtype:  # (view_as_real of complex128 is float64)
                 t = t.view(self.dtype)
