@@ -25,21 +25,14 @@ from typing import Any
 
 import torch
 
-from ..autograd_walks import accumulator_of, reaches_node
+from ..autograd_walks import accumulator_of
 from ..eager_calls import EagerCalls, in_inference_mode
 from ..errors import NeedsSyntheticBase, UnsupportedError
 from ..input_hooks import hooks_on_members, register_hooks, remake_views_of
 from ..view_metadata_writes import METADATA_WRITES, leaf_view_of_gradless
-from .reinterpret import Reinterpret, by_view_dtype, reinterpreted_spec, reinterpreted_view
+from .member_views import Layout, layout, of_member, remakeable, views_of_detached, views_of_members
 from .storage import overlap_groups
-from .views import ViewSpec, eager_layout, set_metadata, starts_with
-
-#: (size, stride, absolute storage offset) of a member.
-Layout = tuple[tuple[int, ...], tuple[int, ...], int]
-
-
-def _layout(t: torch.Tensor) -> Layout:
-    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+from .views import ViewSpec, set_metadata
 
 
 def _refuse_histories_of_aliases(groups: Sequence[Any], built: dict[int, Any]) -> None:
@@ -107,7 +100,7 @@ def _member(
     own: the function reads its ``requires_grad``)."""
     # (not set_grad_enabled: under the tracing modes it leaves grad mode on at exit)
     with torch.no_grad() if creation == _CREATION.NO_GRAD_MODE else torch.enable_grad():
-        member = _of_member(base, layout)
+        member = of_member(base, layout)
     # set even where the grad mode above should have given it: a trace of a call under
     # inference mode makes every view under no_grad (``EagerCalls._call``), and eager's
     # ``DEFAULT`` view read after a write to its sibling regenerates its node where a
@@ -162,7 +155,7 @@ class _Group:
             common and tensors[i].requires_grad and not _root(tensors[i]).requires_grad
             for i in members
         )
-        views = tuple(_layout(tensors[i]) for i in members)
+        views = tuple(layout(tensors[i]) for i in members)
         bits = _bits(tensors, members, common)
         return cls(members, views, common, creation, leaves, (), _views(tensors, members), bits)
 
@@ -179,7 +172,7 @@ class _Group:
         creation = tuple(
             _CREATION.DEFAULT if d else _creation(tensors[i]) for i, d in zip(members, detached)
         )
-        views = tuple(_layout(tensors[i]) for i in members)
+        views = tuple(layout(tensors[i]) for i in members)
         no_leaves = (False,) * len(members)
         is_view, bits = _views(tensors, members), _bits(tensors, members, True)
         return cls(members, views, True, creation, no_leaves, detached, is_view, bits)
@@ -197,7 +190,7 @@ class _Group:
         root = id(_root(first))
         detached = self.detached or (False,) * len(self.members)
         return all(
-            _layout(tensors[i]) == v
+            layout(tensors[i]) == v
             and tensors[i].untyped_storage()._cdata == storage
             and (
                 (id(_root(tensors[i])) != root and not tensors[i].requires_grad)
@@ -235,7 +228,7 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         self.used: set[int] = set()
         #: Views taken of a member (or of such a view), by id: each (weakly) and the
         #: member's position. Members on one layout give their views one view-op history
-        #: (``_views_of_members``): this tells whose they are.
+        #: (``member_views.views_of_members``): this tells whose they are.
         self.views_of: dict[int, tuple[Any, int]] = {}
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -249,7 +242,7 @@ class _MetadataWrites(torch.overrides.TorchFunctionMode):
         if args and isinstance(result, torch.Tensor) and result is not args[0]:
             self._note_view(args[0], result)
         if i is not None and not torch.is_grad_enabled():  # (the layout it left)
-            self.unrecorded[i] = _layout(args[0])
+            self.unrecorded[i] = layout(args[0])
         if leaf:
             self.as_leaf.add(i)  # type: ignore[arg-type]
             if i not in self.used:
@@ -402,7 +395,7 @@ def _note_new_layouts(
     run on their group meanwhile (``SyntheticBase.new_views``, ``version_deltas``)."""
     for g in groups:
         for i, v in zip(g.members, g.views):
-            now = _layout(built[i])
+            now = layout(built[i])
             if now != v:
                 new_views[i] = now
                 deltas[i] = built[i]._version - versions[i]
@@ -438,149 +431,6 @@ def _interior_leaves(group: _Group, built: dict[int, Any], outs: Sequence[Any]) 
             calls.interior_nodes.append(node)
 
 
-def _views_of_detached(
-    groups: Sequence[_Group], built: dict[int, Any], outs: Sequence[Any]
-) -> dict[int, tuple[int, Layout]]:
-    """Outputs that are views of a detached member (``SyntheticBase.member_views``),
-    requiring no grad, at static layouts (as eager lays them out: ``eager_layout``)."""
-    detached = {id(built[i]): i for g in groups for i, d in zip(g.members, g.detached or ()) if d}
-    found = {}
-    for j, o in enumerate(outs):
-        if not isinstance(o, torch.Tensor) or o.requires_grad or not o._is_view():
-            continue
-        i = detached.get(id(o._base))
-        if i is None or not _reads_alike(o, built[i]):
-            continue
-        shown, through = eager_layout(o, built[i])
-        layout = _layout(shown)
-        if not through and all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])):
-            found[j] = (i, layout)
-    return found
-
-
-def _member_view(o: Any, m: Any, base: Any) -> Layout | ViewSpec | None:
-    """Output ``o``, a view of member ``m`` (of the group's ``base``), as the runtime makes
-    it of the caller's member: eager's layout (static), or a ``ViewSpec`` where it reads
-    the bytes otherwise (``view_as_complex(x3.view(4, 2, 2))``: soak 250696); None where
-    neither is made."""
-    shown, through = eager_layout(o, base)
-    if through:
-        return None
-    if not _reads_alike(o, m):
-        spec = reinterpreted_spec(o, m, check_base=False, shown=shown, dtype_view=by_view_dtype(o))
-        static = spec is not None and all(
-            isinstance(v, int) for v in (*spec.size, *spec.stride, spec.offset)
-        )
-        return spec if static else None
-    layout = _layout(shown)
-    return layout if all(isinstance(v, int) for v in (*layout[0], *layout[1], layout[2])) else None
-
-
-def _of_member(member: torch.Tensor, view: Layout | ViewSpec) -> torch.Tensor:
-    """The view ``view`` (``_member_view``) of the caller's ``member``."""
-    if isinstance(view, ViewSpec):
-        return reinterpreted_view(member, view)
-    return member.as_strided(*view)
-
-
-def _reads_alike(view: Any, member: Any) -> bool:
-    """Whether ``view`` reads its bytes as ``member`` does (the remade views are
-    ``as_strided`` of the member: not a ``view(torch.complex128)``, ``view_as_complex``
-    or conj of it, which came back in the member's dtype: soak 250696)."""
-    return Reinterpret.of(view) == Reinterpret.of(member)
-
-
-_REMADE = (_CREATION.DEFAULT, _CREATION.MULTI_OUTPUT_NODE)
-
-
-def _remakeable(out: Any, member: Any) -> bool:
-    """Whether output ``out`` (``SyntheticBase.member_grad_views``) is remade of ``member``:
-    the call records grad, both require grad, and ``out`` is a plain view (the default
-    creation meta, or a multi-output op's: ``x1.split(2)[1]``; no hooks, not retaining its
-    gradient). Reading the ``grad_fn`` of another view (one a custom Function made, its
-    base since written) raises: not one."""
-    if not (
-        torch.is_grad_enabled()
-        and isinstance(out, torch.Tensor)
-        and member.requires_grad
-        and out.requires_grad
-        and out._is_view()
-        and torch._C._autograd._get_creation_meta(out) in _REMADE
-    ):
-        return False
-    try:
-        return out.grad_fn is not None and not out._backward_hooks and not out.retains_grad
-    except RuntimeError:
-        return False
-
-
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two functional tensors are views of one base (functionalization gives the
-    views of one base one storage)."""
-    try:
-        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
-    except RuntimeError:
-        return False
-
-
-def _through(view: Any, member: Any) -> bool:
-    """Whether ``view``'s node leads through ``member``'s: not where a write to the group
-    after the view was taken made autograd rebuild the view's node from the base."""
-    try:
-        node = member.grad_fn
-        return node is None or reaches_node(view.grad_fn, node)  # (a leaf: its own)
-    except RuntimeError:
-        return False
-
-
-def _views_of_members(
-    groups: Sequence[_Group],
-    built: dict[int, Any],
-    bases: Sequence[Any],
-    outs: Sequence[Any],
-    member_of_view: Callable[[Any], int | None] = lambda _: None,
-    unwritten_since: Callable[[Any], bool] = lambda _: False,
-) -> dict[int, tuple[int, Layout]]:
-    """Outputs that are views taken through a member that is not detached (``return
-    x1[0]``): eager's pass through that member's node, which is what
-    ``autograd.grad(out, x1)`` asks for, and their ``._base`` is the member's (one that
-    requires no grad too: ``t1.expand(2)`` of ``t1 = x1.detach()`` passed beside ``x1``);
-    the graph's are views of the group's base. Output index → (member position, eager's
-    layout); static layouts only."""
-    from torch._C import _functionalization
-    from torch._subclasses.functional_tensor import FunctionalTensor
-
-    members = []
-    for g, base in zip(groups, bases):
-        detached = g.detached or (False,) * len(g.members)
-        members += [(i, built[i], base) for i, d in zip(g.members, detached) if not d]
-    found = {}
-    for j, o in enumerate(outs):
-        if not isinstance(o, FunctionalTensor) or not o._is_view():
-            continue
-        sequence = _functionalization.get_view_meta_sequence(o.elem)
-        taken_of = member_of_view(o)
-        # (taken of the member after the group's last write: an ``as_strided`` of it has
-        # one view op of the base, as the member has, and the trace's node skips the
-        # member's; eager's goes through it, soak 247773)
-        since = taken_of is not None and unwritten_since(o)
-        for i, m, base in members:
-            if taken_of is not None and i != taken_of:
-                continue
-            # (a member of another group can have the same view ops of its own base)
-            if o is m or not isinstance(m, FunctionalTensor) or not _same_storage(o, m):
-                continue
-            own = _functionalization.get_view_meta_sequence(m.elem)
-            if since or (own and len(sequence) > len(own) and starts_with(sequence, own)):
-                if o.requires_grad and not (since or _through(o, m)):  # (taken before a
-                    break  # write: of the base)
-                view = _member_view(o, m, base)
-                if view is not None:
-                    found[j] = (i, view)
-                break
-    return found
-
-
 @dataclass(frozen=True)
 class SyntheticBase:
     groups: tuple[_Group, ...]
@@ -590,7 +440,8 @@ class SyntheticBase:
     #: the member's detached stand-in; the caller's are views of the member itself.
     member_views: dict[int, tuple[int, Layout]] = field(default_factory=dict, compare=False)
     #: Outputs that view a member that is not detached and require grad
-    #: (``_views_of_members``): remade of the caller's member when the call records grad.
+    #: (``member_views.views_of_members``): remade of the caller's member when the call
+    #: records grad.
     member_grad_views: dict[int, tuple[int, Layout]] = field(default_factory=dict, compare=False)
     #: Members whose sizes/strides/offset the function changed (``t_()``), and the new
     #: layout: recorded while tracing, replayed on the real ones.
@@ -707,11 +558,11 @@ class SyntheticBase:
         for j, (i, view) in self.member_views.items():
             o = outs[j]
             if id(o) not in remade and not tensors[i].requires_grad and not o.requires_grad:
-                remade[id(o)] = _of_member(tensors[i], view)  # eager's ``._base``: the caller's
+                remade[id(o)] = of_member(tensors[i], view)  # eager's ``._base``: the caller's
             outs[j] = remade.get(id(o), o)
         for j, (i, view) in self.member_grad_views.items():
             o = outs[j]
-            if id(o) not in remade and _remakeable(o, tensors[i]):
+            if id(o) not in remade and remakeable(o, tensors[i]):
                 remade[id(o)] = _member(tensors[i], view, _creation(o))  # (its node's)
             outs[j] = remade.get(id(o), o)
         return outs
@@ -750,8 +601,8 @@ class SyntheticBase:
         """The outputs the caller's are views of members of (``member_views``, and those
         that require grad: ``member_grad_views``; ``writes``: the ``_MetadataWrites`` that
         saw them taken)."""
-        self.member_views.update(_views_of_detached(self.groups, built, out))
-        views = _views_of_members(
+        self.member_views.update(views_of_detached(self.groups, built, out))
+        views = views_of_members(
             self.groups, built, bases, out, writes.member_of_view, writes.unwritten_since
         )
         views = {j: v for j, v in views.items() if j not in self.member_outputs}
