@@ -366,7 +366,7 @@ class ForwardLayout:
     @property
     def watches_after_call(self) -> bool:
         """Something saved is noted once the call is over (its version then, the data of
-        an input): ``runtime._TrainingPlan.note_watched``."""
+        an input): ``training._TrainingPlan.note_watched``."""
         return bool(
             self.watched_inputs
             or self.watched_bases
