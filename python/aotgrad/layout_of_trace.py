@@ -306,10 +306,11 @@ def _of_leaf_view(
 
 def _untracked_view(k: int, facts: Any) -> bool:
     """Output ``k`` is a view autograd does not track in eager: made in no_grad or
-    inference mode, or by a custom Function run under no_grad (its creation meta says
+    inference mode, taken with grad of one so (a piece of ``t.split(2)``: its node
+    passes the gradient nowhere), or by a custom Function run under no_grad (its creation meta says
     "in a custom Function", yet it has no ``grad_fn``, or only a view's of it)."""
     meta = facts.output_creation_meta.get(k)
-    if meta in (_CM.NO_GRAD_MODE, _CM.INFERENCE_MODE):
+    if meta in (_CM.NO_GRAD_MODE, _CM.INFERENCE_MODE) or k in facts.output_stops_short:
         return True
     return meta == _CM.IN_CUSTOM_FUNCTION and (
         k in facts.output_tracked_view or k not in facts.output_has_grad_fn

@@ -76,6 +76,10 @@ class AliasFacts:
     #: Of those made under ``no_grad``, the ones with a ``grad_fn`` all the same (a view
     #: taken with grad on of a view made under ``no_grad``: the meta is inherited).
     output_tracked_view: set[int] = field(default_factory=set)
+    #: Of those, the ones whose history stops short of any input or leaf (a piece of
+    #: ``t.split(2)`` taken with grad of ``t`` made under ``no_grad``: autograd takes
+    #: ``t`` for a leaf and its node passes the gradient nowhere).
+    output_stops_short: set[int] = field(default_factory=set)
     #: Outputs with a ``grad_fn`` (autograd history) as the function returned them.
     output_has_grad_fn: set[int] = field(default_factory=set)
     #: Outputs made inside a ``torch.inference_mode()`` block: inference tensors in eager.
@@ -541,8 +545,51 @@ def _output_object_facts(
             facts.output_creation_meta[j] = meta
             if grad_fn_of(o) is not None:
                 facts.output_tracked_view.add(j)
+                if _stops_short(grad_fn):
+                    facts.output_stops_short.add(j)
             if meta == _MULTI_OUTPUT and grad_fn is not None and grad_fn is not STALE_VIEW:
                 facts.output_piece[j] = (id(grad_fn), o.output_nr)
+
+
+def _stops_short(grad_fn: Any) -> bool:
+    """Whether every path from ``grad_fn`` ends without reaching a node past the view
+    chain (each ``next_functions`` entry None: the chain starts at a view autograd takes
+    for a leaf, made under ``no_grad``)."""
+    stack, seen = [grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node is STALE_VIEW or id(node) in seen:
+            continue
+        seen.add(id(node))
+        nexts = [n for n, _ in node.next_functions if n is not None]
+        if not node.next_functions or (nexts and not all(_is_view_node(n) for n in nexts)):
+            return False
+        stack += nexts
+    return True
+
+
+def _is_view_node(node: Any) -> bool:
+    return type(node).__name__.endswith(_VIEW_NODES)
+
+
+_VIEW_NODES = (
+    "SplitBackward0",
+    "SplitWithSizesBackward0",
+    "UnbindBackward0",
+    "DiagonalBackward0",
+    "SliceBackward0",
+    "SelectBackward0",
+    "TBackward0",
+    "TransposeBackward0",
+    "ViewBackward0",
+    "AsStridedBackward0",
+    "PermuteBackward0",
+    "UnsqueezeBackward0",
+    "SqueezeBackward0",
+    "ExpandBackward0",
+    "AliasBackward0",
+    "UnfoldBackward0",
+)
 
 
 def _note_reinterpreted(
