@@ -64,6 +64,21 @@ def grads(R, **ts):
         R.grad(k, t)
 
 
+def _observe(R, out, watched, leaves=None, *, also=(), same=None, name="out", bw_name="bw"):
+    """The usual tail of a program: ``R.rec(name, out)`` (then ``R.rec("same", out is
+    same)`` when ``same`` is given), ``ver`` of each of ``watched`` (name to tensor, in
+    order); when ``leaves`` is given, ``bw(R, out, *also, name=bw_name)`` and ``grads`` of
+    ``leaves`` (name to tensor)."""
+    R.rec(name, out)
+    if same is not None:
+        R.rec("same", out is same)
+    for k, t in watched.items():
+        ver(R, k, t)
+    if leaves is not None:
+        bw(R, out, *also, name=bw_name)
+        grads(R, **leaves)
+
+
 def Z(seed, dtype=f64, rg=True):
     """A seeded 0-dim leaf (drawn by ``L``)."""
     t = L(1, seed=seed, dtype=dtype, rg=False).reshape(()).clone()
@@ -102,11 +117,7 @@ def f32_clone_add_f64_tensor(C, R):
     y = L(3, seed=2)
     x = leaf.clone()
     out = g(x, y)
-    R.rec("out", out)
-    R.rec("same", out is x)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, y=y)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "y": y}, same=x)
 
 
 @prog()
@@ -120,11 +131,7 @@ def f32_clone_mul_int_tensor(C, R):
     x = leaf.clone()
     i = I(1, -2, 3, 0)
     out = g(x, i)
-    R.rec("out", out)
-    ver(R, "x", x)
-    ver(R, "i", i)
-    bw(R, out, x)
-    grads(R, leaf=leaf)
+    _observe(R, out, {"x": x, "i": i}, {"leaf": leaf}, also=(x,))
 
 
 @prog()
@@ -138,10 +145,7 @@ def f32_add_python_scalar_then_mul(C, R):
     leaf = L(2, 3, seed=4, dtype=f32)
     x = leaf.clone()
     out = g(x)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf)
+    _observe(R, out, {"x": x}, {"leaf": leaf})
 
 
 @prog()
@@ -156,10 +160,7 @@ def int_input_add_int_scalar(C, R):
     a, b = g(n, w)
     R.rec("a", a)
     R.rec("a_is_n", a is n)
-    R.rec("b", b)
-    ver(R, "n", n)
-    bw(R, b)
-    grads(R, w=w)
+    _observe(R, b, {"n": n}, {"w": w}, name="b")
 
 
 @prog()
@@ -173,10 +174,7 @@ def f32_mul_f64_zero_dim_leaf(C, R):
     s = Z(9)
     x = leaf.clone()
     out = g(x, s)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, s=s)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "s": s})
 
 
 @prog()
@@ -190,10 +188,7 @@ def promotion_write_through_slice_input(C, R):
     base = leaf.clone()
     y = L(3, seed=19)
     out = g(base[1:4], y)
-    R.rec("out", out)
-    ver(R, "base", base)
-    bw(R, out, base)
-    grads(R, leaf=leaf, y=y)
+    _observe(R, out, {"base": base}, {"leaf": leaf, "y": y}, also=(base,))
 
 
 @prog()
@@ -207,11 +202,7 @@ def f32_and_f64_write_each_other(C, R):
     la, lb = L(3, seed=20, dtype=f32), L(3, seed=21)
     a, b = la.clone(), lb.clone()
     out = g(a, b)
-    R.rec("out", out)
-    ver(R, "a", a)
-    ver(R, "b", b)
-    bw(R, out, a, b)
-    grads(R, la=la, lb=lb)
+    _observe(R, out, {"a": a, "b": b}, {"la": la, "lb": lb}, also=(a, b))
 
 
 @prog()
@@ -224,10 +215,7 @@ def nograd_f32_input_gets_grad_from_f64(C, R):
     x = L(4, seed=22, dtype=f32, rg=False)
     y = L(4, seed=23)
     out = g(x, y)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, y=y)
+    _observe(R, out, {"x": x}, {"y": y})
 
 
 @prog()
@@ -255,10 +243,7 @@ def zero_dim_inputs_promotion(C, R):
     ls, lt = Z(26, dtype=f32), Z(27)
     s = ls.clone()
     out = g(s, lt)
-    R.rec("out", out)
-    ver(R, "s", s)
-    bw(R, out, s)
-    grads(R, ls=ls, lt=lt)
+    _observe(R, out, {"s": s}, {"ls": ls, "lt": lt}, also=(s,))
 
 
 @prog()
@@ -272,8 +257,7 @@ def int32_floor_div_by_big_int64(C, R):
     g = C(f)
     n = I(100, -7, 9, dtype=i32)
     out = g(n, I(2**32 + 2, 2, 2**33 + 3))
-    R.rec("out", out)
-    ver(R, "n", n)
+    _observe(R, out, {"n": n})
 
 
 @prog()
@@ -285,8 +269,7 @@ def int32_remainder_by_big_int64(C, R):
     g = C(f)
     n = I(100, 50, -3, dtype=i32)
     out = g(n, I(2**32 + 7, 7, 2**32 + 5))
-    R.rec("out", out)
-    ver(R, "n", n)
+    _observe(R, out, {"n": n})
 
 
 @prog()
@@ -299,10 +282,7 @@ def uint8_add_negative_int64_wraps(C, R):
     u = I(3, 200, 0, dtype=torch.uint8)
     w = L(3, seed=153)
     out = g(u, I(-5, 100, -1), w)
-    R.rec("out", out)
-    ver(R, "u", u)
-    bw(R, out)
-    grads(R, w=w)
+    _observe(R, out, {"u": u}, {"w": w})
 
 
 # =====================================================================
@@ -397,10 +377,7 @@ def out_add_into_nograd_input(C, R):
     x = torch.zeros(3, dtype=f64)
     w = L(3, seed=37)
     out = g(a, b, x, w)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, w=w)
+    _observe(R, out, {"x": x}, {"w": w})
 
 
 @prog()
@@ -438,8 +415,7 @@ def out_into_leaf_requires_grad_under_no_grad(C, R):
     a, b = L(3, seed=45), L(3, seed=46)
     with torch.no_grad():
         out = g(a, b, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
     bw(R, x * a)
     grads(R, x=x, a=a, b=b)
 
@@ -455,10 +431,7 @@ def out_with_grad_args_inside_no_grad_block(C, R):
     a, b, w = L(3, seed=47), L(3, seed=48), L(3, seed=49)
     x = torch.empty(3, dtype=f64)
     out = g(a, b, x, w)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, a=a, b=b, w=w)
+    _observe(R, out, {"x": x}, {"a": a, "b": b, "w": w})
 
 
 @prog()
@@ -471,8 +444,7 @@ def out_mul_into_input_slice(C, R):
     a, b = L(3, seed=50, rg=False), L(3, seed=51, rg=False)
     x = torch.zeros(4, dtype=f64)
     out = g(a, b, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -486,10 +458,7 @@ def out_sum_dim0_into_input(C, R):
     x = torch.full((3,), 7.0, dtype=f64)
     w = L(3, seed=53)
     out = g(a, x, w)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, w=w)
+    _observe(R, out, {"x": x}, {"w": w})
 
 
 @prog()
@@ -502,8 +471,7 @@ def out_sum_into_zero_dim_input(C, R):
     a = L(2, 3, seed=54, rg=False)
     s = torch.tensor(0.0, dtype=f64)
     out = g(a, s)
-    R.rec("out", out)
-    ver(R, "s", s)
+    _observe(R, out, {"s": s})
 
 
 @prog()
@@ -515,9 +483,7 @@ def out_returned_is_input(C, R):
     a, b = L(2, 2, seed=55, rg=False), L(2, 2, seed=56, rg=False)
     x = torch.zeros(2, 2, dtype=f64)
     out = g(a, b, x)
-    R.rec("out", out)
-    R.rec("same", out is x)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x}, same=x)
 
 
 @prog()
@@ -584,8 +550,7 @@ def out_int_args_float_out(C, R):
     n = I(1, 2, 3)
     x = torch.zeros(3, dtype=f32)
     out = g(n, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -638,9 +603,7 @@ def out_cat_into_transposed_input(C, R):
     base = torch.zeros(3, 3, dtype=f64)
     xt = base.t()
     out = g(a, b, xt)
-    R.rec("out", out)
-    ver(R, "xt", xt)
-    ver(R, "base", base)
+    _observe(R, out, {"xt": xt, "base": base})
 
 
 @prog()
@@ -652,12 +615,10 @@ def out_second_call_other_dtype(C, R):
     g = C(f)
     x1 = torch.zeros(3, dtype=f32)
     o1 = g(L(3, seed=72, dtype=f32, rg=False), x1)
-    R.rec("o1", o1)
-    ver(R, "x1", x1)
+    _observe(R, o1, {"x1": x1}, name="o1")
     x2 = torch.zeros(3, dtype=f64)
     o2 = g(L(3, seed=73, rg=False), x2)
-    R.rec("o2", o2)
-    ver(R, "x2", x2)
+    _observe(R, o2, {"x2": x2}, name="o2")
 
 
 @prog()
@@ -685,8 +646,7 @@ def out_whole_call_under_no_grad(C, R):
     x = torch.zeros(3, dtype=f64)
     with torch.no_grad():
         out = g(a, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -701,8 +661,7 @@ def out_sum_f32_into_f64_cancellation(C, R):
     a = torch.tensor([[1e8, 3.0], [1.0, 1e8], [-1e8, -1e8]], dtype=f32)
     x = torch.zeros(2, dtype=f64)
     out = g(a, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -717,8 +676,7 @@ def out_sum_f64_into_f32_cancellation(C, R):
     a = torch.tensor([[1e8 + 1, -1e8], [0.5, 0.25]], dtype=f64)
     x = torch.zeros(2, dtype=f32)
     out = g(a, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -731,8 +689,7 @@ def out_mean_f32_into_f64(C, R):
     a = torch.tensor([[1e8, 2.0], [1.0, 1.0], [-1e8, 0.5]], dtype=f32)
     x = torch.zeros(2, dtype=f64)
     out = g(a, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -745,8 +702,7 @@ def out_cumsum_float_into_int(C, R):
     a = torch.tensor([1.7, 2.6, -0.5, 3.9])
     x = I(0, 0, 0, 0)
     out = g(a, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -759,8 +715,7 @@ def out_prod_float_into_int(C, R):
     a = torch.tensor([[1.7, 2.6], [3.5, -1.5]])
     x = I(0, 0)
     out = g(a, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -776,8 +731,7 @@ def out_add_f32_args_into_f64_out(C, R):
     b = torch.tensor([1.0, 3.0], dtype=f32)
     x = torch.zeros(2, dtype=f64)
     out = g(a, b, x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -789,8 +743,7 @@ def out_floor_divide_int64_into_int32(C, R):
     g = C(f)
     x = I(0, 0, dtype=i32)
     out = g(I(2**32 + 10, 9), I(3, 2), x)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
 
 
 @prog()
@@ -831,10 +784,7 @@ def index_put_values_require_grad(C, R):
     v = L(2, seed=78)
     x = leaf.clone()
     out = g(x, v)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, v=v)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "v": v})
 
 
 @prog()
@@ -848,10 +798,7 @@ def index_put_accumulate_duplicates(C, R):
     v = L(4, seed=80)
     x = leaf.clone()
     out = g(x, I(0, 2, 0, 1), v)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, v=v)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "v": v})
 
 
 @prog()
@@ -877,10 +824,7 @@ def mask_setitem_vector(C, R):
     v = L(3, seed=86)
     x = leaf.clone()
     out = g(x, M(True, False, True, False, True), v)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, v=v)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "v": v})
 
 
 @prog()
@@ -894,10 +838,7 @@ def mask_setitem_zero_dim_leaf(C, R):
     s = Z(88)
     x = leaf.clone()
     out = g(x, s)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, s=s)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "s": s})
 
 
 @prog()
@@ -923,10 +864,7 @@ def index_iadd_unique(C, R):
     v = L(3, seed=90)
     x = leaf.clone()
     out = g(x, I(4, 0, 2), v)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, v=v)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "v": v})
 
 
 @prog()
@@ -941,10 +879,7 @@ def index_iadd_rows_f32_with_f64(C, R):
     x = L(3, 2, seed=91, dtype=f32, rg=False)
     v = L(1, 2, seed=92)
     out = g(x, v)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, v=v)
+    _observe(R, out, {"x": x}, {"v": v})
 
 
 @prog()
@@ -958,10 +893,7 @@ def scatter_src_requires_grad(C, R):
     src = L(2, 2, seed=94)
     x = leaf.clone()
     out = g(x, torch.tensor([[0, 3], [2, 1]]), src)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, src=src)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "src": src})
 
 
 @prog()
@@ -987,10 +919,7 @@ def scatter_add_src_requires_grad(C, R):
     src = L(5, seed=99)
     x = leaf.clone()
     out = g(x, I(0, 2, 2, 1, 0), src)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, src=src)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "src": src})
 
 
 @prog()
@@ -1003,10 +932,7 @@ def scatter_add_into_int_counts(C, R):
     c = I(0, 0, 0)
     w = L(3, seed=100)
     out = g(c, I(0, 2, 2, 2), w)
-    R.rec("out", out)
-    ver(R, "c", c)
-    bw(R, out)
-    grads(R, w=w)
+    _observe(R, out, {"c": c}, {"w": w})
 
 
 @prog()
@@ -1020,10 +946,7 @@ def index_add_alpha_src_grad(C, R):
     src = L(3, 2, seed=104)
     x = leaf.clone()
     out = g(x, src)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, src=src)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "src": src})
 
 
 @prog()
@@ -1050,10 +973,7 @@ def index_copy_src_grad_on_transposed_input(C, R):
     xt = base.t()
     src = L(2, 2, seed=108)
     out = g(xt, src)
-    R.rec("out", out)
-    ver(R, "base", base)
-    bw(R, out)
-    grads(R, leaf=leaf, src=src)
+    _observe(R, out, {"base": base}, {"leaf": leaf, "src": src})
 
 
 @prog()
@@ -1067,10 +987,7 @@ def masked_fill_zero_dim_f64_leaf_into_f32(C, R):
     s = Z(114)
     x = leaf.clone()
     out = g(x, M(True, True, False, True), s)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, s=s)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "s": s})
 
 
 @prog()
@@ -1082,8 +999,7 @@ def masked_fill_float_on_int_input(C, R):
     g = C(f)
     n = I(5, 6, 7)
     out = g(n, M(True, False, True))
-    R.rec("out", out)
-    ver(R, "n", n)
+    _observe(R, out, {"n": n})
 
 
 @prog()
@@ -1097,10 +1013,7 @@ def masked_scatter_source_grad(C, R):
     src = L(6, seed=116)
     x = leaf.clone()
     out = g(x, torch.tensor([[True, False, True], [False, True, False]]), src)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, src=src)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "src": src})
 
 
 @prog()
@@ -1129,10 +1042,7 @@ def copy_from_f64_into_f32_clone(C, R):
     y = L(3, seed=120)
     x = leaf.clone()
     out = g(x, y)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, y=y)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "y": y})
 
 
 @prog()
@@ -1145,11 +1055,7 @@ def copy_broadcast_row_into_nograd(C, R):
     x = torch.zeros(3, 4, dtype=f32)
     y = L(4, seed=121)
     out = g(x, y)
-    R.rec("out", out)
-    R.rec("same", out is x)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, y=y)
+    _observe(R, out, {"x": x}, {"y": y}, same=x)
 
 
 @prog()
@@ -1164,10 +1070,7 @@ def copy_rg_into_nograd_returns_other(C, R):
     x = torch.zeros(3, dtype=f64)
     y = L(3, seed=122)
     out = g(x, y)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out, x)
-    grads(R, y=y)
+    _observe(R, out, {"x": x}, {"y": y}, also=(x,))
 
 
 @prog()
@@ -1181,10 +1084,7 @@ def copy_float_into_int_input(C, R):
     y = L(4, seed=123)
     a, b = g(n, y)
     R.rec("a", a)
-    R.rec("b", b)
-    ver(R, "n", n)
-    bw(R, b)
-    grads(R, y=y)
+    _observe(R, b, {"n": n}, {"y": y}, name="b")
 
 
 @prog()
@@ -1198,10 +1098,7 @@ def copy_into_view_of_base_other_dtype(C, R):
     base = leaf.clone()
     y = L(3, seed=125)
     out = g(base[1], y)
-    R.rec("out", out)
-    ver(R, "base", base)
-    bw(R, out, base)
-    grads(R, leaf=leaf, y=y)
+    _observe(R, out, {"base": base}, {"leaf": leaf, "y": y}, also=(base,))
 
 
 @prog()
@@ -1215,10 +1112,7 @@ def fill_slice_with_zero_dim_leaf(C, R):
     s = Z(127)
     x = leaf.clone()
     out = g(x, s)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, s=s)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "s": s})
 
 
 @prog()
@@ -1231,10 +1125,7 @@ def fill_nograd_with_zero_dim_f64_leaf(C, R):
     x = torch.zeros(3, dtype=f32)
     s = Z(128)
     out = g(x, s)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out, x)
-    grads(R, s=s)
+    _observe(R, out, {"x": x}, {"s": s}, also=(x,))
 
 
 @prog()
@@ -1246,8 +1137,7 @@ def fill_int_with_zero_dim_float(C, R):
     g = C(f)
     n = I(1, 2)
     out = g(n, torch.tensor(2.7))
-    R.rec("out", out)
-    ver(R, "n", n)
+    _observe(R, out, {"n": n})
 
 
 @prog()
@@ -1260,10 +1150,7 @@ def zero_dim_input_copy_from_vector_sum(C, R):
     s = torch.tensor(0.0, dtype=f32)
     v = L(3, seed=129)
     out = g(s, v)
-    R.rec("out", out)
-    ver(R, "s", s)
-    bw(R, out, s)
-    grads(R, v=v)
+    _observe(R, out, {"s": s}, {"v": v}, also=(s,))
 
 
 # =====================================================================
@@ -1281,10 +1168,7 @@ def two_disjoint_slices_index_writes(C, R):
     base = leaf.clone()
     v = L(2, seed=131)
     out = g(base[:3], base[3:], v)
-    R.rec("out", out)
-    ver(R, "base", base)
-    bw(R, out, base)
-    grads(R, leaf=leaf, v=v)
+    _observe(R, out, {"base": base}, {"leaf": leaf, "v": v}, also=(base,))
 
 
 @prog()
@@ -1297,10 +1181,7 @@ def overlapping_slices_write_then_read(C, R):
     leaf = L(5, seed=132)
     base = leaf.clone()
     out = g(base[:3], base[1:4])
-    R.rec("out", out)
-    ver(R, "base", base)
-    bw(R, out, base)
-    grads(R, leaf=leaf)
+    _observe(R, out, {"base": base}, {"leaf": leaf}, also=(base,))
 
 
 @prog()
@@ -1314,10 +1195,7 @@ def base_and_row_view_dtype_promotion(C, R):
     base = leaf.clone()
     y = L(3, seed=134)
     out = g(base, base[0], y)
-    R.rec("out", out)
-    ver(R, "base", base)
-    bw(R, out)
-    grads(R, leaf=leaf, y=y)
+    _observe(R, out, {"base": base}, {"leaf": leaf, "y": y})
 
 
 @prog()
@@ -1333,10 +1211,7 @@ def index_tensor_input_modified_before_use(C, R):
     idx = I(0, 2)
     v = L(2, seed=136)
     out = g(x, idx, v)
-    R.rec("out", out)
-    ver(R, "idx", idx)
-    bw(R, out)
-    grads(R, leaf=leaf, v=v)
+    _observe(R, out, {"idx": idx}, {"leaf": leaf, "v": v})
 
 
 @prog()
@@ -1351,10 +1226,7 @@ def bool_mask_input_flipped_then_used(C, R):
     x = leaf.clone()
     m = M(True, False, False, True)
     out = g(x, m)
-    R.rec("out", out)
-    ver(R, "m", m)
-    bw(R, out)
-    grads(R, leaf=leaf)
+    _observe(R, out, {"m": m}, {"leaf": leaf})
 
 
 # =====================================================================
@@ -1371,19 +1243,13 @@ def second_call_values_lose_requires_grad(C, R):
     v = L(1, seed=139)
     x1 = leaf.clone()
     o1 = g(x1, v)
-    R.rec("o1", o1)
-    bw(R, o1, name="bw1")
-    grads(R, leaf1=leaf, v1=v)
+    _observe(R, o1, {}, {"leaf1": leaf, "v1": v}, name="o1", bw_name="bw1")
     x2 = torch.zeros(3, dtype=f64)
     o2 = g(x2, v.detach())
-    R.rec("o2", o2)
-    ver(R, "x2", x2)
+    _observe(R, o2, {"x2": x2}, name="o2")
     x3 = torch.zeros(3, dtype=f64)
     o3 = g(x3, v)
-    R.rec("o3", o3)
-    ver(R, "x3", x3)
-    bw(R, o3, name="bw3")
-    grads(R, v3=v)
+    _observe(R, o3, {"x3": x3}, {"v3": v}, name="o3", bw_name="bw3")
 
 
 @prog()
@@ -1398,10 +1264,7 @@ def second_call_other_dtype_promotion(C, R):
         y = L(3, seed=150 + i, dtype=dy, rg=dy.is_floating_point) if dy != i64 else I(1, -2, 3)
         x = leaf.clone()
         out = g(x, y)
-        R.rec(f"out{i}", out)
-        ver(R, f"x{i}", x)
-        bw(R, out, name=f"bw{i}")
-        grads(R, **{f"leaf{i}": leaf})
+        _observe(R, out, {f"x{i}": x}, {f"leaf{i}": leaf}, name=f"out{i}", bw_name=f"bw{i}")
         if y.requires_grad:
             grads(R, **{f"y{i}": y})
 
@@ -1415,15 +1278,11 @@ def second_call_int_then_float_input(C, R):
     g = C(f)
     n = I(1, 2, 3)
     o1 = g(n)
-    R.rec("o1", o1)
-    ver(R, "n", n)
+    _observe(R, o1, {"n": n}, name="o1")
     leaf = L(3, seed=143, dtype=f32)
     x = leaf.clone()
     o2 = g(x)
-    R.rec("o2", o2)
-    ver(R, "x", x)
-    bw(R, o2)
-    grads(R, leaf=leaf)
+    _observe(R, o2, {"x": x}, {"leaf": leaf}, name="o2")
 
 
 @prog()
@@ -1437,8 +1296,7 @@ def index_write_leaf_under_no_grad_call(C, R):
     v = L(2, seed=145)
     with torch.no_grad():
         out = g(x, v)
-    R.rec("out", out)
-    ver(R, "x", x)
+    _observe(R, out, {"x": x})
     bw(R, x)
     grads(R, x=x, v=v)
 
@@ -1454,14 +1312,10 @@ def promotion_write_under_no_grad_then_grad_call(C, R):
     y = L(3, seed=146)
     with torch.no_grad():
         o1 = g(x0, y)
-    R.rec("o1", o1)
-    ver(R, "x0", x0)
+    _observe(R, o1, {"x0": x0}, name="o1")
     x1 = torch.zeros(3, dtype=f32)
     o2 = g(x1, y)
-    R.rec("o2", o2)
-    ver(R, "x1", x1)
-    bw(R, o2)
-    grads(R, y=y)
+    _observe(R, o2, {"x1": x1}, {"y": y}, name="o2")
 
 
 @prog()
@@ -1476,10 +1330,7 @@ def masked_scatter_no_grad_inside_then_grad(C, R):
     x = leaf.clone()
     src = L(4, seed=148)
     out = g(x, M(False, True, True), src)
-    R.rec("out", out)
-    ver(R, "x", x)
-    bw(R, out)
-    grads(R, leaf=leaf, src=src)
+    _observe(R, out, {"x": x}, {"leaf": leaf, "src": src})
 
 
 @prog()
@@ -1502,11 +1353,14 @@ def module_int_counter_buffer_and_f32_param(C, R):
     for i in range(2):
         x = L(3, seed=149 + i)
         out = g(x, I(0, 2) if i == 0 else I(1, 1))
-        R.rec(f"out{i}", out)
-        ver(R, f"count{i}", m.count)
-        ver(R, f"acc{i}", m.acc)
-        bw(R, out, name=f"bw{i}")
-        grads(R, **{f"w{i}": m.w, f"x{i}": x})
+        _observe(
+            R,
+            out,
+            {f"count{i}": m.count, f"acc{i}": m.acc},
+            {f"w{i}": m.w, f"x{i}": x},
+            name=f"out{i}",
+            bw_name=f"bw{i}",
+        )
 
 
 @prog()

@@ -31,6 +31,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .dtype_checks import dtype_error
+from .eager_shortcuts import as_eager_runs
 from .errors import EagerRefusal, NeedsSyntheticBase, UnsupportedError
 from .fresh_results import fresh_result
 from .gradless_bases import GradlessBases
@@ -323,6 +324,7 @@ class EagerCalls(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if not self.autocast_seen and torch._C._is_any_autocast_enabled():
             self.autocast_seen = True
+        func, args, kwargs = as_eager_runs(func, args, kwargs)  # (dropout of p = 1)
         before = self.counters.versions() if self.counters.groups else None
         called = (args, kwargs)  # (the caller's objects, before any stand-in below)
         if self.earlier.changes and func not in _OWN_IDENTITY:
