@@ -54,9 +54,10 @@ _RESEEDS = "the function calls torch.{}(): a compiled graph cannot set the RNG's
 # program -> (entries, why).
 KNOWN_OPEN: dict[str, str | tuple[list[str], str]] = {
     "checkpoint_dropout_no_preserve_rng": (
-        "SILENTLY WRONG gradient and RNG state: under checkpoint(preserve_rng_state=False) "
-        "eager's backward recomputes dropout with a fresh mask drawn from the global RNG; "
-        "compiled, the backward uses the forward's mask and draws nothing"
+        "checkpoint(preserve_rng_state=False) around dropout: eager's backward recomputes "
+        "it with a fresh mask drawn from the global RNG. aot entries: run eagerly "
+        "(EagerReplayWarning; values, gradients and RNG state match eager); dynamo: "
+        "SILENTLY WRONG gradient and RNG state (the backward reuses the forward's mask)"
     ),
     "generator_created_inside": _replayed("the function makes a torch.Generator and draws from it"),
     "manual_seed_inside": _replayed(_RESEEDS.format("manual_seed")),

@@ -1,4 +1,4 @@
-"""Dropout with a probability of 1 in training draws nothing in eager (its kernel returns
+"""Dropout and the generator. With a probability of 1 in training eager draws nothing (its kernel returns
 ``x * 0``): the caller's next random numbers must be eager's (``aotgrad.eager_shortcuts``;
 the traced decomposition drew a full mask: blind RNG suite ``dropout_p_one``)."""
 
@@ -38,5 +38,41 @@ def test_dropout_draws_as_eager(call: str, compiler: str) -> None:
     x0 = torch.randn(6, dtype=torch.float64)
     want = _run(f, x0.clone().requires_grad_())
     got = _run(COMPILERS[compiler](f), x0.clone().requires_grad_())
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w)
+
+
+def _checkpointed(body):
+    from torch.utils.checkpoint import checkpoint
+
+    return lambda x: checkpoint(body, x, use_reentrant=False, preserve_rng_state=False)
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+def test_checkpoint_without_rng_state_around_dropout_runs_eagerly(compiler: str) -> None:
+    # eager's backward recomputes the dropout with a fresh mask (blind RNG suite
+    # ``checkpoint_dropout_no_preserve_rng``): a compiled backward cannot, so the call
+    # runs eagerly, with eager's gradient and generator state
+    from aotgrad.errors import EagerReplayWarning
+
+    f = _checkpointed(lambda t: F.dropout(t.sin(), 0.5, True) * t)
+    x0 = torch.randn(8, dtype=torch.float64)
+    want = _run(f, x0.clone().requires_grad_())
+    with pytest.warns(EagerReplayWarning, match="preserve_rng_state=False"):
+        got = _run(COMPILERS[compiler](f), x0.clone().requires_grad_())
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("compiler", [c for c in COMPILERS if c.startswith("aot_function")])
+def test_checkpoint_without_rng_state_and_no_draws_compiles(compiler: str) -> None:
+    import warnings
+
+    f = _checkpointed(lambda t: t.sin() * t)
+    x0 = torch.randn(8, dtype=torch.float64)
+    want = _run(f, x0.clone().requires_grad_())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _run(COMPILERS[compiler](f), x0.clone().requires_grad_())
     for w, g in zip(want, got, strict=True):
         torch.testing.assert_close(g, w)

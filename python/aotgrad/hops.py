@@ -340,11 +340,83 @@ def _region_impl(original: Callable[..., Any]) -> Callable[..., Any]:
         options["context_fn"] = _tagged_contexts(
             options.get("context_fn", default), next(_region_ids)
         )
+        # (the user's ``preserve_rng_state=False``: Dynamo's checkpoint op passes False
+        # always, its random ops being functionalized)
+        if options.get("preserve_rng_state", True) is False and not _from_dynamo(fn):
+            fn = _refusing_draws(fn)
         # the mode writes its tags through current_meta: keep it for this region only
         with fx_traceback.preserve_node_meta():
             yield from original(fn, args, kwargs, **options)
 
     return impl
+
+
+#: Random ops by name (torch functions, tensor methods, ``F`` functions).
+_DRAWS = frozenset(
+    [
+        "rand",
+        "randn",
+        "randint",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "randperm",
+        "bernoulli",
+        "bernoulli_",
+        "multinomial",
+        "normal",
+        "normal_",
+        "uniform_",
+        "exponential_",
+        "geometric_",
+        "cauchy_",
+        "log_normal_",
+        "random_",
+        "poisson",
+        "rrelu",
+        "rrelu_",
+        "dropout",
+        "dropout_",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "dropout1d",
+        "dropout2d",
+        "dropout3d",
+        "native_dropout",
+        "gumbel_softmax",
+    ]
+)
+
+
+class _DrawWatch(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "__name__", "") in _DRAWS:
+            raise run_eagerly(
+                UnsupportedError(
+                    "checkpoint(preserve_rng_state=False) around random ops: eager's backward "
+                    "recomputes them with new draws from the global generator, a compiled "
+                    "backward reuses the forward's (run eagerly; pass preserve_rng_state=True "
+                    "to compile it)"
+                )
+            )
+        return func(*args, **(kwargs or {}))
+
+
+def _from_dynamo(fn: Any) -> bool:
+    """Whether ``fn`` is the body ``tag_activation_checkpoint`` checkpoints."""
+    module = getattr(fn, "__module__", None) or type(getattr(fn, "__self__", None)).__module__
+    return module in ("torch._higher_order_ops.wrap", "torch.fx.interpreter")
+
+
+def _refusing_draws(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, refusing to trace a random op (``preserve_rng_state=False``)."""
+
+    @functools.wraps(fn)
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        with _DrawWatch():
+            return fn(*args, **kwargs)
+
+    return watched
 
 
 @contextlib.contextmanager
