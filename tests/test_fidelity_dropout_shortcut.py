@@ -1,6 +1,10 @@
-"""Dropout and the generator. With a probability of 1 in training eager draws nothing (its kernel returns
-``x * 0``): the caller's next random numbers must be eager's (``aotgrad.eager_shortcuts``;
-the traced decomposition drew a full mask: blind RNG suite ``dropout_p_one``)."""
+"""Dropout and the global generator, compared with eager.
+
+With a probability of 1 in training eager draws nothing (its kernel returns ``x * 0``):
+the caller's next random numbers must be eager's (``aotgrad.eager_shortcuts``; the traced
+decomposition drew a full mask: blind RNG suite ``dropout_p_one``). Under
+``checkpoint(preserve_rng_state=False)`` eager's backward draws again: such a call runs
+eagerly (``aotgrad.hops``)."""
 
 from __future__ import annotations
 
