@@ -464,6 +464,10 @@ class Epilogue(InputWrites):
         old = [kept.get(i, t) for i, t in enumerate(now)] if kept else now
         self._rebuild_first(args, (old, now), fwd, outs, spec, made)
         for k in layout.new_leaves:
+            if k not in self.rebuilt and k not in made and not outs[k].is_leaf:
+                # computed from an input on for a while (``t = x * 2; x.requires_grad_();
+                # t.requires_grad_(); x.detach_()``): eager's is the leaf it made
+                outs[k] = outs[k].detach()
             # rebuilt as an alias (``x.detach().requires_grad_()``), or a view made under
             # no_grad of a tensor that requires grad, whose flag is its base's until
             # ``requires_grad_()`` gives it one (an accumulator of its own)
