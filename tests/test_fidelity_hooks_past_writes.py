@@ -161,15 +161,26 @@ def _relaid_hooked_program(relayout: str, returns: str):
         _no_grad(WRITES["no_grad_slice"], x, 0.3)
         return {"view": (x[:, 1],), "view_and_read": (x[:, 1], t1), "read": (t1,)}[returns]
 
+    return _on_a_clone(f, seed=13, span=3)
+
+
+def _on_a_clone(f, *, seed: int, span: float, record_x: bool = False):
+    """The program calling ``f`` on a clone of a seeded leaf, then its backward with
+    cotangents from ``-span`` to ``span``; the leaf's gradient (and the clone after)."""
+
     def program(C, R):
-        leaf = L(4, 4, seed=13)
+        leaf = L(4, 4, seed=seed)
         x = leaf.clone()
         outs = R.step("call", lambda: C(f)(x))
         if outs is None:
             return
-        cots = [torch.linspace(-3, 3, o.numel(), dtype=o.dtype).reshape(o.shape) for o in outs]
+        cots = [
+            torch.linspace(-span, span, o.numel(), dtype=o.dtype).reshape(o.shape) for o in outs
+        ]
         R.step("bw", lambda: torch.autograd.backward(outs, cots))
         R.grad("leaf", leaf)
+        if record_x:
+            R.rec("x", x)
 
     return program
 
@@ -209,18 +220,7 @@ def _hooked_after_relayout_program(relayout: str, write: str, reads: str):
         LATER_WRITES[write](x)
         return {"mul": (x * 2,), "minus_t": (x - x.t(),), "sum_rows": (x.sum(0),)}[reads]
 
-    def program(C, R):
-        leaf = L(4, 4, seed=17)
-        x = leaf.clone()
-        outs = R.step("call", lambda: C(f)(x))
-        if outs is None:
-            return
-        cots = [torch.linspace(-2, 2, o.numel(), dtype=o.dtype).reshape(o.shape) for o in outs]
-        R.step("bw", lambda: torch.autograd.backward(outs, cots))
-        R.grad("leaf", leaf)
-        R.rec("x", x)
-
-    return program
+    return _on_a_clone(f, seed=17, span=2, record_x=True)
 
 
 RELAIN = {
