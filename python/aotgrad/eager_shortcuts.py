@@ -18,18 +18,9 @@ import torch.nn.functional as F
 
 __all__ = ["as_eager_runs"]
 
-#: The dropout entries and their signatures (``F.dropout(input, p, training, inplace)``,
-#: ``torch.dropout(input, p, train)``, ``torch.dropout_``: in place).
-_DROPOUTS = {
-    F.dropout: inspect.Signature(
-        [
-            inspect.Parameter("input", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-            inspect.Parameter("p", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=0.5),
-            inspect.Parameter("training", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True),
-            inspect.Parameter("inplace", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=False),
-        ]
-    ),
-}
+#: ``F.dropout(input, p, training, inplace)``; ``torch.dropout(input, p, train)`` and
+#: ``torch.dropout_`` (in place).
+_DROPOUT = inspect.signature(F.dropout)
 _ATEN_DROPOUTS = {torch.dropout: False, torch.dropout_: True}
 
 
@@ -51,8 +42,8 @@ def as_eager_runs(func: Any, args: Any, kwargs: Any) -> tuple[Any, Any, Any]:
 def _dropout_call(func: Any, args: Any, kwargs: dict) -> tuple[Any, Any, Any, bool] | None:
     """``(input, p, training, inplace)`` of a dropout call, or None."""
     try:
-        if func in _DROPOUTS:
-            bound = _DROPOUTS[func].bind(*args, **kwargs)
+        if func is F.dropout:
+            bound = _DROPOUT.bind(*args, **kwargs)
             bound.apply_defaults()
             a = bound.arguments
             return a["input"], a["p"], a["training"], bool(a["inplace"])

@@ -21,7 +21,6 @@ _WITH_DTYPE = frozenset(
 )
 #: Ops without ``dtype=`` that compute in the out tensor's (floating) dtype.
 _CAST_INPUT = frozenset({torch.std, torch.var})
-_CHECKED = _WITH_DTYPE | _CAST_INPUT
 
 
 def in_eagers_dtype(func: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
@@ -29,7 +28,7 @@ def in_eagers_dtype(func: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
     computes in where it is not the one the functional op would have. Called once
     eager's refusals were checked (``dtype_checks.dtype_error``: ``nansum`` into int64
     raises, where the functional op and a cast would run)."""
-    if not kwargs or func not in _CHECKED:
+    if not kwargs or not (func in _WITH_DTYPE or func in _CAST_INPUT):
         return args, kwargs
     out = kwargs.get("out")
     if not isinstance(out, torch.Tensor) or not args or not isinstance(args[0], torch.Tensor):
@@ -39,6 +38,4 @@ def in_eagers_dtype(func: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
         return args, kwargs
     if func in _CAST_INPUT:
         return (args[0].to(want), *args[1:]), kwargs
-    if func in _WITH_DTYPE:
-        return args, {**kwargs, "dtype": want}
-    return args, kwargs
+    return args, {**kwargs, "dtype": want}
